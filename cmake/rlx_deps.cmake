@@ -1,0 +1,22 @@
+# Third-party packages, all from Debian: nlohmann-json, CLI11, utf8proc, OpenBLAS,
+# GoogleTest, Google Benchmark. RLX_DEPS_PREFIX points at an extracted copy
+# (the GPU machine has none installed; see scripts/gpu_deps.sh).
+if(DEFINED ENV{RLX_DEPS_PREFIX})
+  list(PREPEND CMAKE_PREFIX_PATH "$ENV{RLX_DEPS_PREFIX}/usr" "$ENV{RLX_DEPS_PREFIX}/usr/lib/x86_64-linux-gnu/cmake")
+  include_directories(SYSTEM "$ENV{RLX_DEPS_PREFIX}/usr/include")
+  link_directories("$ENV{RLX_DEPS_PREFIX}/usr/lib/x86_64-linux-gnu" "$ENV{RLX_DEPS_PREFIX}/usr/lib/x86_64-linux-gnu/openblas-pthread")
+endif()
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+find_path(RLX_CLI11_INCLUDE CLI/CLI.hpp)
+find_path(RLX_UTF8PROC_INCLUDE utf8proc.h REQUIRED)
+find_library(RLX_UTF8PROC_LIB utf8proc REQUIRED)
+find_library(RLX_OPENBLAS_LIB NAMES openblas PATH_SUFFIXES openblas-pthread)
+find_path(RLX_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas openblas-pthread x86_64-linux-gnu/openblas-pthread)
+if(RLX_OPENBLAS_LIB AND RLX_CBLAS_INCLUDE)
+  set(RLX_HAVE_BLAS ON)
+else()
+  set(RLX_HAVE_BLAS OFF)
+  message(STATUS "rlx: OpenBLAS not found; CPU matmul uses its own kernel only")
+endif()

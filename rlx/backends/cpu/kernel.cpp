@@ -1,0 +1,127 @@
+#include "rlx/backends/cpu/kernel.h"
+
+#include <cmath>
+#include <mutex>
+
+#include "rlx/core/half.h"
+#include "rlx/ir/shape.h"
+
+namespace rlx::cpu {
+
+KernelArgs::KernelArgs(const Graph& g, NodeId nid, std::vector<const void*> in, void* out, ThreadPool& p)
+    : graph(g), id(nid), node(g.node(nid)), pool(p), in_(std::move(in)), out_(out) {
+  for (NodeId i : node.inputs) in_dims_.push_back(static_dims(g.node(i).type.shape));
+  out_dims_ = static_dims(node.type.shape);
+  in_scratch_.resize(in_.size());
+}
+
+int64_t KernelArgs::in_numel(size_t i) const { return shape_numel(in_dims_[i]); }
+int64_t KernelArgs::out_numel() const { return shape_numel(out_dims_); }
+
+namespace {
+
+void to_f32(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::F64: {
+      auto* s = static_cast<const double*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+    default: throw Unsupported(str("cpu: no f32 staging for ", t));
+  }
+}
+
+void from_f32(DType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case DType::F16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::F64: {
+      auto* d = static_cast<double*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = src[i];
+      return;
+    }
+    default: throw Unsupported(str("cpu: no f32 staging for ", t));
+  }
+}
+
+}  // namespace
+
+const float* KernelArgs::in_f32(size_t i) {
+  DType t = in_dtype(i);
+  if (t == DType::F32) return in<float>(i);
+  auto& s = in_scratch_[i];
+  if (s.empty() && in_numel(i) > 0) {
+    s.resize(static_cast<size_t>(in_numel(i)));
+    to_f32(t, in_[i], s.data(), in_numel(i));
+  }
+  return s.data();
+}
+
+float* KernelArgs::out_f32() {
+  if (out_dtype() == DType::F32) return out<float>();
+  if (!out_staged_) {
+    out_scratch_.assign(static_cast<size_t>(out_numel()), 0.0f);
+    out_staged_ = true;
+  }
+  return out_scratch_.data();
+}
+
+void KernelArgs::finish() {
+  if (out_staged_) from_f32(out_dtype(), out_scratch_.data(), out_, out_numel());
+}
+
+void register_cpu_kernel(OpKind op, std::vector<DType> signature, CpuKernel fn, std::string description,
+                         bool variadic, std::string custom_name) {
+  KernelRegistry::global().add(KernelKey{op, kCpuBackend, std::move(signature), std::move(custom_name), variadic},
+                               std::move(fn), std::move(description));
+}
+
+void register_cpu_float_kernel(OpKind op, std::vector<DType> signature, const CpuKernel& fn,
+                               const std::string& description, bool variadic) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    auto sig = signature;
+    for (auto& d : sig)
+      if (d == DType::F32) d = t;
+    register_cpu_kernel(op, sig, fn, str(description, " [", dtype_name(t), t == DType::F32 ? "" : " storage, f32 compute", "]"),
+                        variadic);
+  }
+}
+
+float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+float gelu_tanh(float x) {
+  const float k = 0.79788456080286536f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+void register_all_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_elementwise_kernels();
+    register_matmul_kernels();
+    register_norm_kernels();
+    register_reduce_kernels();
+    register_select_kernels();
+    register_movement_kernels();
+    register_attention_kernels();
+  });
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,86 @@
+// The CPU kernel interface. A kernel reads its inputs and writes its output
+// through KernelArgs; shapes are static. Float kernels compute in f32: for
+// f16/bf16 storage, in_f32()/out_f32() stage through f32 scratch and the
+// dispatcher converts the output back after the kernel returns.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rlx/backends/cpu/thread_pool.h"
+#include "rlx/ir/graph.h"
+#include "rlx/runtime/kernel_registry.h"
+
+namespace rlx::cpu {
+
+class KernelArgs {
+ public:
+  KernelArgs(const Graph& g, NodeId id, std::vector<const void*> in, void* out, ThreadPool& pool);
+
+  const Graph& graph;
+  const NodeId id;
+  const Node& node;
+  ThreadPool& pool;
+
+  template <typename A> const A& attrs() const { return node.attr<A>(); }
+  size_t num_inputs() const { return in_.size(); }
+  DType in_dtype(size_t i) const { return type(i).dtype; }
+  DType out_dtype() const { return node.type.dtype; }
+  const std::vector<int64_t>& in_dims(size_t i) const { return in_dims_[i]; }
+  const std::vector<int64_t>& out_dims() const { return out_dims_; }
+  int64_t in_numel(size_t i) const;
+  int64_t out_numel() const;
+
+  // Raw storage (any dtype).
+  const void* in_raw(size_t i) const { return in_[i]; }
+  void* out_raw() const { return out_; }
+  template <typename T> const T* in(size_t i) const { return static_cast<const T*>(in_[i]); }
+  template <typename T> T* out() const { return static_cast<T*>(out_); }
+
+  // f32 view of a float input (converted copy for f16/bf16/f64).
+  const float* in_f32(size_t i);
+  // f32 output buffer; for non-f32 outputs finish() converts it into place.
+  float* out_f32();
+  void finish();
+
+  // "node %3 (Softmax 'x')" for error messages.
+  std::string where() const { return graph.describe(id); }
+
+ private:
+  const TensorType& type(size_t i) const { return graph.node(node.inputs[i]).type; }
+  std::vector<const void*> in_;
+  void* out_;
+  std::vector<std::vector<int64_t>> in_dims_;
+  std::vector<int64_t> out_dims_;
+  std::vector<std::vector<float>> in_scratch_;
+  std::vector<float> out_scratch_;
+  bool out_staged_ = false;
+};
+
+using CpuKernel = std::function<void(KernelArgs&)>;
+
+inline constexpr const char* kCpuBackend = "cpu";
+
+// Registers a kernel for an exact dtype signature (inputs..., output).
+void register_cpu_kernel(OpKind op, std::vector<DType> signature, CpuKernel fn, std::string description,
+                         bool variadic = false, std::string custom_name = {});
+// Registers `fn` three times, with every F32 in `signature` replaced by f32,
+// f16 and bf16 in turn (storage types; `fn` computes in f32 via in_f32/out_f32).
+void register_cpu_float_kernel(OpKind op, std::vector<DType> signature, const CpuKernel& fn,
+                               const std::string& description, bool variadic = false);
+
+// Each kernel family registers itself (kernels/*.cpp).
+void register_elementwise_kernels();
+void register_matmul_kernels();
+void register_norm_kernels();
+void register_reduce_kernels();
+void register_select_kernels();
+void register_movement_kernels();
+void register_attention_kernels();
+void register_all_kernels();  // idempotent
+
+// Shared numerics (kernels/math.h has inline versions for loops).
+float gelu_erf(float x);
+float gelu_tanh(float x);
+
+}  // namespace rlx::cpu

@@ -1,0 +1,86 @@
+#include "rlx/core/env.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "rlx/core/error.h"
+
+namespace rlx {
+
+const std::vector<EnvKnob>& env_knobs() {
+  static const std::vector<EnvKnob> knobs = {
+      {"RLX_VERBOSE", EnvType::Bool, "0",
+       "Log compile decisions: passes run, the memory plan and its total, caches loaded."},
+      {"RLX_IR_DUMP", EnvType::Bool, "0", "Print the graph IR before and after every pass."},
+      {"RLX_DISPATCH_REPORT", EnvType::Bool, "0",
+       "Print, per node, which backend kernel runs it (or why it was lowered or refused)."},
+      {"RLX_NUM_THREADS", EnvType::Int, "0",
+       "CPU backend worker threads; 0 = one per hardware thread."},
+      {"RLX_CPU_BLAS", EnvType::Bool, "1",
+       "Use the system BLAS (OpenBLAS) for large f32 matmuls on the CPU backend."},
+      {"RLX_COMPILE_CACHE", EnvType::Int, "16",
+       "Specializations (shape bindings) an Executable keeps compiled; least recently used go first."},
+      {"RLX_VERIFY", EnvType::Bool, "0",
+       "Run the IR verifier between passes also in release builds (always on in debug builds)."},
+      {"RLX_CUDA_GRAPHS", EnvType::Bool, "1",
+       "Capture each CUDA schedule segment once per shape bucket and replay it."},
+  };
+  return knobs;
+}
+
+namespace {
+
+const EnvKnob& find_knob(std::string_view name, EnvType type) {
+  const auto& knobs = env_knobs();
+  auto it = std::find_if(knobs.begin(), knobs.end(), [&](const EnvKnob& k) { return k.name == name; });
+  RLX_ASSERT(it != knobs.end());
+  RLX_ASSERT(it->type == type);
+  return *it;
+}
+
+std::string raw_value(const EnvKnob& k) {
+  std::string name(k.name);
+  const char* v = std::getenv(name.c_str());
+  return v ? std::string(v) : std::string(k.default_value);
+}
+
+}  // namespace
+
+bool env_bool(std::string_view name) {
+  const auto& k = find_knob(name, EnvType::Bool);
+  std::string v = raw_value(k);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no" || v.empty()) return false;
+  throw InvalidArgument(str(k.name, "='", v, "' is not a boolean (use 1/0, true/false, on/off)"));
+}
+
+int64_t env_int(std::string_view name) {
+  const auto& k = find_knob(name, EnvType::Int);
+  std::string v = raw_value(k);
+  try {
+    size_t pos = 0;
+    int64_t r = std::stoll(v, &pos);
+    if (pos == v.size()) return r;
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgument(str(k.name, "='", v, "' is not an integer"));
+}
+
+std::string env_string(std::string_view name) { return raw_value(find_knob(name, EnvType::String)); }
+
+std::string env_help_text() {
+  std::ostringstream os;
+  size_t w = 0;
+  for (const auto& k : env_knobs()) w = std::max(w, k.name.size());
+  for (const auto& k : env_knobs()) {
+    const char* type = k.type == EnvType::Bool ? "bool" : k.type == EnvType::Int ? "int" : "string";
+    os << k.name << std::string(w + 2 - k.name.size(), ' ') << "(" << type << ", default "
+       << (k.default_value.empty() ? "unset" : std::string(k.default_value)) << ")\n"
+       << std::string(w + 2, ' ') << k.help << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace rlx

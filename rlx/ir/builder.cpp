@@ -1,0 +1,98 @@
+#include "rlx/ir/builder.h"
+
+#include "rlx/core/error.h"
+
+namespace rlx {
+
+Value input(Graph& g, const std::string& name, DType dtype, Shape shape) {
+  return {&g, g.add_input(name, dtype, std::move(shape))};
+}
+Value param(Graph& g, const std::string& name, DType dtype, Shape shape) {
+  return {&g, g.add_param(name, dtype, std::move(shape))};
+}
+Value state(Graph& g, const std::string& name, DType dtype, Shape shape) {
+  return {&g, g.add_state(name, dtype, std::move(shape))};
+}
+Value constant(Graph& g, Tensor value, const std::string& name) { return {&g, g.add_constant(std::move(value), name)}; }
+Value scalar(Graph& g, float v, DType dtype) {
+  return constant(g, Tensor::from(std::vector<float>{v}, {1}).to(dtype));
+}
+void output(const std::string& name, Value v) {
+  RLX_CHECK(v.graph, "output '", name, "': empty value");
+  v.graph->set_output(name, v.id);
+}
+
+Value op(OpKind kind, Attrs attrs, const std::vector<Value>& inputs, const std::string& name) {
+  RLX_CHECK(!inputs.empty() && inputs[0].graph, op_name(kind), ": needs at least one input value");
+  Graph* g = inputs[0].graph;
+  std::vector<NodeId> ids;
+  for (const Value& v : inputs) {
+    RLX_CHECK(v.graph == g, op_name(kind), ": inputs belong to different graphs");
+    ids.push_back(v.id);
+  }
+  return {g, g->add(kind, std::move(attrs), std::move(ids), name)};
+}
+
+Value unary(UnaryFn fn, Value x) { return op(OpKind::Unary, UnaryAttrs{fn}, {x}); }
+Value binary(BinaryFn fn, Value a, Value b) { return op(OpKind::Binary, BinaryAttrs{fn}, {a, b}); }
+Value operator+(Value a, Value b) { return binary(BinaryFn::Add, a, b); }
+Value operator-(Value a, Value b) { return binary(BinaryFn::Sub, a, b); }
+Value operator*(Value a, Value b) { return binary(BinaryFn::Mul, a, b); }
+Value operator/(Value a, Value b) { return binary(BinaryFn::Div, a, b); }
+Value compare(CompareFn fn, Value a, Value b) { return op(OpKind::Compare, CompareAttrs{fn}, {a, b}); }
+Value where(Value cond, Value a, Value b) { return op(OpKind::Where, NoAttrs{}, {cond, a, b}); }
+Value cast(Value x, DType to) { return op(OpKind::Cast, CastAttrs{to}, {x}); }
+
+Value matmul(Value a, Value b, MatMulAttrs attrs) { return op(OpKind::MatMul, attrs, {a, b}); }
+Value matmul_bias_act(Value a, Value b, Value bias, Activation act, bool transpose_b) {
+  return op(OpKind::FusedMatMulBiasAct, FusedMatMulBiasActAttrs{transpose_b, act}, {a, b, bias});
+}
+Value dequant_matmul(Value x, Value w) { return op(OpKind::DequantMatMul, DequantMatMulAttrs{}, {x, w}); }
+
+Value layer_norm(Value x, Value gamma, Value beta, float eps) {
+  return op(OpKind::LayerNorm, NormAttrs{eps}, {x, gamma, beta});
+}
+Value rms_norm(Value x, Value gamma, float eps) { return op(OpKind::RmsNorm, NormAttrs{eps}, {x, gamma}); }
+Value residual_layer_norm(Value x, Value residual, Value gamma, Value beta, float eps) {
+  return op(OpKind::FusedResidualLayerNorm, NormAttrs{eps}, {x, residual, gamma, beta});
+}
+Value residual_rms_norm(Value x, Value residual, Value gamma, float eps) {
+  return op(OpKind::FusedResidualRmsNorm, NormAttrs{eps}, {x, residual, gamma});
+}
+
+Value softmax(Value x, int axis) { return op(OpKind::Softmax, AxisAttrs{axis}, {x}); }
+Value reduce(ReduceFn fn, Value x, std::vector<int> axes, bool keepdims) {
+  return op(OpKind::Reduce, ReduceAttrs{fn, std::move(axes), keepdims}, {x});
+}
+Value argmax(Value x, int axis, bool keepdims) { return op(OpKind::ArgMax, ArgMaxAttrs{axis, keepdims}, {x}); }
+Value topk(Value x, int k, bool indices) { return op(OpKind::TopK, TopKAttrs{k, indices}, {x}); }
+Value sample(Value logits, SampleAttrs attrs, Value step) {
+  if (step.graph) return op(OpKind::Sample, attrs, {logits, step});
+  return op(OpKind::Sample, attrs, {logits});
+}
+
+Value gather(Value table, Value indices) { return op(OpKind::Gather, NoAttrs{}, {table, indices}); }
+Value reshape(Value x, Shape shape) { return op(OpKind::Reshape, ShapeAttrs{std::move(shape)}, {x}); }
+Value transpose(Value x, std::vector<int> perm) { return op(OpKind::Transpose, TransposeAttrs{std::move(perm)}, {x}); }
+Value narrow(Value x, int axis, int64_t start, int64_t length) {
+  return op(OpKind::Narrow, NarrowAttrs{axis, start, length}, {x});
+}
+Value concat(const std::vector<Value>& xs, int axis) { return op(OpKind::Concat, AxisAttrs{axis}, xs); }
+Value expand(Value x, Shape shape) { return op(OpKind::Expand, ShapeAttrs{std::move(shape)}, {x}); }
+Value write_slice(Value state, Value update, Value offset, int axis) {
+  return op(OpKind::WriteSlice, WriteSliceAttrs{axis}, {state, update, offset});
+}
+
+Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias) {
+  if (mask_or_bias.graph) return op(OpKind::Attention, attrs, {q, k, v, mask_or_bias});
+  return op(OpKind::Attention, attrs, {q, k, v});
+}
+Value rope(Value x, Value positions, RopeAttrs attrs) { return op(OpKind::Rope, attrs, {x, positions}); }
+Value swiglu(Value x) { return op(OpKind::FusedSwiGLU, GluAttrs{}, {x}); }
+Value geglu(Value x, bool tanh_approx) { return op(OpKind::FusedGeGLU, GluAttrs{tanh_approx}, {x}); }
+
+Value custom(const std::string& name, const std::vector<Value>& inputs, std::map<std::string, CustomAttrValue> values) {
+  return op(OpKind::Custom, CustomAttrs{name, std::move(values)}, inputs, name);
+}
+
+}  // namespace rlx

@@ -1,0 +1,90 @@
+// Graph builder: `Value` is a handle to a node of a Graph; the free functions
+// below append ops and return new handles.
+//
+//   rlx::Graph g;
+//   auto x = rlx::input(g, "x", rlx::DType::F32, {"B", 384});
+//   auto w = rlx::param(g, "w", rlx::DType::F32, {384, 384});
+//   g.set_output("y", rlx::gelu(rlx::matmul(x, w)).id);
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+
+namespace rlx {
+
+struct Value {
+  Graph* graph = nullptr;
+  NodeId id = -1;
+  const TensorType& type() const { return graph->node(id).type; }
+  const Shape& shape() const { return type().shape; }
+  DType dtype() const { return type().dtype; }
+  int rank() const { return type().rank(); }
+};
+
+// Leaves
+Value input(Graph& g, const std::string& name, DType dtype, Shape shape);
+Value param(Graph& g, const std::string& name, DType dtype, Shape shape);
+Value state(Graph& g, const std::string& name, DType dtype, Shape shape);
+Value constant(Graph& g, Tensor value, const std::string& name = {});
+Value scalar(Graph& g, float v, DType dtype = DType::F32);
+void output(const std::string& name, Value v);
+
+// Generic append, named
+Value op(OpKind kind, Attrs attrs, const std::vector<Value>& inputs, const std::string& name = {});
+
+// Elementwise
+Value unary(UnaryFn fn, Value x);
+inline Value gelu(Value x) { return unary(UnaryFn::GeluErf, x); }
+inline Value gelu_tanh(Value x) { return unary(UnaryFn::GeluTanh, x); }
+inline Value silu(Value x) { return unary(UnaryFn::Silu, x); }
+inline Value relu(Value x) { return unary(UnaryFn::Relu, x); }
+inline Value exp(Value x) { return unary(UnaryFn::Exp, x); }
+inline Value sqrt(Value x) { return unary(UnaryFn::Sqrt, x); }
+Value binary(BinaryFn fn, Value a, Value b);
+Value operator+(Value a, Value b);
+Value operator-(Value a, Value b);
+Value operator*(Value a, Value b);
+Value operator/(Value a, Value b);
+Value compare(CompareFn fn, Value a, Value b);
+Value where(Value cond, Value a, Value b);
+Value cast(Value x, DType to);
+
+// Linear algebra
+Value matmul(Value a, Value b, MatMulAttrs attrs = {});
+Value matmul_bias_act(Value a, Value b, Value bias, Activation act, bool transpose_b = false);
+Value dequant_matmul(Value x, Value w);
+
+// Norms
+Value layer_norm(Value x, Value gamma, Value beta, float eps = 1e-5f);
+Value rms_norm(Value x, Value gamma, float eps = 1e-6f);
+Value residual_layer_norm(Value x, Value residual, Value gamma, Value beta, float eps = 1e-5f);
+Value residual_rms_norm(Value x, Value residual, Value gamma, float eps = 1e-6f);
+
+// Reductions and selection
+Value softmax(Value x, int axis = -1);
+Value reduce(ReduceFn fn, Value x, std::vector<int> axes, bool keepdims = false);
+Value argmax(Value x, int axis = -1, bool keepdims = false);
+Value topk(Value x, int k, bool indices = false);
+Value sample(Value logits, SampleAttrs attrs, Value step = {});
+
+// Data movement
+Value gather(Value table, Value indices);
+Value reshape(Value x, Shape shape);
+Value transpose(Value x, std::vector<int> perm);
+Value narrow(Value x, int axis, int64_t start, int64_t length);
+Value concat(const std::vector<Value>& xs, int axis);
+Value expand(Value x, Shape shape);
+Value write_slice(Value state, Value update, Value offset, int axis);
+
+// Transformer blocks
+Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias = {});
+Value rope(Value x, Value positions, RopeAttrs attrs);
+Value swiglu(Value x);
+Value geglu(Value x, bool tanh_approx = false);
+
+// User ops (see rlx/ir/custom_op.h)
+Value custom(const std::string& name, const std::vector<Value>& inputs,
+             std::map<std::string, CustomAttrValue> values = {});
+
+}  // namespace rlx

@@ -1,0 +1,178 @@
+// Op semantics: the OpKind list and one typed attribute struct per op.
+// An op says what is computed (and, in infer.cpp, the result type); kernels
+// live in backends and are registered per (op, backend, dtypes).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rlx/core/tensor.h"
+#include "rlx/ir/shape.h"
+
+namespace rlx {
+
+enum class OpKind : uint8_t {
+  // Leaves
+  Input, Param, Constant, State,
+  // Elementwise
+  Unary, Binary, Compare, Where, Cast,
+  // Linear algebra
+  MatMul, FusedMatMulBiasAct, DequantMatMul,
+  // Normalization
+  LayerNorm, RmsNorm, FusedResidualLayerNorm, FusedResidualRmsNorm,
+  // Reductions and selection
+  Softmax, Reduce, ArgMax, TopK, Sample,
+  // Data movement
+  Gather, Reshape, Transpose, Narrow, Concat, Expand, WriteSlice,
+  // Transformer blocks
+  Attention, Rope, FusedSwiGLU, FusedGeGLU,
+  // Signal and graphics (kernels arrive with their own issues)
+  Fft, GaussianSplatRender,
+  // User-registered (see runtime/custom_op.h)
+  Custom,
+  Count_,
+};
+
+const char* op_name(OpKind op);
+
+enum class UnaryFn : uint8_t {
+  GeluErf, GeluTanh, Silu, Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Neg, Abs, Sin, Cos,
+};
+enum class BinaryFn : uint8_t { Add, Sub, Mul, Div, Max, Min, Pow };
+enum class CompareFn : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceFn : uint8_t { Sum, Mean, Max, Min };
+// Activation fused into a matmul epilogue.
+enum class Activation : uint8_t { None, GeluErf, GeluTanh, Relu, Silu };
+// Which attention scores are visible. Causal is bottom-right aligned: query i
+// (of Lq) sits at absolute position i + Lk - Lq, so decode over a cache works.
+enum class MaskKind : uint8_t { None, Causal, SlidingWindow, Custom, Bias };
+// NeoX rotates halves (x[i], x[i + n_rot/2]); Interleaved rotates pairs
+// (x[2i], x[2i+1]) as GPT-J and llama.cpp's "normal" mode.
+enum class RopePairing : uint8_t { NeoX, Interleaved };
+
+const char* unary_name(UnaryFn f);
+const char* binary_name(BinaryFn f);
+const char* compare_name(CompareFn f);
+const char* reduce_name(ReduceFn f);
+const char* activation_name(Activation a);
+const char* mask_name(MaskKind m);
+const char* rope_pairing_name(RopePairing p);
+
+struct NoAttrs { bool operator==(const NoAttrs&) const = default; };
+// Input, Param and State are named leaves; State is a persistent, writable
+// buffer (KV cache) that keeps its contents across runs and starts zeroed.
+struct LeafAttrs { std::string name; bool operator==(const LeafAttrs&) const = default; };
+struct ConstantAttrs {
+  Tensor value;  // host data, shape and dtype equal the node's type
+  bool operator==(const ConstantAttrs& o) const;
+};
+struct UnaryAttrs { UnaryFn fn; bool operator==(const UnaryAttrs&) const = default; };
+struct BinaryAttrs { BinaryFn fn; bool operator==(const BinaryAttrs&) const = default; };
+struct CompareAttrs { CompareFn fn; bool operator==(const CompareAttrs&) const = default; };
+struct CastAttrs { DType to; bool operator==(const CastAttrs&) const = default; };
+// A [..., M, K] x B [..., K, N] (after optional transposes), batch dims broadcast.
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  bool operator==(const MatMulAttrs&) const = default;
+};
+// act(A·B + bias); inputs A, B, bias [N].
+struct FusedMatMulBiasActAttrs {
+  bool transpose_b = false;
+  Activation act = Activation::None;
+  bool operator==(const FusedMatMulBiasActAttrs&) const = default;
+};
+// x [..., K] · Wᵀ with W [N, K] stored in a packed quant (or fp8) dtype.
+struct DequantMatMulAttrs { bool operator==(const DequantMatMulAttrs&) const = default; };
+// LayerNorm: inputs x, gamma, beta. RmsNorm: x, gamma. The fused residual
+// forms take a residual as second input and normalize (x + residual).
+struct NormAttrs { float eps = 1e-5f; bool operator==(const NormAttrs&) const = default; };
+struct AxisAttrs { int axis = -1; bool operator==(const AxisAttrs&) const = default; };
+struct ReduceAttrs {
+  ReduceFn fn = ReduceFn::Sum;
+  std::vector<int> axes;
+  bool keepdims = false;
+  bool operator==(const ReduceAttrs&) const = default;
+};
+struct ArgMaxAttrs { int axis = -1; bool keepdims = false; bool operator==(const ArgMaxAttrs&) const = default; };
+// Largest k along the last axis, sorted descending; values, or i32 indices.
+struct TopKAttrs { int k = 1; bool indices = false; bool operator==(const TopKAttrs&) const = default; };
+// Draws one i32 token per row of logits [B, V]. temperature 0 = greedy.
+// Optional second input: i32 [1] step counter mixed into the seed, so a
+// replayed graph draws fresh numbers without re-capture.
+struct SampleAttrs {
+  float temperature = 1.0f;
+  int top_k = 0;        // 0 = all
+  float top_p = 1.0f;   // 1 = all
+  uint64_t seed = 0;
+  bool operator==(const SampleAttrs&) const = default;
+};
+struct ShapeAttrs { Shape shape; bool operator==(const ShapeAttrs&) const = default; };
+struct TransposeAttrs { std::vector<int> perm; bool operator==(const TransposeAttrs&) const = default; };
+struct NarrowAttrs {
+  int axis = 0;
+  int64_t start = 0;
+  int64_t length = 0;
+  bool operator==(const NarrowAttrs&) const = default;
+};
+// Writes `update` into `state` at offset (i32 [1] input) along `axis`; the
+// result is the whole state (aliasing it). Inputs: state, update, offset.
+struct WriteSliceAttrs { int axis = 1; bool operator==(const WriteSliceAttrs&) const = default; };
+// Q [B, Lq, H·D], K and V [B, Lk, Hkv·D]; query head h reads kv head h/(H/Hkv).
+// Extra inputs by mask: Custom → keep mask [B, Lk] (nonzero = keep);
+// Bias → additive scores [B|1, H|1, Lq, Lk].
+struct AttentionAttrs {
+  int num_heads = 1;
+  int num_kv_heads = 1;
+  int head_dim = 64;
+  float scale = 0.0f;    // 0 → 1/√head_dim
+  float softcap = 0.0f;  // 0 → off; else softcap·tanh(s/softcap)
+  MaskKind mask = MaskKind::None;
+  int64_t window = 0;    // SlidingWindow: key visible when 0 ≤ q_pos − k_pos < window
+  bool operator==(const AttentionAttrs&) const = default;
+  float effective_scale() const;
+};
+// Rotary embedding. Inputs: x [B, L, W], positions i32 [L] or [B, L].
+// Head h of the result reads x[b, l, src_offset + h·head_dim + d]; W may be
+// wider than num_heads·head_dim (e.g. a fused QKV row). Output [B, L, H·D].
+// Only the first n_rot dims of each head rotate; the rest pass through.
+struct RopeAttrs {
+  int num_heads = 1;
+  int head_dim = 64;
+  int n_rot = 64;
+  RopePairing pairing = RopePairing::NeoX;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // positions are multiplied by this (linear scaling)
+  int64_t src_offset = 0;
+  bool operator==(const RopeAttrs&) const = default;
+};
+// FusedSwiGLU / FusedGeGLU: x [..., 2N] → act(x[..., :N]) · x[..., N:].
+// The gate is the FIRST half (one convention, everywhere).
+struct GluAttrs { bool tanh_approx = false; bool operator==(const GluAttrs&) const = default; };
+struct FftAttrs { bool inverse = false; bool real_input = false; bool operator==(const FftAttrs&) const = default; };
+struct SplatAttrs {
+  int width = 0;
+  int height = 0;
+  bool operator==(const SplatAttrs&) const = default;
+};
+// Custom op: registered name plus free-form scalar attributes.
+using CustomAttrValue = std::variant<int64_t, double, std::string>;
+struct CustomAttrs {
+  std::string name;
+  std::map<std::string, CustomAttrValue> values;
+  bool operator==(const CustomAttrs&) const = default;
+};
+
+using Attrs = std::variant<NoAttrs, LeafAttrs, ConstantAttrs, UnaryAttrs, BinaryAttrs, CompareAttrs, CastAttrs,
+                           MatMulAttrs, FusedMatMulBiasActAttrs, DequantMatMulAttrs, NormAttrs, AxisAttrs,
+                           ReduceAttrs, ArgMaxAttrs, TopKAttrs, SampleAttrs, ShapeAttrs, TransposeAttrs,
+                           NarrowAttrs, WriteSliceAttrs, AttentionAttrs, RopeAttrs, GluAttrs, FftAttrs,
+                           SplatAttrs, CustomAttrs>;
+
+// One line describing the attributes (for the printer and fingerprints).
+std::string attrs_to_string(const Attrs& a);
+
+}  // namespace rlx

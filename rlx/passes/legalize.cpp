@@ -1,0 +1,97 @@
+// Legalization: a node the backend has no kernel for is rewritten into
+// primitive ops by its lowering rule; a node with neither is collected, and
+// the pass fails once, listing every such node and why.
+#include "rlx/core/error.h"
+#include "rlx/passes/pass_manager.h"
+
+namespace rlx {
+namespace {
+
+using Lowering = NodeId (*)(Graph& dst, const Node& n, const std::vector<NodeId>& ins);
+
+UnaryFn activation_fn(Activation a) {
+  switch (a) {
+    case Activation::GeluErf: return UnaryFn::GeluErf;
+    case Activation::GeluTanh: return UnaryFn::GeluTanh;
+    case Activation::Relu: return UnaryFn::Relu;
+    case Activation::Silu: return UnaryFn::Silu;
+    case Activation::None: break;
+  }
+  throw Error("activation_fn: none");
+}
+
+// FusedMatMulBiasAct → MatMul, Add, [Unary]
+NodeId lower_matmul_bias_act(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
+  const auto& a = n.attr<FusedMatMulBiasActAttrs>();
+  NodeId mm = dst.add(OpKind::MatMul, MatMulAttrs{false, a.transpose_b}, {ins[0], ins[1]}, n.name);
+  NodeId y = dst.add(OpKind::Binary, BinaryAttrs{BinaryFn::Add}, {mm, ins[2]}, n.name);
+  if (a.act == Activation::None) return y;
+  return dst.add(OpKind::Unary, UnaryAttrs{activation_fn(a.act)}, {y}, n.name);
+}
+
+// FusedResidual{Layer,Rms}Norm → Add, Norm
+NodeId lower_residual_norm(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
+  NodeId sum = dst.add(OpKind::Binary, BinaryAttrs{BinaryFn::Add}, {ins[0], ins[1]}, n.name);
+  std::vector<NodeId> rest = {sum};
+  rest.insert(rest.end(), ins.begin() + 2, ins.end());
+  OpKind op = n.op == OpKind::FusedResidualLayerNorm ? OpKind::LayerNorm : OpKind::RmsNorm;
+  return dst.add(op, n.attrs, rest, n.name);
+}
+
+// Fused{Swi,Ge}GLU → act(first half) · second half
+NodeId lower_glu(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
+  const Shape& s = dst.node(ins[0]).type.shape;
+  const int axis = static_cast<int>(s.size()) - 1;
+  const int64_t half = s.back().value / 2;
+  NodeId gate = dst.add(OpKind::Narrow, NarrowAttrs{axis, 0, half}, {ins[0]}, n.name);
+  NodeId up = dst.add(OpKind::Narrow, NarrowAttrs{axis, half, half}, {ins[0]}, n.name);
+  UnaryFn fn = n.op == OpKind::FusedSwiGLU ? UnaryFn::Silu
+               : n.attr<GluAttrs>().tanh_approx ? UnaryFn::GeluTanh : UnaryFn::GeluErf;
+  NodeId act = dst.add(OpKind::Unary, UnaryAttrs{fn}, {gate}, n.name);
+  return dst.add(OpKind::Binary, BinaryAttrs{BinaryFn::Mul}, {act, up}, n.name);
+}
+
+Lowering lowering_for(OpKind op) {
+  switch (op) {
+    case OpKind::FusedMatMulBiasAct: return lower_matmul_bias_act;
+    case OpKind::FusedResidualLayerNorm: case OpKind::FusedResidualRmsNorm: return lower_residual_norm;
+    case OpKind::FusedSwiGLU: case OpKind::FusedGeGLU: return lower_glu;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+Graph legalize(const Graph& g, const PassContext& ctx) {
+  if (!ctx.supports) return g;
+  GraphRewriter rw(g);
+  std::string missing;
+  for (NodeId i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    std::string why;
+    if (n.is_leaf() || ctx.supports(g, i, &why)) {
+      rw.copy(i);
+      continue;
+    }
+    if (Lowering lower = lowering_for(n.op)) {
+      std::vector<NodeId> ins;
+      for (NodeId in : n.inputs) ins.push_back(rw.mapped(in));
+      NodeId first = rw.dst().size();
+      NodeId out = lower(rw.dst(), n, ins);
+      rw.set(i, out);
+      // The primitives must themselves be supported.
+      for (NodeId k = first; k < rw.dst().size(); ++k) {
+        std::string why2;
+        if (!ctx.supports(rw.dst(), k, &why2))
+          missing += str("\n  ", g.describe(i), " lowered, but its part ", op_name(rw.dst().node(k).op), " has no kernel: ", why2);
+      }
+      continue;
+    }
+    missing += str("\n  ", g.describe(i), ": ", why.empty() ? "no kernel" : why);
+    rw.copy(i);
+  }
+  if (!missing.empty()) throw Unsupported(str("the backend cannot run this graph:", missing));
+  return rw.finish();
+}
+
+}  // namespace rlx

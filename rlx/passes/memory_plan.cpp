@@ -1,0 +1,139 @@
+#include "rlx/passes/memory_plan.h"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include "rlx/core/error.h"
+
+namespace rlx {
+
+bool is_view_op(const Node& n) {
+  // Reshape keeps the bytes; WriteSlice returns the state it wrote into.
+  return n.op == OpKind::Reshape || n.op == OpKind::WriteSlice;
+}
+
+namespace {
+
+int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// Free list of [offset, end) ranges kept sorted and merged.
+class FreeList {
+ public:
+  int64_t allocate(int64_t bytes, int64_t& arena_end) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second - it->first >= bytes) {
+        int64_t off = it->first;
+        it->first += bytes;
+        if (it->first == it->second) free_.erase(it);
+        return off;
+      }
+    }
+    // Grow the arena; a free block touching the end is extended rather than wasted.
+    if (!free_.empty() && free_.back().second == arena_end) {
+      int64_t off = free_.back().first;
+      free_.pop_back();
+      arena_end = off + bytes;
+      return off;
+    }
+    int64_t off = arena_end;
+    arena_end += bytes;
+    return off;
+  }
+  void release(int64_t off, int64_t bytes) {
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, int64_t{0}));
+    it = free_.insert(it, {off, off + bytes});
+    if (auto nx = std::next(it); nx != free_.end() && nx->first == it->second) {
+      it->second = nx->second;
+      free_.erase(nx);
+    }
+    if (it != free_.begin()) {
+      auto pv = std::prev(it);
+      if (pv->second == it->first) {
+        pv->second = it->second;
+        free_.erase(it);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> free_;
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
+  const auto n = static_cast<size_t>(g.size());
+  MemoryPlan plan;
+  plan.slots.resize(n);
+  constexpr int64_t kForever = INT64_MAX;
+
+  // Storage roots and byte sizes.
+  for (NodeId i = 0; i < g.size(); ++i) {
+    const Node& node = g.node(i);
+    auto& s = plan.slots[static_cast<size_t>(i)];
+    s.bytes = dtype_bytes(node.type.dtype, static_numel(node.type.shape));
+    s.root = i;
+    switch (node.op) {
+      case OpKind::Param: s.placement = Placement::Param; break;
+      case OpKind::State: s.placement = Placement::State; break;
+      case OpKind::Constant: s.placement = Placement::Constant; break;
+      default:
+        if (is_view_op(node)) {
+          s.placement = Placement::View;
+          s.root = plan.slots[static_cast<size_t>(node.inputs[0])].root;
+        }
+    }
+  }
+
+  // Last use of each root's storage (views extend their root's life).
+  std::vector<int64_t> last_use(n, -1);
+  for (NodeId i = 0; i < g.size(); ++i) {
+    auto root = static_cast<size_t>(plan.slots[static_cast<size_t>(i)].root);
+    last_use[root] = std::max<int64_t>(last_use[root], i);
+    for (NodeId in : g.node(i).inputs) {
+      auto r = static_cast<size_t>(plan.slots[static_cast<size_t>(in)].root);
+      last_use[r] = std::max<int64_t>(last_use[r], i);
+    }
+  }
+  for (const auto& [_, id] : g.outputs()) last_use[static_cast<size_t>(plan.slots[static_cast<size_t>(id)].root)] = kForever;
+  for (NodeId id : g.leaves(OpKind::Input)) last_use[static_cast<size_t>(id)] = kForever;
+
+  // Walk in order: free what died before this node, then place it.
+  std::multimap<int64_t, NodeId> dying;  // last_use -> root
+  FreeList free_list;
+  int64_t arena_end = 0;
+  for (NodeId i = 0; i < g.size(); ++i) {
+    while (!dying.empty() && dying.begin()->first < i) {
+      auto& s = plan.slots[static_cast<size_t>(dying.begin()->second)];
+      free_list.release(s.offset, align_up(std::max<int64_t>(s.bytes, 1), alignment));
+      dying.erase(dying.begin());
+    }
+    auto& s = plan.slots[static_cast<size_t>(i)];
+    if (s.placement != Placement::Arena) continue;
+    const int64_t sz = align_up(std::max<int64_t>(s.bytes, 1), alignment);
+    plan.unplanned_bytes += sz;
+    s.offset = free_list.allocate(sz, arena_end);
+    if (last_use[static_cast<size_t>(i)] != kForever) dying.emplace(std::max<int64_t>(last_use[static_cast<size_t>(i)], i), i);
+  }
+  plan.arena_bytes = arena_end;
+  return plan;
+}
+
+std::string MemoryPlan::to_string(const Graph& g) const {
+  static constexpr const char* kPlace[] = {"arena", "param", "state", "const", "view"};
+  std::ostringstream os;
+  os << "memory plan: arena " << arena_bytes << " bytes (" << unplanned_bytes << " without reuse)\n";
+  for (NodeId i = 0; i < g.size(); ++i) {
+    const auto& s = slots[static_cast<size_t>(i)];
+    os << "  %" << i << " " << op_name(g.node(i).op) << " " << kPlace[static_cast<int>(s.placement)] << " bytes="
+       << s.bytes;
+    if (s.placement == Placement::Arena) os << " offset=" << s.offset;
+    if (s.placement == Placement::View) os << " of %" << s.root;
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace rlx

@@ -1,0 +1,36 @@
+// Memory planning for a static graph: every intermediate gets an offset in
+// one arena. Liveness is computed over node order; a block is reused, first
+// fit, once every reader of it (views included) has run. Graph inputs and
+// outputs are never reused; views alias their source; params, states and
+// constants live outside the arena.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+
+namespace rlx {
+
+enum class Placement : uint8_t { Arena, Param, State, Constant, View };
+
+struct BufferSlot {
+  Placement placement = Placement::Arena;
+  int64_t offset = 0;   // Arena: byte offset; View: byte offset inside `root`
+  int64_t bytes = 0;
+  NodeId root = -1;     // the node that owns the storage (itself unless a view)
+};
+
+struct MemoryPlan {
+  std::vector<BufferSlot> slots;  // one per node
+  int64_t arena_bytes = 0;
+  int64_t unplanned_bytes = 0;    // sum of all arena tensors without reuse
+  std::string to_string(const Graph& g) const;
+};
+
+// Whether `n`'s result can share its first input's storage (contiguous layout).
+bool is_view_op(const Node& n);
+
+MemoryPlan plan_memory(const Graph& g, int64_t alignment = 256);
+
+}  // namespace rlx

@@ -1,0 +1,68 @@
+// The backend interface: a backend owns a device, allocates Buffers on it and
+// compiles fully static graphs into Programs. Adding a backend means
+// implementing these three classes and registering a factory
+// (rlx/runtime/backend_registry.h); no op or pass changes.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/core/tensor.h"
+#include "rlx/ir/graph.h"
+#include "rlx/runtime/options.h"
+
+namespace rlx {
+
+struct DeviceInfo {
+  std::string backend;      // "cpu", "cuda"
+  int index = 0;
+  std::string name;         // "NVIDIA H200", "x86_64 (16 threads)"
+  int64_t memory_bytes = 0;
+  std::string details;      // one line: SMs, compute capability, driver, ...
+};
+
+// Memory on a backend's device. For the CPU backend data() is a host pointer.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual size_t size() const = 0;
+  virtual void* data() = 0;
+  virtual void upload(const void* src, size_t bytes, size_t offset = 0) = 0;
+  virtual void download(void* dst, size_t bytes, size_t offset = 0) const = 0;
+  virtual void fill_zero() = 0;
+};
+
+// Params and states of one Executable, shared by all its specializations.
+// Each entry's dtype and shape equal the (lowered) graph's leaf type.
+struct BoundBuffers {
+  std::map<std::string, std::shared_ptr<Buffer>> params;
+  std::map<std::string, std::shared_ptr<Buffer>> states;
+};
+
+// One specialization (fully static graph) compiled for a backend.
+class Program {
+ public:
+  virtual ~Program() = default;
+  // `inputs` follow the graph's Input leaves in node order, already checked
+  // against their types; returns one host tensor per graph output.
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  // One line per node: the kernel (or lowering) chosen and, when measured, its time.
+  virtual std::string dispatch_report() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DeviceInfo device_info() const = 0;
+  virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
+  // Whether a kernel exists for this node; `why` explains a refusal.
+  virtual bool supports(const Graph& g, NodeId id, std::string* why) const = 0;
+  // `g` is static, verified, and lowered to ops this backend supports.
+  virtual std::unique_ptr<Program> compile(const Graph& g, const CompileOptions& opts,
+                                           const BoundBuffers& buffers) = 0;
+};
+
+}  // namespace rlx

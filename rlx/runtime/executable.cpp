@@ -1,0 +1,176 @@
+#include "rlx/runtime/executable.h"
+
+#include <iostream>
+
+#include "rlx/core/env.h"
+#include "rlx/core/log.h"
+
+namespace rlx {
+
+Executable::Executable(std::shared_ptr<Backend> backend, Graph lowered, CompileOptions options)
+    : backend_(std::move(backend)), graph_(std::move(lowered)), options_(options) {
+  for (NodeId i = 0; i < graph_.size(); ++i) {
+    const Node& n = graph_.node(i);
+    if (n.op == OpKind::Input) inputs_.push_back(i);
+    if (n.op != OpKind::Param && n.op != OpKind::State) continue;
+    const auto bytes = static_cast<size_t>(dtype_bytes(n.type.dtype, static_numel(n.type.shape)));
+    auto buf = backend_->allocate(bytes);
+    const std::string& name = n.attr<LeafAttrs>().name;
+    if (n.op == OpKind::Param) {
+      buffers_.params[name] = std::move(buf);
+      param_set_[name] = false;
+    } else {
+      buf->fill_zero();
+      buffers_.states[name] = std::move(buf);
+    }
+  }
+}
+
+void Executable::set_param(const std::string& name, const Tensor& value) {
+  NodeId id = graph_.find_leaf(OpKind::Param, name);
+  if (id < 0) {
+    std::string known;
+    for (const auto& [k, _] : buffers_.params) known += (known.empty() ? "" : ", ") + k;
+    throw InvalidArgument(str("set_param: the graph has no param '", name, "' (params: ", known, ")"));
+  }
+  const TensorType& t = graph_.node(id).type;
+  RLX_SHAPE_CHECK(make_shape(value.shape()) == t.shape, "set_param '", name, "': shape ", shape_str(value.shape()),
+                  " does not match the declared ", shape_to_string(t.shape));
+  Tensor v = value;
+  if (v.dtype() != t.dtype) {
+    RLX_CHECK(is_float(v.dtype()) && is_float(t.dtype), "set_param '", name, "': got ", v.dtype(), " data for a ",
+              t.dtype, " param");
+    v = v.to(t.dtype);
+  }
+  buffers_.params.at(name)->upload(v.raw(), v.nbytes());
+  param_set_[name] = true;
+}
+
+bool Executable::has_param(const std::string& name) const { return buffers_.params.count(name) != 0; }
+
+std::vector<std::string> Executable::param_names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, _] : buffers_.params) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> Executable::missing_params() const {
+  std::vector<std::string> out;
+  for (const auto& [k, set] : param_set_)
+    if (!set) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> Executable::input_names() const {
+  std::vector<std::string> out;
+  for (NodeId id : inputs_) out.push_back(graph_.node(id).attr<LeafAttrs>().name);
+  return out;
+}
+
+std::vector<std::string> Executable::output_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : graph_.outputs()) out.push_back(name);
+  return out;
+}
+
+SymbolBinding Executable::bind(const std::vector<Tensor>& inputs) const {
+  RLX_CHECK(inputs.size() == inputs_.size(), "run: expected ", inputs_.size(), " inputs, got ", inputs.size());
+  SymbolBinding b;
+  std::map<std::string, std::string> bound_by;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = graph_.node(inputs_[i]);
+    const std::string& name = n.attr<LeafAttrs>().name;
+    const Tensor& t = inputs[i];
+    RLX_CHECK(t.defined(), "input '", name, "' has no data");
+    RLX_CHECK(t.dtype() == n.type.dtype, "input '", name, "': expected dtype ", n.type.dtype, ", got ", t.dtype());
+    RLX_SHAPE_CHECK(t.rank() == n.type.rank(), "input '", name, "': expected rank ", n.type.rank(), " ",
+                    shape_to_string(n.type.shape), ", got ", shape_str(t.shape()));
+    for (int d = 0; d < t.rank(); ++d) {
+      const Dim& want = n.type.shape[static_cast<size_t>(d)];
+      const int64_t got = t.shape()[static_cast<size_t>(d)];
+      if (want.is_static()) {
+        RLX_SHAPE_CHECK(want.value == got, "input '", name, "' dim ", d, ": expected ", want.value, ", got ", got,
+                        " (shape ", shape_str(t.shape()), ")");
+        continue;
+      }
+      auto [it, fresh] = b.emplace(want.symbol, got);
+      if (fresh) {
+        bound_by[want.symbol] = str("input '", name, "' dim ", d);
+      } else {
+        RLX_SHAPE_CHECK(it->second == got, "input '", name, "' dim ", d, ": symbol '", want.symbol, "' is ", got,
+                        " here but ", it->second, " in ", bound_by[want.symbol]);
+      }
+    }
+  }
+  return b;
+}
+
+Program& Executable::program_for(const SymbolBinding& b) {
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->binding == b) {
+      cache_.splice(cache_.begin(), cache_, it);
+      return *cache_.front().program;
+    }
+  }
+  Graph g = specialize(graph_, b);
+  auto program = backend_->compile(g, options_, buffers_);
+  if (env_bool("RLX_DISPATCH_REPORT")) std::cerr << program->dispatch_report();
+  cache_.push_front(Entry{b, std::move(program)});
+  const auto limit = static_cast<size_t>(std::max<int64_t>(1, env_int("RLX_COMPILE_CACHE")));
+  while (cache_.size() > limit) cache_.pop_back();
+  return *cache_.front().program;
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
+  auto missing = missing_params();
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    throw InvalidArgument(str("run: params not set: ", list));
+  }
+  Program& p = program_for(bind(inputs));
+  last_ = &p;
+  return p.run(inputs);
+}
+
+std::map<std::string, Tensor> Executable::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> ordered;
+  for (NodeId id : inputs_) {
+    const std::string& name = graph_.node(id).attr<LeafAttrs>().name;
+    auto it = inputs.find(name);
+    RLX_CHECK(it != inputs.end(), "run: input '", name, "' not given");
+    ordered.push_back(it->second);
+  }
+  for (const auto& [name, _] : inputs)
+    RLX_CHECK(graph_.find_leaf(OpKind::Input, name) >= 0, "run: the graph has no input '", name, "'");
+  auto outs = run(ordered);
+  std::map<std::string, Tensor> named;
+  for (size_t i = 0; i < outs.size(); ++i) named[graph_.outputs()[i].first] = outs[i];
+  return named;
+}
+
+Tensor Executable::read_state(const std::string& name) const {
+  NodeId id = graph_.find_leaf(OpKind::State, name);
+  RLX_CHECK(id >= 0, "read_state: no state '", name, "'");
+  const TensorType& t = graph_.node(id).type;
+  Tensor out = Tensor::empty(t.dtype, static_dims(t.shape));
+  buffers_.states.at(name)->download(out.raw_mut(), out.nbytes());
+  return out;
+}
+
+void Executable::write_state(const std::string& name, const Tensor& value) {
+  NodeId id = graph_.find_leaf(OpKind::State, name);
+  RLX_CHECK(id >= 0, "write_state: no state '", name, "'");
+  const TensorType& t = graph_.node(id).type;
+  RLX_CHECK(value.dtype() == t.dtype && make_shape(value.shape()) == t.shape, "write_state '", name, "': expected ",
+            t.to_string(), ", got ", value.dtype(), shape_str(value.shape()));
+  buffers_.states.at(name)->upload(value.raw(), value.nbytes());
+}
+
+void Executable::reset_states() {
+  for (auto& [_, buf] : buffers_.states) buf->fill_zero();
+}
+
+std::string Executable::dispatch_report() const { return last_ ? last_->dispatch_report() : std::string(); }
+
+}  // namespace rlx
