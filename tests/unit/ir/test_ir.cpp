@@ -1,0 +1,143 @@
+#include <gtest/gtest.h>
+
+#include "rlx/ir/builder.h"
+#include "rlx/ir/custom_op.h"
+
+using namespace rlx;
+
+namespace {
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(IR, InfersBroadcastAndMatmulShapes) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {"B", "L", 384});
+  auto w = param(g, "w", DType::F32, {384, 1536});
+  auto b = param(g, "b", DType::F32, {1536});
+  auto y = matmul(x, w) + b;
+  EXPECT_EQ(shape_to_string(y.shape()), "[B, L, 1536]");
+  auto s = softmax(y);
+  EXPECT_EQ(s.dtype(), DType::F32);
+  auto r = reduce(ReduceFn::Mean, y, {1}, true);
+  EXPECT_EQ(shape_to_string(r.shape()), "[B, 1, 1536]");
+  auto am = argmax(y);
+  EXPECT_EQ(am.dtype(), DType::I32);
+  EXPECT_EQ(shape_to_string(am.shape()), "[B, L]");
+}
+
+TEST(IR, ShapeErrorsNameTheNodeAndOp) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {4, 8});
+  auto w = param(g, "w", DType::F32, {7, 3});
+  std::string msg = error_of([&] { matmul(x, w); });
+  EXPECT_NE(msg.find("MatMul"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node %2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("inner dims differ"), std::string::npos) << msg;
+
+  auto h = input(g, "h", DType::F16, {4, 8});
+  msg = error_of([&] { x + h; });
+  EXPECT_NE(msg.find("Binary"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dtype"), std::string::npos) << msg;
+
+  auto z = input(g, "z", DType::F32, {5, 8});
+  msg = error_of([&] { x + z; });
+  EXPECT_NE(msg.find("do not broadcast"), std::string::npos) << msg;
+  EXPECT_THROW(input(g, "x", DType::F32, {1}), InvalidArgument);  // duplicate input name
+}
+
+TEST(IR, AttentionAndRopeValidateTheirAttributes) {
+  Graph g;
+  auto q = input(g, "q", DType::F16, {"B", "L", 8 * 64});
+  auto kv = input(g, "kv", DType::F16, {"B", "S", 2 * 64});
+  AttentionAttrs a{8, 2, 64};
+  EXPECT_EQ(shape_to_string(attention(q, kv, kv, a).shape()), "[B, L, 512]");
+  a.num_kv_heads = 3;
+  EXPECT_NE(error_of([&] { attention(q, kv, kv, a); }).find("multiple of num_kv_heads"), std::string::npos);
+  a.num_kv_heads = 2;
+  a.mask = MaskKind::SlidingWindow;
+  EXPECT_NE(error_of([&] { attention(q, kv, kv, a); }).find("window"), std::string::npos);
+
+  auto qkv = input(g, "qkv", DType::F32, {1, 5, 3 * 4 * 16});
+  auto pos = input(g, "pos", DType::I32, {5});
+  RopeAttrs r{4, 16, 8, RopePairing::Interleaved, 10000.0f, 1.0f, 64};
+  EXPECT_EQ(shape_to_string(rope(qkv, pos, r).shape()), "[1, 5, 64]");
+  r.src_offset = 150;
+  EXPECT_NE(error_of([&] { rope(qkv, pos, r); }).find("heads end at column"), std::string::npos);
+}
+
+TEST(IR, SymbolicReshapeChecksSymbolsAndStaticProduct) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {"B", "L", 384});
+  EXPECT_EQ(shape_to_string(reshape(x, {"B", "L", 12, 32}).shape()), "[B, L, 12, 32]");
+  EXPECT_THROW(reshape(x, {"B", "L", 12, 30}), ShapeError);
+  EXPECT_THROW(reshape(x, {"B", 384, "T"}), ShapeError);
+}
+
+TEST(IR, SpecializeBindsSymbolsAndReportsInconsistency) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {"B", 8});
+  auto y = input(g, "y", DType::F32, {"B", 8});
+  output("s", narrow(x + y, 0, 0, 5));
+  Graph ok = specialize(g, {{"B", 6}});
+  EXPECT_EQ(shape_to_string(ok.node(ok.outputs()[0].second).type.shape), "[5, 8]");
+  EXPECT_EQ(shape_to_string(ok.node(0).type.shape), "[6, 8]");
+  // Different symbols never broadcast against each other at build time.
+  auto z = input(g, "z", DType::F32, {"C", 8});
+  EXPECT_THROW(x + z, ShapeError);
+  std::string msg = error_of([&] { specialize(g, {{"B", 3}, {"C", 1}}); });
+  EXPECT_NE(msg.find("Narrow"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("exceeds dim 3"), std::string::npos) << msg;
+}
+
+TEST(IR, VerifierCatchesCorruptedTypes) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {2, 3});
+  auto y = relu(x);
+  output("y", y);
+  verify(g);
+  g.mutable_node(y.id).type.shape = {Dim(2), Dim(4)};
+  std::string msg = error_of([&] { verify(g); });
+  EXPECT_NE(msg.find("node %1 (Unary)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("stored type"), std::string::npos) << msg;
+}
+
+TEST(IR, UnknownCustomOpIsAClearError) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {2});
+  std::string msg = error_of([&] { custom("no_such_op", {x}); });
+  EXPECT_NE(msg.find("custom op 'no_such_op' is not registered"), std::string::npos) << msg;
+
+  register_custom_op({"double_it", 1, 1, [](const std::vector<TensorType>& in, const CustomAttrs&) { return in[0]; }});
+  EXPECT_EQ(custom("double_it", {x}).dtype(), DType::F32);
+}
+
+TEST(IR, FingerprintFollowsStructureAndAttributes) {
+  auto build = [](float eps) {
+    Graph g;
+    auto x = input(g, "x", DType::F32, {"B", 16});
+    auto gm = param(g, "g", DType::F32, {16});
+    output("y", rms_norm(x, gm, eps));
+    return g;
+  };
+  EXPECT_EQ(build(1e-6f).fingerprint(), build(1e-6f).fingerprint());
+  EXPECT_NE(build(1e-6f).fingerprint(), build(1e-5f).fingerprint());
+}
+
+TEST(IR, PrinterListsNodesAndOutputs) {
+  Graph g;
+  auto x = input(g, "x", DType::BF16, {4});
+  output("out", gelu_tanh(x));
+  std::string p = print_graph(g);
+  EXPECT_NE(p.find("%1 = Unary{gelu_tanh}(%0) : bf16[4]"), std::string::npos) << p;
+  EXPECT_NE(p.find("output out = %1"), std::string::npos) << p;
+}
