@@ -133,7 +133,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
   return p.run(inputs);
 }
 
-std::map<std::string, Tensor> Executable::run(const std::map<std::string, Tensor>& inputs) {
+std::map<std::string, Tensor> Executable::run_named(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> ordered;
   for (NodeId id : inputs_) {
     const std::string& name = graph_.node(id).attr<LeafAttrs>().name;

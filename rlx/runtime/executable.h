@@ -27,7 +27,7 @@ class Executable {
 
   // Inputs in declaration order (or by name); outputs in graph order (or by name).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
-  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+  std::map<std::string, Tensor> run_named(const std::map<std::string, Tensor>& inputs);
 
   // Persistent state (KV caches): zeroed at creation, kept across runs.
   Tensor read_state(const std::string& name) const;

@@ -93,7 +93,7 @@ TEST(Runtime, StatePersistsAcrossRuns) {
   Session s("cpu");
   auto exe = s.compile(g);
   for (int step = 0; step < 3; ++step) {
-    auto out = exe->run({Tensor::from(std::vector<float>{float(step + 1), 10.0f * (step + 1)}, {1, 1, 2}),
+    auto out = exe->run({Tensor::from(std::vector<float>{static_cast<float>(step + 1), 10.0f * static_cast<float>(step + 1)}, {1, 1, 2}),
                          Tensor::from(std::vector<int32_t>{step}, {1})})[0];
     const float* p = out.data<float>();
     float want = 0;
