@@ -1,6 +1,7 @@
 # rlx_target_defaults(target): include path from the repo root, warnings, sanitizers.
 add_library(rlx_options INTERFACE)
-target_compile_features(rlx_options INTERFACE cxx_std_20)
+# Not a compile feature: CMake 3.25 would also demand "CUDA20" of nvcc, which it cannot name.
+target_compile_options(rlx_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-std=c++20>)
 target_compile_options(rlx_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${RLX_WERROR}>>:-Werror>
