@@ -1,0 +1,193 @@
+#include "rlx/models/bert/bert.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "rlx/formats/hf_config.h"
+#include "rlx/formats/safetensors.h"
+
+namespace rlx::bert {
+
+namespace fs = std::filesystem;
+
+std::string names::layer(int64_t i, const char* suffix) { return str("encoder.layer.", i, ".", suffix); }
+
+BertConfig BertConfig::from_dir(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  RLX_FORMAT_CHECK(fs::exists(path), dir, ": no config.json (is this a Hugging Face model folder?)");
+  const auto j = load_json_file(path);
+  const auto type = json_get_or<std::string>(j, "model_type", "", path);
+  if (type != "bert")
+    throw Unsupported(str(path, ": model_type '", type, "' is not supported (rlx embeds BERT-family models: 'bert')"));
+  BertConfig c;
+  c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
+  c.hidden = json_get<int64_t>(j, "hidden_size", path);
+  c.layers = json_get<int64_t>(j, "num_hidden_layers", path);
+  c.heads = json_get<int64_t>(j, "num_attention_heads", path);
+  c.intermediate = json_get<int64_t>(j, "intermediate_size", path);
+  c.max_position = json_get<int64_t>(j, "max_position_embeddings", path);
+  c.type_vocab = json_get_or<int64_t>(j, "type_vocab_size", 2, path);
+  c.layer_norm_eps = static_cast<float>(json_get_or<double>(j, "layer_norm_eps", 1e-12, path));
+  const auto act = json_get_or<std::string>(j, "hidden_act", "gelu", path);
+  if (act == "gelu") c.gelu_tanh = false;
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") c.gelu_tanh = true;
+  else throw Unsupported(str(path, ": hidden_act '", act, "' is not supported (gelu, gelu_new, gelu_pytorch_tanh)"));
+  const auto pos_type = json_get_or<std::string>(j, "position_embedding_type", "absolute", path);
+  if (pos_type != "absolute")
+    throw Unsupported(str(path, ": position_embedding_type '", pos_type, "' is not supported (absolute)"));
+  RLX_FORMAT_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0, path, ": hidden_size ", c.hidden,
+                   " is not a multiple of num_attention_heads ", c.heads);
+  RLX_FORMAT_CHECK(c.layers > 0 && c.layers < 1000 && c.vocab_size > 0 && c.intermediate > 0 && c.max_position > 0,
+                   path, ": implausible sizes");
+
+  // sentence-transformers: pooling and normalization come from modules.json.
+  const std::string modules = (fs::path(dir) / "modules.json").string();
+  if (!fs::exists(modules)) {
+    c.pooling = Pooling::Mean;  // plain HF model: mean pooling, as most embedding servers do
+    c.normalize = false;
+    return c;
+  }
+  const auto mj = load_json_file(modules);
+  RLX_FORMAT_CHECK(mj.is_array(), modules, ": expected a JSON array of modules");
+  c.pooling = Pooling::None;
+  c.normalize = false;
+  for (const auto& m : mj) {
+    const auto mtype = json_get<std::string>(m, "type", modules);
+    if (mtype.find("Normalize") != std::string::npos) c.normalize = true;
+    if (mtype.find("Pooling") == std::string::npos) continue;
+    const std::string pc = (fs::path(dir) / json_get<std::string>(m, "path", modules) / "config.json").string();
+    const auto pj = load_json_file(pc);
+    if (json_get_or<bool>(pj, "pooling_mode_mean_tokens", false, pc)) c.pooling = Pooling::Mean;
+    else if (json_get_or<bool>(pj, "pooling_mode_cls_token", false, pc)) c.pooling = Pooling::Cls;
+    else throw Unsupported(str(pc, ": only mean and CLS pooling are supported"));
+  }
+  return c;
+}
+
+Graph build_graph(const BertConfig& c) {
+  Graph g;
+  const DType f = DType::F32;
+  const int64_t H = c.hidden, D = c.hidden / c.heads;
+  auto ids = input(g, "input_ids", DType::I32, {"B", "L"});
+  auto types = input(g, "token_type_ids", DType::I32, {"B", "L"});
+  auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
+  auto pos = input(g, "positions", DType::I32, {"L"});
+
+  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) +
+             gather(param(g, names::kPosEmb, f, {c.max_position, H}), pos);
+  emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
+  Value x = layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
+
+  const MatMulAttrs wt{false, true};  // HF Linear weights are [out, in]
+  auto linear = [&](Value v, int64_t layer, const char* w, const char* b, int64_t out, int64_t in) {
+    return matmul(v, param(g, names::layer(layer, w), f, {out, in}), wt) + param(g, names::layer(layer, b), f, {out});
+  };
+  for (int64_t i = 0; i < c.layers; ++i) {
+    auto qkv = linear(x, i, "attention.self.qkv.weight", "attention.self.qkv.bias", 3 * H, H);
+    AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(D)};
+    a.mask = MaskKind::Custom;
+    auto ctx = attention(narrow(qkv, 2, 0, H), narrow(qkv, 2, H, H), narrow(qkv, 2, 2 * H, H), a, mask);
+    auto attn = linear(ctx, i, "attention.output.dense.weight", "attention.output.dense.bias", H, H);
+    x = layer_norm(attn + x, param(g, names::layer(i, "attention.output.LayerNorm.weight"), f, {H}),
+                   param(g, names::layer(i, "attention.output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
+    auto h = linear(x, i, "intermediate.dense.weight", "intermediate.dense.bias", c.intermediate, H);
+    h = c.gelu_tanh ? gelu_tanh(h) : gelu(h);
+    auto y = linear(h, i, "output.dense.weight", "output.dense.bias", H, c.intermediate);
+    x = layer_norm(y + x, param(g, names::layer(i, "output.LayerNorm.weight"), f, {H}),
+                   param(g, names::layer(i, "output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
+  }
+  if (c.pooling == Pooling::None) {
+    output("hidden_states", x);
+    return g;
+  }
+  Value pooled;
+  if (c.pooling == Pooling::Cls) {
+    pooled = reshape(narrow(x, 1, 0, 1), {"B", H});
+  } else {
+    auto m = cast(mask, f);
+    auto summed = reduce(ReduceFn::Sum, x * reshape(m, {"B", "L", 1}), {1});
+    auto count = binary(BinaryFn::Max, reduce(ReduceFn::Sum, m, {1}, true), scalar(g, 1e-9f));
+    pooled = summed / count;
+  }
+  if (c.normalize) {
+    // F.normalize: x / max(‖x‖₂, 1e-12)
+    auto norm = sqrt(reduce(ReduceFn::Sum, pooled * pooled, {1}, true));
+    pooled = pooled / binary(BinaryFn::Max, norm, scalar(g, 1e-12f));
+  }
+  output("embeddings", pooled);
+  return g;
+}
+
+namespace {
+
+class WeightSource {
+ public:
+  explicit WeightSource(const std::string& dir) : st_(open(dir)) {
+    prefix_ = st_.contains(std::string("bert.") + names::kWordEmb) ? "bert." : "";
+  }
+  Tensor get(const std::string& name, const std::vector<int64_t>& shape) const {
+    const std::string full = prefix_ + name;
+    RLX_FORMAT_CHECK(st_.contains(full), st_.path(), ": tensor '", full, "' is missing");
+    Tensor t = st_.tensor(full);
+    RLX_FORMAT_CHECK(t.shape() == shape, st_.path(), ": tensor '", full, "' has shape ", shape_str(t.shape()),
+                     ", expected ", shape_str(shape));
+    RLX_FORMAT_CHECK(is_float(t.dtype()), st_.path(), ": tensor '", full, "' has non-float dtype ", t.dtype());
+    return t.dtype() == DType::F32 ? t : t.to(DType::F32);
+  }
+
+ private:
+  static SafetensorsFile open(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "model.safetensors").string();
+    RLX_FORMAT_CHECK(fs::exists(path), dir, ": no model.safetensors");
+    return SafetensorsFile::open(path);
+  }
+  SafetensorsFile st_;
+  std::string prefix_;
+};
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  std::vector<int64_t> shape = parts[0].shape();
+  int64_t rows = 0;
+  for (const auto& p : parts) rows += p.shape()[0];
+  shape[0] = rows;
+  Tensor out = Tensor::empty(DType::F32, shape);
+  char* dst = static_cast<char*>(out.raw_mut());
+  for (const auto& p : parts) {
+    std::memcpy(dst, p.raw(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::string& dir) {
+  WeightSource src(dir);
+  const int64_t H = c.hidden;
+  std::map<std::string, Tensor> w;
+  w[names::kWordEmb] = src.get(names::kWordEmb, {c.vocab_size, H});
+  w[names::kPosEmb] = src.get(names::kPosEmb, {c.max_position, H});
+  w[names::kTypeEmb] = src.get(names::kTypeEmb, {c.type_vocab, H});
+  w[names::kEmbLnW] = src.get(names::kEmbLnW, {H});
+  w[names::kEmbLnB] = src.get(names::kEmbLnB, {H});
+  for (int64_t i = 0; i < c.layers; ++i) {
+    auto get = [&](const char* s, std::vector<int64_t> shape) { return src.get(names::layer(i, s), shape); };
+    w[names::layer(i, "attention.self.qkv.weight")] =
+        concat_rows({get("attention.self.query.weight", {H, H}), get("attention.self.key.weight", {H, H}),
+                     get("attention.self.value.weight", {H, H})});
+    w[names::layer(i, "attention.self.qkv.bias")] =
+        concat_rows({get("attention.self.query.bias", {H}), get("attention.self.key.bias", {H}),
+                     get("attention.self.value.bias", {H})});
+    for (const char* s : {"attention.output.dense.weight"}) w[names::layer(i, s)] = get(s, {H, H});
+    for (const char* s : {"attention.output.dense.bias", "attention.output.LayerNorm.weight",
+                          "attention.output.LayerNorm.bias", "output.dense.bias", "output.LayerNorm.weight",
+                          "output.LayerNorm.bias"})
+      w[names::layer(i, s)] = get(s, {H});
+    w[names::layer(i, "intermediate.dense.weight")] = get("intermediate.dense.weight", {c.intermediate, H});
+    w[names::layer(i, "intermediate.dense.bias")] = get("intermediate.dense.bias", {c.intermediate});
+    w[names::layer(i, "output.dense.weight")] = get("output.dense.weight", {H, c.intermediate});
+  }
+  return w;
+}
+
+}  // namespace rlx::bert

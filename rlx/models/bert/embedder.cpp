@@ -1,0 +1,83 @@
+#include "rlx/models/bert/embedder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "rlx/core/log.h"
+
+namespace rlx::bert {
+
+int64_t length_bucket(int64_t n, int64_t max) { return std::min(max, std::max<int64_t>(8, (n + 7) / 8 * 8)); }
+
+SentenceEmbedder::SentenceEmbedder(const std::string& model, EmbedOptions options)
+    : options_(std::move(options)),
+      config_(BertConfig::from_dir(model)),
+      tokenizer_(WordPieceTokenizer::from_dir(model)) {
+  session_ = std::make_unique<Session>(options_.device);
+  const bool gpu = session_->device().backend != "cpu";
+  if (options_.dtype == DType::Count_) options_.dtype = gpu ? DType::F16 : DType::F32;
+  RLX_CHECK(options_.dtype == DType::F32 || options_.dtype == DType::F16 || options_.dtype == DType::BF16,
+            "embed: dtype must be f32, f16 or bf16, got ", options_.dtype);
+  if (options_.batch <= 0) options_.batch = gpu ? 256 : 32;
+  max_length_ = std::min(tokenizer_.default_max_length(), config_.max_position);
+  if (options_.max_length > 0) {
+    RLX_CHECK(options_.max_length >= 2 && options_.max_length <= config_.max_position, "embed: max length ",
+              options_.max_length, " must be in [2, ", config_.max_position, "] for this model");
+    max_length_ = options_.max_length;
+  }
+  CompileOptions co;
+  co.precision = options_.dtype;
+  exe_ = session_->compile(build_graph(config_), co);
+  for (auto& [name, t] : load_weights(config_, model)) exe_->set_param(name, t);
+  log_verbose("embedder: ", config_.layers, " layers, hidden ", config_.hidden, ", ", dtype_name(options_.dtype),
+              " on ", session_->device().name);
+}
+
+Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = texts.size();
+  Tensor out = Tensor::empty(DType::F32, {static_cast<int64_t>(n), config_.hidden});
+  stats_ = EmbedStats{n, 0, 0};
+  if (n == 0) return out;
+  const auto enc = tokenizer_.encode_batch(texts, max_length_, options_.threads);
+
+  // Longest first, so the first batch compiles the largest bucket and memory
+  // use is highest up front; ties keep input order.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return enc[a].input_ids.size() > enc[b].input_ids.size(); });
+
+  float* dst = out.data<float>();
+  const auto B = static_cast<size_t>(options_.batch);
+  for (size_t start = 0; start < n; start += B) {
+    const size_t count = std::min(B, n - start);
+    const int64_t L = length_bucket(static_cast<int64_t>(enc[order[start]].input_ids.size()), max_length_);
+    const auto b = static_cast<int64_t>(count);
+    Tensor ids = Tensor::zeros(DType::I32, {b, L}), types = Tensor::zeros(DType::I32, {b, L}),
+           mask = Tensor::zeros(DType::I32, {b, L}), pos = Tensor::empty(DType::I32, {L});
+    for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
+    for (size_t r = 0; r < count; ++r) {
+      const Encoding& e = enc[order[start + r]];
+      const size_t len = e.input_ids.size();
+      stats_.tokens += len;
+      std::copy(e.input_ids.begin(), e.input_ids.end(), ids.data<int32_t>() + r * static_cast<size_t>(L));
+      std::fill_n(ids.data<int32_t>() + r * static_cast<size_t>(L) + len, static_cast<size_t>(L) - len,
+                  tokenizer_.pad_id());
+      std::copy(e.token_type_ids.begin(), e.token_type_ids.end(), types.data<int32_t>() + r * static_cast<size_t>(L));
+      std::copy(e.attention_mask.begin(), e.attention_mask.end(), mask.data<int32_t>() + r * static_cast<size_t>(L));
+    }
+    Tensor emb = exe_->run({ids, types, mask, pos})[0];
+    const float* src = emb.data<float>();
+    for (size_t r = 0; r < count; ++r)
+      std::memcpy(dst + order[start + r] * static_cast<size_t>(config_.hidden), src + r * static_cast<size_t>(config_.hidden),
+                  sizeof(float) * static_cast<size_t>(config_.hidden));
+    if (options_.progress) options_.progress(start + count, n);
+  }
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace rlx::bert

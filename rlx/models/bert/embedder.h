@@ -1,0 +1,60 @@
+// Sentence embeddings end to end: tokenize (multi-threaded), group texts by
+// length into padded batches (one compiled specialization per length bucket),
+// run the encoder, and return one L2-normalized vector per text in input order.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/models/bert/bert.h"
+#include "rlx/models/tokenizers/wordpiece.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx::bert {
+
+struct EmbedOptions {
+  std::string device = "auto";     // auto | cpu | cuda | cuda:N
+  DType dtype = DType::Count_;     // f32 | f16 | bf16; Count_ = f16 on a GPU, f32 on the CPU
+  int64_t batch = 0;               // texts per batch; 0 = 256 on a GPU, 32 on the CPU
+  int64_t max_length = 0;          // tokens incl. [CLS]/[SEP]; 0 = the model's limit
+  int threads = 0;                 // tokenizer threads; 0 = hardware
+  // Called after each batch with (texts done, total).
+  std::function<void(size_t, size_t)> progress;
+};
+
+struct EmbedStats {
+  size_t texts = 0;
+  size_t tokens = 0;       // real (unpadded) tokens
+  double seconds = 0;      // tokenization + inference
+};
+
+class SentenceEmbedder {
+ public:
+  // `model` is a sentence-transformers / HF BERT folder.
+  SentenceEmbedder(const std::string& model, EmbedOptions options);
+  // [texts.size(), dim()] f32, row i for texts[i].
+  Tensor embed(const std::vector<std::string>& texts);
+  int64_t dim() const { return config_.hidden; }
+  int64_t max_length() const { return max_length_; }
+  DType dtype() const { return options_.dtype; }
+  DeviceInfo device() const { return session_->device(); }
+  const EmbedStats& last_stats() const { return stats_; }
+  const WordPieceTokenizer& tokenizer() const { return tokenizer_; }
+  const BertConfig& config() const { return config_; }
+
+ private:
+  EmbedOptions options_;
+  BertConfig config_;
+  WordPieceTokenizer tokenizer_;
+  int64_t max_length_ = 512;
+  std::unique_ptr<Session> session_;
+  std::shared_ptr<Executable> exe_;
+  EmbedStats stats_;
+};
+
+// Length bucket for a batch whose longest text has `n` tokens: rounded up to a
+// multiple of 8 (capped at `max`), so few shapes are ever compiled.
+int64_t length_bucket(int64_t n, int64_t max);
+
+}  // namespace rlx::bert
