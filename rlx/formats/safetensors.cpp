@@ -87,7 +87,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   sf.data_start_ = r.offset();
   const uint64_t data_size = r.remaining();
 
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Plain references, not a structured binding: clang < 16 cannot capture those in lambdas.
+    const std::string& name = item.key();
+    const Json& entry = item.value();
     if (name == "__metadata__") {
       RLX_FORMAT_CHECK(entry.is_object(), path, ": field '__metadata__' must be an object but is ", entry.type_name());
       for (const auto& [k, v] : entry.items()) {

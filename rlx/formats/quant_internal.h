@@ -1,0 +1,45 @@
+// Shared pieces of the CPU quant code: unaligned little-endian loads and the
+// per-type block kernels, which quant.cpp lists in its dispatch table.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "rlx/core/half.h"
+
+namespace rlx::quant_detail {
+
+inline uint16_t load_u16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+inline uint32_t load_u32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+inline float load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
+inline void store_f16(uint8_t* p, float f) { uint16_t h = f32_to_f16(f); std::memcpy(p, &h, 2); }
+
+// Block kernels: convert `nb` consecutive blocks.
+using DequantFn = void (*)(const uint8_t* src, float* dst, int64_t nb);
+using QuantFn = void (*)(const float* src, uint8_t* dst, int64_t nb);
+
+// quant_k.cpp
+void dequant_q2_k(const uint8_t*, float*, int64_t);
+void dequant_q3_k(const uint8_t*, float*, int64_t);
+void dequant_q4_k(const uint8_t*, float*, int64_t);
+void dequant_q5_k(const uint8_t*, float*, int64_t);
+void dequant_q6_k(const uint8_t*, float*, int64_t);
+void dequant_q8_k(const uint8_t*, float*, int64_t);
+void quant_q4_k(const float*, uint8_t*, int64_t);
+void quant_q6_k(const float*, uint8_t*, int64_t);
+
+// quant_iq.cpp
+void dequant_iq2_xxs(const uint8_t*, float*, int64_t);
+void dequant_iq2_xs(const uint8_t*, float*, int64_t);
+void dequant_iq2_s(const uint8_t*, float*, int64_t);
+void dequant_iq3_xxs(const uint8_t*, float*, int64_t);
+void dequant_iq3_s(const uint8_t*, float*, int64_t);
+void dequant_iq1_s(const uint8_t*, float*, int64_t);
+void dequant_iq1_m(const uint8_t*, float*, int64_t);
+void dequant_iq4_nl(const uint8_t*, float*, int64_t);
+void dequant_iq4_xs(const uint8_t*, float*, int64_t);
+void dequant_tq1_0(const uint8_t*, float*, int64_t);
+void dequant_tq2_0(const uint8_t*, float*, int64_t);
+void dequant_mxfp4(const uint8_t*, float*, int64_t);
+void dequant_nvfp4(const uint8_t*, float*, int64_t);
+
+}  // namespace rlx::quant_detail
