@@ -1,0 +1,187 @@
+// Attention throughput: rlx::cuda::launch_attention on the shapes of
+// bench/attention_torch.py (its PyTorch SDPA peer); bench/compare.py joins
+// the two JSON-line outputs.
+//
+// Prefill: f16/bf16 × causal/non-causal × D 64/128 × seq 512/4096, batch so
+// that B·L = 16384 tokens, H = 16 at D = 128 and 32 at D = 64 (each of Q, K,
+// V, O is 64 MiB, larger than L2). FLOPs = 4·B·H·L²·D, halved when causal.
+// Decode: Lq = 1 over a KV cache (H = 32, Hkv = 8, D = 128), reported as
+// bytes of K/V (+ q, out) read per second against the measured copy rate.
+// Each figure: 5 warm-up launches, then the median of 30 launches timed one
+// by one with CUDA events; random inputs in [-1, 1].
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "rlx/backends/cuda/kernels/attention.h"
+
+namespace {
+
+#define CK(call)                                                                        \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+template <typename T>
+__global__ void fill_uniform(T* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * static_cast<size_t>(blockDim.x)) {
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    const float u = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    p[i] = static_cast<T>(2.0f * u - 1.0f);
+  }
+}
+
+void fill(void* p, size_t n, rlx::DType dt, uint64_t seed) {
+  if (dt == rlx::DType::F16) {
+    fill_uniform<<<1024, 256>>>(static_cast<__half*>(p), n, seed);
+  } else {
+    fill_uniform<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed);
+  }
+  CK(cudaGetLastError());
+}
+
+// Median ms of `iters` individually timed launches after `warm` warm-ups.
+double time_attention(const rlx::cuda::AttentionParams& p, void* ws, int warm = 5, int iters = 30) {
+  for (int i = 0; i < warm; ++i) rlx::cuda::launch_attention(p, ws, nullptr);
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t s, e;
+  CK(cudaEventCreate(&s));
+  CK(cudaEventCreate(&e));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaEventRecord(s));
+    rlx::cuda::launch_attention(p, ws, nullptr);
+    CK(cudaEventRecord(e));
+    CK(cudaEventSynchronize(e));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, s, e));
+    ms.push_back(t);
+  }
+  CK(cudaEventDestroy(s));
+  CK(cudaEventDestroy(e));
+  return rlx::bench::median(ms);
+}
+
+const char* dname(rlx::DType dt) { return dt == rlx::DType::F16 ? "f16" : "bf16"; }
+
+}  // namespace
+
+int main() {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("attention_bench: no CUDA device; skipped\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s, copy %.2f TB/s (measured, bench_util.h)\n",
+              rlx::bench::kGemmBf16Tflops, rlx::bench::kCopyTBps);
+
+  const size_t tokens = 16384;
+  const size_t max_elems = tokens * 2048;  // H·D = 2048 in every prefill config
+  void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+  CK(cudaMalloc(&q, max_elems * 2));
+  CK(cudaMalloc(&k, max_elems * 2));
+  CK(cudaMalloc(&v, max_elems * 2));
+  CK(cudaMalloc(&o, max_elems * 2));
+
+  std::printf("\n%-44s %4s %4s %9s %9s  %s\n", "prefill", "B", "H", "ms", "TFLOP/s", "path");
+  for (rlx::DType dt : {rlx::DType::F16, rlx::DType::BF16}) {
+    fill(q, max_elems, dt, 1);
+    fill(k, max_elems, dt, 2);
+    fill(v, max_elems, dt, 3);
+    for (int causal : {0, 1})
+      for (int D : {64, 128})
+        for (int L : {512, 4096}) {
+          rlx::cuda::AttentionParams p;
+          p.dtype = dt;
+          p.B = static_cast<int>(tokens / L);
+          p.H = p.Hkv = D == 128 ? 16 : 32;
+          p.D = D;
+          p.Lq = p.Lk = L;
+          p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+          p.causal = causal != 0;
+          p.q = q;
+          p.k = k;
+          p.v = v;
+          p.out = o;
+          p.set_dense_strides();
+          const double ms = time_attention(p, nullptr);
+          double flops = 4.0 * p.B * p.H * static_cast<double>(L) * L * D;
+          if (causal) flops *= 0.5;
+          const double tf = flops / (ms * 1e-3) / 1e12;
+          char key[128];
+          std::snprintf(key, sizeof key, "prefill %s %s D%d B%d H%d L%d", dname(dt), causal ? "causal" : "full", D,
+                        p.B, p.H, L);
+          std::printf("%-44s %4d %4d %9.3f %9.1f  %s (%.0f%% of GEMM peak)\n", key, p.B, p.H, ms, tf,
+                      rlx::cuda::attention_path_name(rlx::cuda::attention_path(p)),
+                      100.0 * tf / rlx::bench::kGemmBf16Tflops);
+          rlx::bench::json_line("attention", key, tf, "TFLOP/s");
+        }
+  }
+
+  // Decode: one query per sequence over a KV cache of Lk tokens.
+  std::printf("\n%-44s %4s %4s %9s %9s  %s\n", "decode", "B", "H", "ms", "GB/s", "path");
+  for (rlx::DType dt : {rlx::DType::F16, rlx::DType::BF16})
+    for (auto [B, Lk] : {std::pair{1, 4096}, std::pair{1, 32768}, std::pair{16, 4096}, std::pair{16, 16384},
+                         std::pair{64, 4096}}) {
+      rlx::cuda::AttentionParams p;
+      p.dtype = dt;
+      p.B = B;
+      p.H = 32;
+      p.Hkv = 8;
+      p.D = 128;
+      p.Lq = 1;
+      p.Lk = Lk;
+      p.scale = 1.0f / std::sqrt(128.0f);
+      p.set_dense_strides();
+      const size_t kv_elems = static_cast<size_t>(B) * Lk * p.Hkv * p.D;
+      void *kc = nullptr, *vc = nullptr;
+      CK(cudaMalloc(&kc, kv_elems * 2));
+      CK(cudaMalloc(&vc, kv_elems * 2));
+      fill(kc, kv_elems, dt, 4);
+      fill(vc, kv_elems, dt, 5);
+      fill(q, static_cast<size_t>(B) * p.H * p.D, dt, 6);
+      p.q = q;
+      p.k = kc;
+      p.v = vc;
+      p.out = o;
+      const size_t ws_bytes = rlx::cuda::attention_workspace_bytes(p);
+      void* ws = nullptr;
+      if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
+      const double ms = time_attention(p, ws);
+      const double bytes = 2.0 * kv_elems * 2 + 2.0 * B * p.H * p.D * 2;
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      char key[128];
+      std::snprintf(key, sizeof key, "decode %s D128 B%d H32/8 Lk%d", dname(dt), B, Lk);
+      std::printf("%-44s %4d %4d %9.4f %9.0f  %s (%.0f%% of copy rate)\n", key, B, p.H, ms, gbps,
+                  rlx::cuda::attention_path_name(rlx::cuda::attention_path(p)),
+                  100.0 * gbps / (rlx::bench::kCopyTBps * 1e3));
+      rlx::bench::json_line("attention", key, gbps, "GB/s");
+      if (ws) CK(cudaFree(ws));
+      CK(cudaFree(kc));
+      CK(cudaFree(vc));
+    }
+
+  CK(cudaFree(q));
+  CK(cudaFree(k));
+  CK(cudaFree(v));
+  CK(cudaFree(o));
+  return 0;
+}

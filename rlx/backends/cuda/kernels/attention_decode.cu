@@ -1,0 +1,401 @@
+// Attention decode (Lq ≤ 8, long Lk): split-KV flash-decoding on tensor
+// cores (f16/bf16, D ∈ {32, 64, 128, 256}), plus the f32 combine kernel.
+//
+// Algorithm. The G = H/Hkv query heads that share a kv head, times the Lq
+// queries, form R = G·Lq rows (row r = query r / G, head kvh·G + r % G);
+// 16 of them fill one m16 fragment, so one CTA reads each K/V row once for a
+// whole GQA group (R > 16 takes ⌈R/16⌉ row groups). The key range the rows can
+// see (kv_len, causal, window; all read on the device, so CUDA-graph replays
+// may change lengths) is cut into `splits` equal chunks, one per CTA, sized at
+// run time from the actual kv_len so every split gets work. Inside a CTA each
+// of the 4 warps takes 16 keys of every 64-key tile:
+//   S = Q·Kᵀ (16 × 16, mma m16n8k16), logits/masks, online softmax per warp,
+//   O += P·V (P stays in registers as the A fragment, V via ldmatrix.trans),
+// then the 4 warps merge (m, l, O) through shared memory. With one split the
+// CTA writes the normalized output; otherwise it writes f32 partials
+// (unnormalized O, max m in log2 units, sum l) to the caller's workspace and
+// attn_decode_combine merges the splits: O = Σ O_s·2^(m_s−M) / Σ l_s·2^(m_s−M).
+//
+// Memory plan. The job is reading the KV cache, so that is all that streams:
+// K and V tiles (64 keys × D) go global → shared by 16-byte cp.async, each
+// warp-wide request covering whole 128-byte lines, kStages deep (two tiles in
+// flight while the third is consumed; ~70 KB in flight per SM at D = 128).
+// Rows past the split's end are zero-filled, not read. Smem rows are padded by
+// 16 bytes (stride D + 8) so ldmatrix phases are bank-conflict free. The
+// split count targets one full wave of CTAs (SMs × CTAs per SM) with the
+// least wave-quantization loss, at ≥ 256 keys per split.
+#include <algorithm>
+
+#include "rlx/backends/cuda/kernels/attention.h"
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/attention.cuh"
+
+namespace rlx::cuda {
+namespace {
+
+using namespace dev;
+
+constexpr int kMaxSplits = 256;
+constexpr int kMinKeysPerSplit = 256;
+
+template <typename T, int D>
+struct Decode {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int BN = 16 * kWarps;  // keys per tile, 16 per warp
+  static constexpr int kStride = D + 8;
+  static constexpr int kStages = D == 256 ? 2 : 3;
+  static constexpr bool kQInRegs = D <= 128;
+  static constexpr int kOStride = D + 4;  // f32 merge scratch row
+  static constexpr int kTileBytes = 2 * BN * kStride * static_cast<int>(sizeof(T));  // K + V
+  static constexpr int kQBytes = 16 * kStride * static_cast<int>(sizeof(T));
+  static constexpr int kMergeBytes = (kWarps * 16 * kOStride + 2 * kWarps * 16) * 4;
+  static constexpr int kSmemBytes = kQBytes + (kStages * kTileBytes > kMergeBytes ? kStages * kTileBytes : kMergeBytes);
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
+  using P = Decode<T, D>;
+  constexpr int BN = P::BN, S = P::kStride, KS = D / 16, DT = D / 8, kStages = P::kStages;
+  constexpr bool kQInRegs = P::kQInRegs;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sKV = reinterpret_cast<T*>(smem + P::kQBytes);
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int G = a.group;
+  const int R = G * a.Lq;
+  const int RG = (R + 15) / 16;
+
+  int64_t bid = blockIdx.x;
+  const int split = static_cast<int>(bid % a.splits);
+  bid /= a.splits;
+  const int rg = static_cast<int>(bid % RG);
+  bid /= RG;
+  const int kvh = static_cast<int>(bid % a.Hkv);
+  const int b = static_cast<int>(bid / a.Hkv);
+  const int kvlen = attn_kv_len(a, b);
+  const int64_t qoff = static_cast<int64_t>(kvlen) - a.Lq;
+  const int r0 = rg * 16;
+  const int r_last = min(r0 + 16, R) - 1;
+
+  // This thread's two fragment rows (g, g + 8): visible key interval and head.
+  int row_lo[2], row_hi[2], row_i[2], row_h[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = r0 + g + rr * 8;
+    const bool ok = r < R;
+    row_i[rr] = ok ? r / G : 0;
+    row_h[rr] = kvh * G + (ok ? r % G : 0);
+    const int2 range = attn_key_range(a, row_i[rr] + qoff, kvlen);
+    row_lo[rr] = ok ? range.x : 0;
+    row_hi[rr] = ok ? range.y : 0;
+  }
+
+  // Keys any row of the CTA can see, then this split's share of them.
+  const int2 first = attn_key_range(a, r0 / G + qoff, kvlen);
+  const int2 last = attn_key_range(a, r_last / G + qoff, kvlen);
+  const int n_lo = first.x, n_hi = last.y;
+  const int total = max(0, n_hi - n_lo);
+  const int chunk = ((total + a.splits - 1) / a.splits + BN - 1) / BN * BN;
+  const int s_lo = n_lo + split * chunk;
+  const int s_hi = min(n_hi, s_lo + chunk);
+  const int ntiles = s_hi > s_lo ? (s_hi - s_lo + BN - 1) / BN : 0;
+
+  const T* kg = static_cast<const T*>(a.k) + b * a.k_batch_stride + static_cast<int64_t>(kvh) * D;
+  const T* vg = static_cast<const T*>(a.v) + b * a.v_batch_stride + static_cast<int64_t>(kvh) * D;
+
+  // Q rows: each row has its own (query, head) address.
+  {
+    const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride;
+    constexpr int kChunks = D / 8;
+    for (int c = tid; c < 16 * kChunks; c += P::kThreads) {
+      const int r = c / kChunks, ch = c % kChunks;
+      const int rgl = r0 + r;
+      const bool ok = rgl < R;
+      const T* src = ok ? qb + (rgl / G) * a.q_row_stride + static_cast<int64_t>(kvh * G + rgl % G) * D + ch * 8 : qb;
+      cp_async_16(smem_u32(sQ + r * S + ch * 8), src, ok);
+    }
+  }
+  auto load_tile = [&](int tile, int slot) {
+    T* sK = sKV + slot * 2 * BN * S;
+    const int n0 = s_lo + tile * BN;
+    cp_async_rows<T, D, BN, P::kThreads>(sK, kg, a.k_row_stride, n0, s_hi, tid);
+    cp_async_rows<T, D, BN, P::kThreads>(sK + BN * S, vg, a.v_row_stride, n0, s_hi, tid);
+  };
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < ntiles) load_tile(st, st);
+    cp_async_commit();  // always commit: group counting stays uniform
+  }
+
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
+  const uint32_t sQ_a = smem_u32(sQ + a_row * S + a_col);
+  const uint32_t sKV_k = smem_u32(sKV + (warp * 16 + k_row) * S + k_col);
+  const uint32_t sKV_v = smem_u32(sKV + BN * S + (warp * 16 + a_row) * S + a_col);
+  const bool general = a.softcap > 0.0f || a.bias != nullptr || a.key_mask != nullptr;
+
+  uint32_t qf[kQInRegs ? KS : 1][4];
+  float acc[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+
+  int slot = 0;
+  for (int t = 0; t < ntiles; ++t) {
+    cp_async_wait<kStages - 2>();  // tile t (and Q) landed
+    __syncthreads();               // ... for every thread; slot (t − 1) is free again
+    if constexpr (kQInRegs) {
+      if (t == 0) {
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) ldmatrix_x4(qf[kk], sQ_a + kk * 32);
+      }
+    }
+    if (t + kStages - 1 < ntiles) load_tile(t + kStages - 1, (slot + kStages - 1) % kStages);
+    cp_async_commit();
+
+    const uint32_t slot_off = static_cast<uint32_t>(slot * P::kTileBytes);
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      uint32_t qa[4];
+      if constexpr (kQInRegs) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) qa[x] = qf[kk][x];
+      } else {
+        ldmatrix_x4(qa, sQ_a + kk * 32);
+      }
+      uint32_t kb[4];
+      ldmatrix_x4(kb, sKV_k + slot_off + kk * 32);
+      mma_16816<T>(s[0], qa, kb[0], kb[1]);
+      mma_16816<T>(s[1], qa, kb[2], kb[3]);
+    }
+
+    const int n0 = s_lo + t * BN + warp * 16;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        const int key = n0 + j * 8 + 2 * t4 + (e & 1);
+        const bool vis = key >= row_lo[rr] && key < row_hi[rr] && key < s_hi;
+        float x = -INFINITY;
+        if (vis) {
+          if (general) {
+            if (attn_key_kept(a, b, key, s_hi)) x = attn_logit<T>(a, s[j][e], b, row_h[rr], row_i[rr], key);
+          } else {
+            x = s[j][e] * a.scale_log2;
+          }
+        }
+        s[j][e] = x;
+      }
+
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float mx = quad_max(fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1])));
+      const float m_new = fmaxf(row_m[rr], mx);
+      const float base = attn_row_base(m_new);
+      const float alpha = exp2f(row_m[rr] - base);
+      row_m[rr] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[j][2 * rr] = exp2f(s[j][2 * rr] - base);
+        s[j][2 * rr + 1] = exp2f(s[j][2 * rr + 1] - base);
+        sum += s[j][2 * rr] + s[j][2 * rr + 1];
+      }
+      row_l[rr] = row_l[rr] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        acc[dt][2 * rr] *= alpha;
+        acc[dt][2 * rr + 1] *= alpha;
+      }
+    }
+
+    uint32_t pa[4];
+    pa[0] = pack2<T>(s[0][0], s[0][1]);
+    pa[1] = pack2<T>(s[0][2], s[0][3]);
+    pa[2] = pack2<T>(s[1][0], s[1][1]);
+    pa[3] = pack2<T>(s[1][2], s[1][3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, sKV_v + slot_off + dp * 32);
+      mma_16816<T>(acc[2 * dp], pa, vb[0], vb[1]);
+      mma_16816<T>(acc[2 * dp + 1], pa, vb[2], vb[3]);
+    }
+    slot = slot + 1 == kStages ? 0 : slot + 1;
+  }
+
+  // Merge the 4 warps' (m, l, O) through smem (the K/V stages are free now).
+  cp_async_wait<0>();
+  __syncthreads();
+  float* sO = reinterpret_cast<float*>(sKV);
+  float* sM = sO + P::kWarps * 16 * P::kOStride;
+  float* sL = sM + P::kWarps * 16;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int row = warp * 16 + g + rr * 8;
+    const float l = quad_sum(row_l[rr]);
+    if (t4 == 0) {
+      sM[row] = row_m[rr];
+      sL[row] = l;
+    }
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+      *reinterpret_cast<float2*>(sO + row * P::kOStride + dt * 8 + 2 * t4) = make_float2(acc[dt][2 * rr], acc[dt][2 * rr + 1]);
+  }
+  __syncthreads();
+
+  for (int idx = tid; idx < 16 * D; idx += P::kThreads) {
+    const int r = idx / D, d = idx % D;
+    const int rgl = r0 + r;
+    if (rgl >= R) break;  // rows are in order: every later idx is past R too
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < P::kWarps; ++w) M = fmaxf(M, sM[w * 16 + r]);
+    float L = 0.0f, O = 0.0f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < P::kWarps; ++w) {
+        const float f = exp2f(sM[w * 16 + r] - M);
+        L += sL[w * 16 + r] * f;
+        O += sO[(w * 16 + r) * P::kOStride + d] * f;
+      }
+    }
+    const int64_t row_id = (static_cast<int64_t>(b) * a.Lq + rgl / G) * a.H + kvh * G + rgl % G;
+    if (a.splits == 1) {
+      static_cast<T*>(a.out)[row_id * D + d] = from_f32<T>(L > 0.0f ? O / L : 0.0f);
+    } else {
+      const int64_t ps = row_id * a.splits + split;
+      a.ws_o[ps * D + d] = O;
+      if (d == 0) {
+        a.ws_ml[2 * ps] = M;
+        a.ws_ml[2 * ps + 1] = L;
+      }
+    }
+  }
+}
+
+// One warp per output row (b, i, h): merge the splits' partials.
+template <typename T>
+__global__ void __launch_bounds__(128) attn_decode_combine_kernel(const AttnArgs a, int64_t rows) {
+  __shared__ float s_w[4][kMaxSplits];
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
+  if (row >= rows) return;
+  const int splits = a.splits, D = a.D;
+  const float* ml = a.ws_ml + row * splits * 2;
+  float M = -INFINITY;
+  for (int s = lane; s < splits; s += 32) M = fmaxf(M, ml[2 * s]);
+  M = warp_max(M);
+  float L = 0.0f;
+  for (int s = lane; s < splits; s += 32) {
+    const float w = M == -INFINITY ? 0.0f : exp2f(ml[2 * s] - M);
+    s_w[warp][s] = w;
+    L += ml[2 * s + 1] * w;
+  }
+  L = warp_sum(L);
+  __syncwarp();
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  const float* po = a.ws_o + row * splits * D;
+  T* out = static_cast<T*>(a.out) + row * D;
+  for (int d = lane; d < D; d += 32) {
+    float o = 0.0f;
+    for (int s = 0; s < splits; ++s) o = fmaf(po[static_cast<int64_t>(s) * D + d], s_w[warp][s], o);
+    out[d] = from_f32<T>(o * inv);
+  }
+}
+
+template <typename T, int D>
+void launch_decode_t(const AttnArgs& a, cudaStream_t stream) {
+  using P = Decode<T, D>;
+  auto kernel = attn_decode_kernel<T, D>;
+  RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
+  const int RG = (a.group * a.Lq + 15) / 16;
+  const int64_t blocks = static_cast<int64_t>(a.B) * a.Hkv * RG * a.splits;
+  RLX_CHECK(blocks <= 0x7fffffff, "attention: decode grid too large (", blocks, " blocks)");
+  kernel<<<static_cast<unsigned>(blocks), P::kThreads, P::kSmemBytes, stream>>>(a);
+  RLX_CUDA_CHECK_LAUNCH("attention (decode)");
+  if (a.splits > 1) {
+    const int64_t rows = static_cast<int64_t>(a.B) * a.Lq * a.H;
+    attn_decode_combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(a, rows);
+    RLX_CUDA_CHECK_LAUNCH("attention (decode combine)");
+  }
+}
+
+template <typename T>
+void launch_decode_dtype(const AttnArgs& a, cudaStream_t stream) {
+  switch (a.D) {
+    case 32: launch_decode_t<T, 32>(a, stream); return;
+    case 64: launch_decode_t<T, 64>(a, stream); return;
+    case 128: launch_decode_t<T, 128>(a, stream); return;
+    case 256: launch_decode_t<T, 256>(a, stream); return;
+    default: throw Unsupported(str("attention: decode kernel has no head_dim ", a.D));
+  }
+}
+
+int decode_smem(int D) {
+  switch (D) {
+    case 32: return Decode<__half, 32>::kSmemBytes;
+    case 64: return Decode<__half, 64>::kSmemBytes;
+    case 128: return Decode<__half, 128>::kSmemBytes;
+    case 256: return Decode<__half, 256>::kSmemBytes;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+bool attention_decode_supported(DType dtype, int D, size_t smem_optin_bytes) {
+  if (dtype != DType::F16 && dtype != DType::BF16) return false;
+  const int smem = decode_smem(D);
+  return smem > 0 && static_cast<size_t>(smem) <= smem_optin_bytes;
+}
+
+int attention_decode_splits(DType dtype, const dev::AttnArgs& a) {
+  (void)dtype;  // both 16-bit types use the same tiles
+  int device = 0, sms = 0, smem_sm = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  RLX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  RLX_CUDA_CHECK(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  const int smem = decode_smem(a.D);
+  const int per_sm = std::clamp(smem_sm / (smem + 1024), 1, 4);
+  const int64_t target = static_cast<int64_t>(sms) * per_sm;
+  const int64_t base = static_cast<int64_t>(a.B) * a.Hkv * ((a.group * a.Lq + 15) / 16);
+  const int max_splits = std::clamp(a.Lk / kMinKeysPerSplit, 1, kMaxSplits);
+  if (base >= target || max_splits == 1) return 1;
+  // Fewest splits with the best wave efficiency (CTAs / (waves · target)).
+  int best = 1;
+  double best_eff = static_cast<double>(base) / static_cast<double>(target);
+  for (int s = 2; s <= max_splits; ++s) {
+    const int64_t ctas = base * s;
+    const int64_t waves = (ctas + target - 1) / target;
+    const double eff = static_cast<double>(ctas) / static_cast<double>(waves * target);
+    if (eff > best_eff + 0.02) {
+      best = s;
+      best_eff = eff;
+    }
+  }
+  return best;
+}
+
+void launch_attention_decode(DType dtype, const dev::AttnArgs& a, cudaStream_t stream) {
+  RLX_CHECK(a.splits >= 1 && a.splits <= kMaxSplits, "attention: decode split count ", a.splits, " out of range");
+  if (dtype == DType::F16) {
+    launch_decode_dtype<__half>(a, stream);
+  } else if (dtype == DType::BF16) {
+    launch_decode_dtype<__nv_bfloat16>(a, stream);
+  } else {
+    throw Unsupported(str("attention: decode kernel has no ", dtype_name(dtype), " variant"));
+  }
+}
+
+}  // namespace detail
+}  // namespace rlx::cuda
