@@ -1,0 +1,220 @@
+// CPU backend micro-benchmarks: matmul through rlx (OpenBLAS path and the
+// built-in kernel) next to cblas_sgemm called directly, attention throughput
+// and layernorm bandwidth. Each figure is the median of timed runs after
+// warm-up. "kernel" times come from the dispatch report (RLX_DISPATCH_REPORT,
+// the kernel call alone); "run" times are whole Executable::run calls, which
+// also copy inputs in and outputs out. The memcpy line gives the machine's
+// practical memory-bandwidth ceiling for the bandwidth-bound ops.
+//
+//   rlx_cpu_bench [--reps N]      (RLX_NUM_THREADS sets the thread count)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/builder.h"
+#include "rlx/runtime/session.h"
+
+#ifdef RLX_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median_seconds(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up (compiles, faults pages in, spins up threads)
+  fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+rlx::Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& x : v) x = dist(rng);
+  return rlx::Tensor::from(v, std::move(shape));
+}
+
+void set_env(const char* name, const char* value) { setenv(name, value, 1); }
+
+// Sum of the per-kernel times ("... 123.4 us" line ends) of the last run's
+// dispatch report, in seconds; 0 when the report has none.
+double kernel_seconds(const rlx::Executable& exe) {
+  const std::string r = exe.dispatch_report();
+  double total = 0;
+  size_t pos = 0;
+  while ((pos = r.find(" us\n", pos)) != std::string::npos) {
+    size_t start = r.rfind(' ', pos - 1);
+    total += std::atof(r.substr(start + 1, pos - start - 1).c_str());
+    pos += 4;
+  }
+  return total * 1e-6;
+}
+
+struct Timing {
+  double run = 0, kernel = 0;  // medians, seconds
+};
+
+Timing time_runs(int reps, rlx::Executable& exe, const std::vector<rlx::Tensor>& inputs) {
+  exe.run(inputs);
+  exe.run(inputs);
+  std::vector<double> run, kern;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    exe.run(inputs);
+    run.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    kern.push_back(kernel_seconds(exe));
+  }
+  std::sort(run.begin(), run.end());
+  std::sort(kern.begin(), kern.end());
+  return {run[run.size() / 2], kern[kern.size() / 2]};
+}
+
+void bench_matmul(int reps) {
+  std::printf("\nmatmul f32 C[M,N] = A[M,K]·B[K,N] (B a param): GFLOP/s of the kernel (of the whole run), "
+              "median of %d\n", reps);
+  std::printf("  %-18s %20s %20s %12s\n", "M x K x N", "rlx, blas path", "rlx, builtin", "cblas_sgemm");
+  struct S { int64_t m, k, n; };
+  for (S s : {S{256, 256, 256}, S{512, 512, 512}, S{1024, 1024, 1024}, S{128, 384, 1536}, S{1, 4096, 4096}}) {
+    rlx::Graph g;
+    auto a = rlx::input(g, "a", rlx::DType::F32, {s.m, s.k});
+    auto b = rlx::param(g, "b", rlx::DType::F32, {s.k, s.n});
+    rlx::output("c", rlx::matmul(a, b));
+    rlx::Session session("cpu");
+    auto exe = session.compile(g);
+    rlx::Tensor A = random_tensor({s.m, s.k}, 1), B = random_tensor({s.k, s.n}, 2);
+    exe->set_param("b", B);
+    const double gflop = 2.0 * static_cast<double>(s.m * s.k * s.n) * 1e-9;
+    set_env("RLX_CPU_BLAS", "1");
+    const Timing blas = time_runs(reps, *exe, {A});
+    set_env("RLX_CPU_BLAS", "0");
+    const Timing own = time_runs(reps, *exe, {A});
+    set_env("RLX_CPU_BLAS", "1");
+    std::string ref = "n/a";
+#ifdef RLX_HAVE_BLAS
+    std::vector<float> C(static_cast<size_t>(s.m * s.n));
+    const double t_ref = median_seconds(reps, [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+                  static_cast<int>(s.k), 1.0f, A.data<float>(), static_cast<int>(s.k), B.data<float>(),
+                  static_cast<int>(s.n), 0.0f, C.data(), static_cast<int>(s.n));
+    });
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f", gflop / t_ref);
+    ref = buf;
+#endif
+    char name[64], c1[48], c2[48];
+    std::snprintf(name, sizeof(name), "%lld x %lld x %lld", static_cast<long long>(s.m), static_cast<long long>(s.k),
+                  static_cast<long long>(s.n));
+    std::snprintf(c1, sizeof(c1), "%.1f (%.1f)", gflop / blas.kernel, gflop / blas.run);
+    std::snprintf(c2, sizeof(c2), "%.1f (%.1f)", gflop / own.kernel, gflop / own.run);
+    std::printf("  %-18s %20s %20s %12s\n", name, c1, c2, ref.c_str());
+  }
+}
+
+void bench_attention(int reps) {
+  const int64_t B = 8, H = 12, L = 128, D = 64;
+  std::printf("\nattention f32 B=%lld H=%lld L=%lld D=%lld, median of %d\n", static_cast<long long>(B),
+              static_cast<long long>(H), static_cast<long long>(L), static_cast<long long>(D), reps);
+  for (rlx::MaskKind mask : {rlx::MaskKind::None, rlx::MaskKind::Causal}) {
+    rlx::Graph g;
+    rlx::AttentionAttrs at;
+    at.num_heads = static_cast<int>(H);
+    at.num_kv_heads = static_cast<int>(H);
+    at.head_dim = static_cast<int>(D);
+    at.mask = mask;
+    auto q = rlx::input(g, "q", rlx::DType::F32, {B, L, H * D});
+    auto k = rlx::input(g, "k", rlx::DType::F32, {B, L, H * D});
+    auto v = rlx::input(g, "v", rlx::DType::F32, {B, L, H * D});
+    rlx::output("o", rlx::attention(q, k, v, at));
+    rlx::Session session("cpu");
+    auto exe = session.compile(g);
+    std::vector<rlx::Tensor> ins = {random_tensor({B, L, H * D}, 3), random_tensor({B, L, H * D}, 4),
+                                    random_tensor({B, L, H * D}, 5)};
+    const Timing t = time_runs(reps, *exe, ins);
+    // QKᵀ and PV: 2·2·L·L·D per (b, h); causal needs about half.
+    const double flop = 4.0 * static_cast<double>(B * H * L * L * D) * (mask == rlx::MaskKind::Causal ? 0.5 : 1.0);
+    std::printf("  %-8s kernel %8.3f ms  %7.1f GFLOP/s  %9.0f query rows/s   (run %8.3f ms)\n", rlx::mask_name(mask),
+                t.kernel * 1e3, flop / t.kernel * 1e-9, static_cast<double>(B * H * L) / t.kernel, t.run * 1e3);
+  }
+  // Decode: one query over a 4096-key cache, GQA 32/8 heads.
+  {
+    rlx::Graph g;
+    rlx::AttentionAttrs at;
+    at.num_heads = 32;
+    at.num_kv_heads = 8;
+    at.head_dim = 128;
+    at.mask = rlx::MaskKind::Causal;
+    const int64_t Lk = 4096;
+    auto q = rlx::input(g, "q", rlx::DType::F32, {1, 1, 32 * 128});
+    auto k = rlx::input(g, "k", rlx::DType::F32, {1, Lk, 8 * 128});
+    auto v = rlx::input(g, "v", rlx::DType::F32, {1, Lk, 8 * 128});
+    rlx::output("o", rlx::attention(q, k, v, at));
+    rlx::Session session("cpu");
+    auto exe = session.compile(g);
+    std::vector<rlx::Tensor> ins = {random_tensor({1, 1, 32 * 128}, 6), random_tensor({1, Lk, 8 * 128}, 7),
+                                    random_tensor({1, Lk, 8 * 128}, 8)};
+    const Timing t = time_runs(reps, *exe, ins);
+    const double kv_bytes = 2.0 * static_cast<double>(Lk * 8 * 128) * 4;
+    std::printf("  decode Lq=1 Lk=%lld H=32/8 D=128: kernel %8.3f ms, reads K+V (%.0f MB) at %.1f GB/s"
+                "   (run %8.3f ms)\n",
+                static_cast<long long>(Lk), t.kernel * 1e3, kv_bytes * 1e-6, kv_bytes / t.kernel * 1e-9, t.run * 1e3);
+  }
+}
+
+void bench_layernorm(int reps) {
+  const int64_t rows = 4096, n = 4096;
+  std::printf("\nlayernorm f32 %lld x %lld, median of %d\n", static_cast<long long>(rows), static_cast<long long>(n),
+              reps);
+  rlx::Graph g;
+  auto x = rlx::input(g, "x", rlx::DType::F32, {rows, n});
+  auto gm = rlx::param(g, "g", rlx::DType::F32, {n});
+  auto bt = rlx::param(g, "b", rlx::DType::F32, {n});
+  rlx::output("y", rlx::layer_norm(x, gm, bt));
+  rlx::Session session("cpu");
+  auto exe = session.compile(g);
+  exe->set_param("g", random_tensor({n}, 9));
+  exe->set_param("b", random_tensor({n}, 10));
+  rlx::Tensor X = random_tensor({rows, n}, 11);
+  const Timing t = time_runs(reps, *exe, {X});
+  const double bytes = 2.0 * static_cast<double>(rows * n) * 4;  // read x, write y
+  std::printf("  kernel %8.3f ms: %.1f GB/s (read x + write y)   (run %8.3f ms)\n", t.kernel * 1e3,
+              bytes / t.kernel * 1e-9, t.run * 1e3);
+  // Practical ceiling: memcpy of the same size (read + write).
+  std::vector<float> src(static_cast<size_t>(rows * n), 1.0f), dst(static_cast<size_t>(rows * n));
+  const double tc = median_seconds(reps, [&] { std::memcpy(dst.data(), src.data(), src.size() * sizeof(float)); });
+  std::printf("  memcpy same size (1 thread): %.1f GB/s (read + write)\n", bytes / tc * 1e-9);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 15;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+  set_env("RLX_DISPATCH_REPORT", "1");  // per-kernel times
+  rlx::Session session("cpu");
+  std::printf("rlx cpu bench: %s (%s)\n", session.device().name.c_str(), session.device().details.c_str());
+#ifndef RLX_HAVE_BLAS
+  std::printf("built without OpenBLAS: the rlx+blas column runs the built-in kernel\n");
+#endif
+  bench_matmul(reps);
+  bench_attention(reps);
+  bench_layernorm(reps);
+  return 0;
+}

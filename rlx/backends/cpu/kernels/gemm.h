@@ -1,0 +1,81 @@
+// Private to the CPU backend: the f32 GEMM behind MatMul and
+// FusedMatMulBiasAct, and small vector helpers shared by the kernels in this
+// folder (norm, attention). Not a public header.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "rlx/backends/cpu/thread_pool.h"
+#include "rlx/ir/ops.h"
+
+// Hot loops are compiled twice, for AVX2 and for the baseline ISA, and picked
+// at load time (GCC/Clang function multiversioning). Only the vector width
+// differs: no FMA contraction, so both clones produce identical bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(RLX_NO_MULTIVERSION)
+#define RLX_CPU_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define RLX_CPU_MULTIVERSION
+#endif
+
+namespace rlx::cpu {
+
+// C_i = act(A_i · B_i + bias) for i in [0, batch), f32, row-major.
+// A_i(m, k) = trans_a ? a[a_off[i] + k·M + m] : a[a_off[i] + m·K + k]
+// B_i(k, n) = trans_b ? b[b_off[i] + n·K + k] : b[b_off[i] + k·N + n]
+// C_i is c + i·M·N, contiguous [M, N]. Null offsets mean 0 for every batch.
+struct GemmProblem {
+  int64_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t batch = 1;
+  const float* a = nullptr;
+  const int64_t* a_off = nullptr;
+  const float* b = nullptr;
+  const int64_t* b_off = nullptr;
+  float* c = nullptr;
+  const float* bias = nullptr;  // [N] or null
+  Activation act = Activation::None;
+};
+
+enum class GemmPath { Auto, Blas, Builtin };
+
+// Runs the problem and returns the path taken. Auto uses OpenBLAS when rlx
+// was built with it, RLX_CPU_BLAS is on and M·N·K ≥ 64³ (≥ 256³ for each GEMM
+// of a batch); asking for Blas
+// without BLAS built in falls back to Builtin. Sums over K in f32, in order.
+GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want = GemmPath::Auto);
+bool blas_built_in();
+
+// Packing buffers of the built-in kernel; reuse one per thread across calls.
+struct GemmScratch {
+  GemmScratch();
+  std::vector<float> a, b;
+};
+
+// Single-threaded built-in GEMM on strided views, for use inside a parallel
+// task: C[M, N] (row stride ldc) = A·B with A(m, k) = a[m·a_rs + k·a_cs] and
+// B(k, n) = b[k·b_rs + n·b_cs]. Same kernel and summation order as gemm_f32.
+void gemm_serial(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, GemmScratch& scratch);
+
+// c[j] = act(c[j] + bias[j]) for j in [0, n); bias may be null.
+void bias_act_row(float* c, const float* bias, int64_t n, Activation act);
+
+// Dot product with eight interleaved partial sums (vectorizes without
+// -ffast-math); the summation order is fixed, so results are deterministic.
+inline float dot8(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+// y[i] += alpha · x[i]
+inline void axpy(float* __restrict y, float alpha, const float* __restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,102 @@
+// MatMul and FusedMatMulBiasAct on the CPU: shape bookkeeping (batch
+// broadcasting, transposes) around gemm_f32 (gemm.cpp). f16/bf16 operands
+// are staged to f32 by KernelArgs; all arithmetic is f32.
+#include <vector>
+
+#include "rlx/backends/cpu/kernel.h"
+#include "rlx/backends/cpu/kernels/gemm.h"
+
+namespace rlx::cpu {
+namespace {
+
+// Element offset of each output batch's operand, honouring numpy broadcasting
+// of the operand's batch dims (right-aligned) against the output's.
+std::vector<int64_t> batch_offsets(const std::vector<int64_t>& out_batch, const std::vector<int64_t>& dims,
+                                   int64_t matrix_elems) {
+  const size_t nb = out_batch.size();
+  const size_t rank_b = dims.size() - 2;
+  int64_t total = 1;
+  for (int64_t d : out_batch) total *= d;
+  std::vector<int64_t> strides(nb, 0);  // 0 where the operand broadcasts
+  int64_t s = matrix_elems;
+  for (size_t i = 0; i < rank_b; ++i) {
+    const size_t od = nb - 1 - i, id = rank_b - 1 - i;
+    strides[od] = dims[id] == 1 ? 0 : s;
+    s *= dims[id];
+  }
+  std::vector<int64_t> offs(static_cast<size_t>(total));
+  std::vector<int64_t> idx(nb, 0);
+  for (int64_t t = 0; t < total; ++t) {
+    int64_t off = 0;
+    for (size_t d = 0; d < nb; ++d) off += idx[d] * strides[d];
+    offs[static_cast<size_t>(t)] = off;
+    for (size_t d = nb; d-- > 0;) {
+      if (++idx[d] < out_batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return offs;
+}
+
+void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activation act) {
+  const auto& ad = args.in_dims(0);
+  const auto& bd = args.in_dims(1);
+  const auto& od = args.out_dims();
+  GemmProblem p;
+  p.M = od[od.size() - 2];
+  p.N = od[od.size() - 1];
+  p.K = ta ? ad[ad.size() - 2] : ad[ad.size() - 1];
+  p.trans_a = ta;
+  p.trans_b = tb;
+  p.bias = bias;
+  p.act = act;
+  p.a = args.in_f32(0);
+  p.b = args.in_f32(1);
+  p.c = args.out_f32();
+
+  const std::vector<int64_t> out_batch(od.begin(), od.end() - 2);
+  int64_t batch = 1;
+  for (int64_t d : out_batch) batch *= d;
+  int64_t b_batch = 1;
+  for (size_t i = 0; i + 2 < bd.size(); ++i) b_batch *= bd[i];
+
+  std::vector<int64_t> a_off, b_off;
+  if (b_batch == 1 && !ta) {
+    // B is shared by every batch and A's rows are contiguous: one GEMM of
+    // batch·M rows (A's batch dims then equal the output's).
+    p.M *= batch;
+    p.batch = 1;
+  } else {
+    p.batch = batch;
+    a_off = batch_offsets(out_batch, ad, p.M * p.K);
+    b_off = batch_offsets(out_batch, bd, p.K * p.N);
+    p.a_off = a_off.data();
+    p.b_off = b_off.data();
+  }
+  gemm_f32(args.pool, p);
+}
+
+void matmul_kernel(KernelArgs& args) {
+  const auto& a = args.attrs<MatMulAttrs>();
+  run_matmul(args, a.transpose_a, a.transpose_b, nullptr, Activation::None);
+}
+
+void matmul_bias_act_kernel(KernelArgs& args) {
+  const auto& a = args.attrs<FusedMatMulBiasActAttrs>();
+  run_matmul(args, false, a.transpose_b, args.in_f32(2), a.act);
+}
+
+}  // namespace
+
+void register_matmul_kernels() {
+  register_cpu_float_kernel(OpKind::MatMul, {DType::F32, DType::F32, DType::F32}, matmul_kernel,
+                            "matmul (blocked / OpenBLAS)");
+  // The bias may be stored in another float type than A and B.
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (DType bias : {DType::F32, DType::F16, DType::BF16})
+      register_cpu_kernel(OpKind::FusedMatMulBiasAct, {t, t, bias, t}, matmul_bias_act_kernel,
+                          str("matmul+bias+act (blocked / OpenBLAS) [", dtype_name(t), ", bias ", dtype_name(bias),
+                              t == DType::F32 ? "" : "; f32 compute", "]"));
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,706 @@
+// CPU kernels: MatMul, FusedMatMulBiasAct, the norms, Attention, Rope and the
+// fused GLUs, each checked against a plain double-precision reference on
+// random data (odd sizes). Inputs are rounded to their storage dtype first,
+// so the reference sees exactly what the kernel sees; tolerances then only
+// cover f32 arithmetic and the output's rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/ir/builder.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx {
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// A random tensor stored as `dtype` and its exact values as doubles.
+struct Data {
+  Tensor t;
+  std::vector<double> v;
+};
+
+Data random_tensor(DType dtype, std::vector<int64_t> shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  auto vals = random_values(static_cast<size_t>(numel(shape)), seed, lo, hi);
+  Tensor t = Tensor::from(vals, shape).to(dtype);
+  return {t, t.to_f64()};
+}
+
+Shape shape_of(const std::vector<int64_t>& dims) { return make_shape(dims); }
+
+// Per-dtype tolerance of the output: |got − ref| ≤ atol + rtol·|ref|.
+struct Tol {
+  double atol, rtol;
+};
+Tol tol_for(DType t, double f32_tol = 2e-5) {
+  switch (t) {
+    case DType::F16: return {2e-3, 2e-3};
+    case DType::BF16: return {1.5e-2, 1e-2};
+    default: return {f32_tol, f32_tol};
+  }
+}
+
+void expect_close(const Tensor& got, const std::vector<double>& ref, Tol tol, const std::string& what) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(ref.size())) << what;
+  const auto g = got.to_f64();
+  int bad = 0;
+  double worst = 0.0;
+  std::ostringstream first;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::fabs(g[i] - ref[i]);
+    const double lim = tol.atol + tol.rtol * std::fabs(ref[i]);
+    if (!(err <= lim)) {
+      if (bad < 6) first << "\n  [" << i << "] got " << g[i] << " want " << ref[i] << " (err " << err << ")";
+      ++bad;
+    }
+    worst = std::max(worst, err);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size() << " outside atol " << tol.atol << " rtol "
+                    << tol.rtol << ", max err " << worst << first.str();
+}
+
+// Compiles `g` for the CPU and runs it on `inputs` (declaration order).
+Tensor run1(const Graph& g, const std::vector<Tensor>& inputs) {
+  Session s("cpu");
+  auto exe = s.compile(g);
+  auto outs = exe->run(inputs);
+  EXPECT_EQ(outs.size(), 1u);
+  return outs.at(0);
+}
+
+// Sets an env knob for the scope of a test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// ---------------------------------------------------------------- matmul
+
+double act_ref(Activation a, double x) {
+  switch (a) {
+    case Activation::None: return x;
+    case Activation::Relu: return x > 0 ? x : 0;
+    case Activation::Silu: return x / (1 + std::exp(-x));
+    case Activation::GeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::GeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
+
+// Reference batched matmul with numpy broadcasting over batch dims.
+std::vector<double> matmul_ref(const std::vector<double>& a, std::vector<int64_t> ad, const std::vector<double>& b,
+                               std::vector<int64_t> bd, bool ta, bool tb, const std::vector<double>* bias,
+                               Activation act, std::vector<int64_t>* out_dims) {
+  const int64_t M = ta ? ad[ad.size() - 1] : ad[ad.size() - 2];
+  const int64_t K = ta ? ad[ad.size() - 2] : ad[ad.size() - 1];
+  const int64_t N = tb ? bd[bd.size() - 2] : bd[bd.size() - 1];
+  std::vector<int64_t> abat(ad.begin(), ad.end() - 2), bbat(bd.begin(), bd.end() - 2);
+  const size_t r = std::max(abat.size(), bbat.size());
+  abat.insert(abat.begin(), r - abat.size(), 1);
+  bbat.insert(bbat.begin(), r - bbat.size(), 1);
+  std::vector<int64_t> obat(r);
+  for (size_t i = 0; i < r; ++i) obat[i] = std::max(abat[i], bbat[i]);
+  const int64_t nb = numel(obat);
+  std::vector<double> out(static_cast<size_t>(nb * M * N));
+  for (int64_t t = 0; t < nb; ++t) {
+    int64_t rem = t, aoff = 0, boff = 0, as = 1, bs = 1;
+    for (size_t i = r; i-- > 0;) {
+      const int64_t idx = rem % obat[i];
+      rem /= obat[i];
+      aoff += (abat[i] == 1 ? 0 : idx) * as;
+      boff += (bbat[i] == 1 ? 0 : idx) * bs;
+      as *= abat[i];
+      bs *= bbat[i];
+    }
+    const double* A = a.data() + aoff * M * K;
+    const double* B = b.data() + boff * K * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += (ta ? A[k * M + m] : A[m * K + k]) * (tb ? B[n * K + k] : B[k * N + n]);
+        if (bias) s += (*bias)[static_cast<size_t>(n)];
+        out[static_cast<size_t>((t * M + m) * N + n)] = act_ref(act, s);
+      }
+  }
+  if (out_dims) {
+    *out_dims = obat;
+    out_dims->push_back(M);
+    out_dims->push_back(N);
+  }
+  return out;
+}
+
+// f32 matmul error grows with K; scale the tolerance by √K·|values|.
+Tol matmul_tol(DType t, int64_t K) {
+  Tol tol = tol_for(t);
+  if (t == DType::F32) tol = {2e-6 * std::sqrt(static_cast<double>(K)) + 1e-6, 1e-5};
+  return tol;
+}
+
+void check_matmul(DType dt, std::vector<int64_t> ad, std::vector<int64_t> bd, bool ta, bool tb, uint32_t seed) {
+  auto A = random_tensor(dt, ad, seed);
+  auto B = random_tensor(dt, bd, seed + 1);
+  Graph g;
+  auto a = input(g, "a", dt, shape_of(ad));
+  auto b = input(g, "b", dt, shape_of(bd));
+  output("y", matmul(a, b, MatMulAttrs{ta, tb}));
+  std::vector<int64_t> od;
+  auto ref = matmul_ref(A.v, ad, B.v, bd, ta, tb, nullptr, Activation::None, &od);
+  Tensor y = run1(g, {A.t, B.t});
+  EXPECT_EQ(y.shape(), od);
+  EXPECT_EQ(y.dtype(), dt);
+  const int64_t K = ta ? ad[ad.size() - 2] : ad.back();
+  expect_close(y, ref, matmul_tol(dt, K),
+               str("matmul ", dt, " A", shape_str(ad), " B", shape_str(bd), " ta=", ta, " tb=", tb));
+}
+
+TEST(CpuKernelsB, MatMulSmallAllTransposes) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      std::vector<int64_t> ad = ta ? std::vector<int64_t>{13, 7} : std::vector<int64_t>{7, 13};
+      std::vector<int64_t> bd = tb ? std::vector<int64_t>{11, 13} : std::vector<int64_t>{13, 11};
+      check_matmul(DType::F32, ad, bd, ta, tb, 10);
+    }
+}
+
+// Large enough for BLAS (M·N·K ≥ 64³), run once with and once without it;
+// sizes cross the built-in kernel's K, row and column blocks.
+TEST(CpuKernelsB, MatMulBlasAndBuiltinPaths) {
+  for (const char* blas : {"1", "0"}) {
+    ScopedEnv env("RLX_CPU_BLAS", blas);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t M = 151, K = 301, N = 263;
+        std::vector<int64_t> ad = ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K};
+        std::vector<int64_t> bd = tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+        SCOPED_TRACE(str("RLX_CPU_BLAS=", blas));
+        check_matmul(DType::F32, ad, bd, ta, tb, 20);
+      }
+  }
+}
+
+TEST(CpuKernelsB, MatMulBatchedBroadcast) {
+  for (const char* blas : {"1", "0"}) {
+    ScopedEnv env("RLX_CPU_BLAS", blas);
+    check_matmul(DType::F32, {2, 1, 5, 7}, {3, 7, 4}, false, false, 30);
+    check_matmul(DType::F32, {2, 1, 7, 5}, {3, 4, 7}, true, true, 31);
+    check_matmul(DType::F32, {3, 9, 33}, {33, 17}, false, false, 32);   // B shared: folded into one GEMM
+    check_matmul(DType::F32, {3, 33, 9}, {33, 17}, true, false, 33);    // transposed A: per batch
+    check_matmul(DType::F32, {5, 70, 65}, {1, 66, 65}, false, true, 34);  // per-batch, BLAS-sized
+    check_matmul(DType::F32, {4, 70, 65}, {4, 65, 66}, false, false, 35);
+  }
+}
+
+// M < 4 uses the row-streaming GEMV; M = 4, 5 the register tile with padding.
+TEST(CpuKernelsB, MatMulShortRows) {
+  for (int64_t M : {1, 2, 3, 4, 5, 7})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(str("M=", M));
+      check_matmul(DType::F32, {M, 300}, tb ? std::vector<int64_t>{257, 300} : std::vector<int64_t>{300, 257}, false,
+                   tb, 40);
+      check_matmul(DType::F32, {300, M}, {300, 129}, true, false, 41);
+    }
+  check_matmul(DType::F32, {2, 1, 129}, {2, 129, 65}, false, false, 42);
+  check_matmul(DType::F32, {1, 5}, {5, 1}, false, false, 43);
+}
+
+TEST(CpuKernelsB, MatMulHalfStorage) {
+  for (DType dt : {DType::F16, DType::BF16})
+    for (const char* blas : {"1", "0"}) {
+      ScopedEnv env("RLX_CPU_BLAS", blas);
+      check_matmul(dt, {3, 37, 29}, {29, 41}, false, false, 50);
+      check_matmul(dt, {2, 80, 70}, {2, 90, 70}, false, true, 51);
+      check_matmul(dt, {1, 200}, {200, 77}, false, false, 52);
+    }
+}
+
+TEST(CpuKernelsB, FusedMatMulBiasAct) {
+  const Activation acts[] = {Activation::None, Activation::Relu, Activation::Silu, Activation::GeluErf,
+                             Activation::GeluTanh};
+  for (DType dt : kFloatTypes)
+    for (DType bias_dt : {dt, DType::F32})
+      for (Activation act : acts)
+        for (bool tb : {false, true})
+          for (const char* blas : {"1", "0"}) {
+            ScopedEnv env("RLX_CPU_BLAS", blas);
+            const int64_t M = 67, K = 75, N = 61;  // 306k ≥ 64³: BLAS when on
+            std::vector<int64_t> ad{M, K};
+            std::vector<int64_t> bd = tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+            auto A = random_tensor(dt, ad, 60);
+            auto B = random_tensor(dt, bd, 61, -0.3f, 0.3f);
+            auto C = random_tensor(bias_dt, {N}, 62);
+            Graph g;
+            auto a = input(g, "a", dt, shape_of(ad));
+            auto b = input(g, "b", dt, shape_of(bd));
+            auto c = input(g, "c", bias_dt, shape_of({N}));
+            output("y", matmul_bias_act(a, b, c, act, tb));
+            auto ref = matmul_ref(A.v, ad, B.v, bd, false, tb, &C.v, act, nullptr);
+            Tensor y = run1(g, {A.t, B.t, C.t});
+            expect_close(y, ref, matmul_tol(dt, K),
+                         str("matmul_bias_act ", dt, " bias ", bias_dt, " ", activation_name(act), " tb=", tb,
+                             " blas=", blas));
+          }
+}
+
+// The two GELU forms differ by up to ~1e-3 around |x| ≈ 2; make sure each
+// activation is the one asked for, not its neighbour.
+TEST(CpuKernelsB, GeluTanhIsNotGeluErf) {
+  Graph g;
+  auto a = input(g, "a", DType::F32, shape_of({1, 1}));
+  auto b = input(g, "b", DType::F32, shape_of({1, 8}));
+  auto c = input(g, "c", DType::F32, shape_of({8}));
+  output("y", matmul_bias_act(a, b, c, Activation::GeluTanh));
+  std::vector<float> xs = {-3.0f, -2.5f, -2.0f, -1.0f, 0.5f, 1.5f, 2.0f, 3.0f};
+  Tensor y = run1(g, {Tensor::from(std::vector<float>{1.0f}, {1, 1}), Tensor::from(xs, {1, 8}),
+                      Tensor::from(std::vector<float>(8, 0.0f), {8})});
+  auto got = y.to_f64();
+  double max_diff_to_erf = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_NEAR(got[i], act_ref(Activation::GeluTanh, xs[i]), 1e-6);
+    max_diff_to_erf = std::max(max_diff_to_erf, std::fabs(got[i] - act_ref(Activation::GeluErf, xs[i])));
+  }
+  EXPECT_GT(max_diff_to_erf, 1e-4);
+}
+
+// The private GEMM entry, both paths on the same problems (plus epilogue):
+// single and batched (per-batch A, B shared by offset 0), every transpose.
+TEST(CpuKernelsB, GemmPathsAgree) {
+  const int64_t M = 97, N = 131, K = 263;
+  for (int64_t batch : {1, 3})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        auto A = random_values(static_cast<size_t>(batch * M * K), 70);
+        auto B = random_values(static_cast<size_t>(K * N), 71);
+        auto bias = random_values(static_cast<size_t>(N), 72);
+        std::vector<double> bd(B.begin(), B.end()), biasd(bias.begin(), bias.end());
+        std::vector<double> ref;
+        for (int64_t i = 0; i < batch; ++i) {
+          std::vector<double> ai(A.begin() + i * M * K, A.begin() + (i + 1) * M * K);
+          auto r = matmul_ref(ai, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}, bd,
+                              tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, ta, tb, &biasd,
+                              Activation::Silu, nullptr);
+          ref.insert(ref.end(), r.begin(), r.end());
+        }
+        std::vector<int64_t> a_off, b_off(static_cast<size_t>(batch), 0);
+        for (int64_t i = 0; i < batch; ++i) a_off.push_back(i * M * K);
+        for (auto want : {cpu::GemmPath::Blas, cpu::GemmPath::Builtin}) {
+          std::vector<float> C(static_cast<size_t>(batch * M * N), std::nanf(""));
+          cpu::GemmProblem p;
+          p.M = M, p.N = N, p.K = K, p.trans_a = ta, p.trans_b = tb, p.batch = batch;
+          p.a = A.data(), p.a_off = a_off.data(), p.b = B.data(), p.b_off = b_off.data(), p.c = C.data();
+          p.bias = bias.data(), p.act = Activation::Silu;
+          auto path = cpu::gemm_f32(cpu::ThreadPool::global(), p, want);
+          EXPECT_EQ(path, want == cpu::GemmPath::Blas && !cpu::blas_built_in() ? cpu::GemmPath::Builtin : want);
+          expect_close(Tensor::from(C, {batch * M, N}), ref, matmul_tol(DType::F32, K),
+                       str("gemm_f32 batch ", batch, " ta ", ta, " tb ", tb,
+                           want == cpu::GemmPath::Blas ? " blas" : " builtin"));
+        }
+      }
+}
+
+// gemm_serial on strided views (as attention uses it): C = A·Bᵀ where A's
+// rows and B's rows sit inside wider rows.
+TEST(CpuKernelsB, GemmSerialStrided) {
+  const int64_t M = 45, N = 300, K = 70, lda = 3 * K, ldb = 2 * K;
+  auto A = random_values(static_cast<size_t>(M * lda), 73);
+  auto B = random_values(static_cast<size_t>(N * ldb), 74);
+  std::vector<float> C(static_cast<size_t>(M * (N + 5)), std::nanf(""));
+  cpu::GemmScratch scratch;
+  cpu::gemm_serial(M, N, K, A.data() + K, lda, 1, B.data() + 3, 1, ldb, C.data(), N + 5, scratch);
+  std::vector<double> ref, got;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += static_cast<double>(A[static_cast<size_t>(m * lda + K + k)]) * B[static_cast<size_t>(n * ldb + 3 + k)];
+      ref.push_back(s);
+      got.push_back(C[static_cast<size_t>(m * (N + 5) + n)]);
+    }
+  expect_close(Tensor::from(got, {M, N}), ref, matmul_tol(DType::F32, K), "gemm_serial strided");
+}
+
+// ---------------------------------------------------------------- norms
+
+std::vector<double> norm_ref(const std::vector<double>& x, const std::vector<double>* res, const std::vector<double>& g,
+                             const std::vector<double>* b, int64_t n, double eps) {
+  const int64_t rows = static_cast<int64_t>(x.size()) / n;
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> s(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(r * n + i);
+      s[static_cast<size_t>(i)] = x[k] + (res ? (*res)[k] : 0.0);
+    }
+    double mean = 0, var = 0;
+    if (b) {
+      for (double v : s) mean += v;
+      mean /= static_cast<double>(n);
+    }
+    for (double v : s) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(n);
+    const double rstd = 1 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      y[static_cast<size_t>(r * n + i)] = (s[k] - mean) * rstd * g[k] + (b ? (*b)[k] : 0.0);
+    }
+  }
+  return y;
+}
+
+void check_norm(bool layer, bool residual, DType xt, DType gt, DType bt, std::vector<int64_t> shape, float offset,
+                uint32_t seed) {
+  const int64_t n = shape.back();
+  const float eps = layer ? 1e-5f : 1e-6f;
+  auto X = random_tensor(xt, shape, seed, offset - 1.0f, offset + 1.0f);
+  auto R = random_tensor(xt, shape, seed + 1);
+  auto G = random_tensor(gt, {n}, seed + 2, 0.5f, 1.5f);
+  auto Bt = random_tensor(bt, {n}, seed + 3);
+  Graph g;
+  auto x = input(g, "x", xt, shape_of(shape));
+  Value r;
+  if (residual) r = input(g, "r", xt, shape_of(shape));
+  auto gamma = input(g, "g", gt, shape_of({n}));
+  Value beta;
+  if (layer) beta = input(g, "b", bt, shape_of({n}));
+  Value y = layer ? (residual ? residual_layer_norm(x, r, gamma, beta, eps) : layer_norm(x, gamma, beta, eps))
+                  : (residual ? residual_rms_norm(x, r, gamma, eps) : rms_norm(x, gamma, eps));
+  output("y", y);
+  std::vector<Tensor> ins = {X.t};
+  if (residual) ins.push_back(R.t);
+  ins.push_back(G.t);
+  if (layer) ins.push_back(Bt.t);
+  // The fused residual sum is formed in f32 from x and r (not rounded to x's type).
+  auto ref = norm_ref(X.v, residual ? &R.v : nullptr, G.v, layer ? &Bt.v : nullptr, n, eps);
+  Tensor out = run1(g, ins);
+  EXPECT_EQ(out.dtype(), xt);
+  // Large offsets amplify f32 rounding of x itself relative to its spread.
+  Tol tol = tol_for(xt, 2e-5 * (1.0 + std::fabs(offset) / 50.0));
+  expect_close(out, ref,
+               tol, str(layer ? "layer" : "rms", residual ? "+residual" : "", " x ", xt, " gamma ", gt, " beta ", bt,
+                        " offset ", offset));
+}
+
+TEST(CpuKernelsB, NormsAllDtypeCombos) {
+  for (bool layer : {true, false})
+    for (bool residual : {false, true})
+      for (DType xt : kFloatTypes)
+        for (DType gt : kFloatTypes) {
+          check_norm(layer, residual, xt, gt, gt, {3, 5, 129}, 0.0f, 80);
+          const DType other = xt == DType::F32 ? DType::BF16 : DType::F32;
+          if (layer) check_norm(layer, residual, xt, gt, other, {7, 33}, 0.0f, 81);
+        }
+}
+
+TEST(CpuKernelsB, LayerNormLargeMeanAndRows) {
+  // Mean 300 with unit spread: a one-pass E[x²] − E[x]² in f32 would lose it.
+  check_norm(true, false, DType::F32, DType::F32, DType::F32, {9, 4099}, 300.0f, 90);
+  check_norm(true, true, DType::F32, DType::F32, DType::F32, {257, 1}, 0.0f, 91);  // N = 1: y = beta
+  check_norm(false, false, DType::F32, DType::F32, DType::F32, {1, 1, 3}, 0.0f, 92);
+}
+
+// ---------------------------------------------------------------- attention
+
+struct AttnCase {
+  int64_t B = 2, Lq = 5, Lk = 7;
+  int H = 4, Hkv = 2, D = 16;
+  float scale = 0.0f, softcap = 0.0f;
+  MaskKind mask = MaskKind::None;
+  int64_t window = 0;
+  DType dt = DType::F32;
+  DType extra_dt = DType::F32;               // Custom mask or bias dtype
+  std::vector<int64_t> bias_shape;           // Bias: [B|1, H|1, Lq, Lk]
+  std::function<double(int64_t b, int64_t j)> keep;  // Custom mask values
+};
+
+std::string describe(const AttnCase& c) {
+  return str("attention ", c.dt, " B", c.B, " Lq", c.Lq, " Lk", c.Lk, " H", c.H, "/", c.Hkv, " D", c.D, " scale ",
+             c.scale, " softcap ", c.softcap, " mask ", mask_name(c.mask), " window ", c.window, " extra ", c.extra_dt);
+}
+
+void check_attention(const AttnCase& c, uint32_t seed) {
+  auto Q = random_tensor(c.dt, {c.B, c.Lq, c.H * c.D}, seed, -2, 2);
+  auto K = random_tensor(c.dt, {c.B, c.Lk, c.Hkv * c.D}, seed + 1, -2, 2);
+  auto V = random_tensor(c.dt, {c.B, c.Lk, c.Hkv * c.D}, seed + 2);
+  Data extra;
+  if (c.mask == MaskKind::Bias) extra = random_tensor(c.extra_dt, c.bias_shape, seed + 3, -3, 3);
+  if (c.mask == MaskKind::Custom) {
+    std::vector<float> m(static_cast<size_t>(c.B * c.Lk));
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t j = 0; j < c.Lk; ++j) m[static_cast<size_t>(b * c.Lk + j)] = static_cast<float>(c.keep(b, j));
+    Tensor t = Tensor::from(m, {c.B, c.Lk}).to(c.extra_dt);
+    extra = {t, t.to_f64()};
+  }
+  AttentionAttrs at;
+  at.num_heads = c.H;
+  at.num_kv_heads = c.Hkv;
+  at.head_dim = c.D;
+  at.scale = c.scale;
+  at.softcap = c.softcap;
+  at.mask = c.mask;
+  at.window = c.window;
+  Graph g;
+  auto q = input(g, "q", c.dt, shape_of({c.B, c.Lq, c.H * c.D}));
+  auto k = input(g, "k", c.dt, shape_of({c.B, c.Lk, c.Hkv * c.D}));
+  auto v = input(g, "v", c.dt, shape_of({c.B, c.Lk, c.Hkv * c.D}));
+  std::vector<Tensor> ins = {Q.t, K.t, V.t};
+  Value m;
+  if (c.mask == MaskKind::Bias || c.mask == MaskKind::Custom) {
+    m = input(g, "m", c.extra_dt, shape_of(extra.t.shape()));
+    ins.push_back(extra.t);
+  }
+  output("o", attention(q, k, v, at, m));
+
+  // Reference: scores → softcap → bias → masks → softmax → weighted V.
+  const double scale = c.scale != 0.0f ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D));
+  std::vector<double> ref(static_cast<size_t>(c.B * c.Lq * c.H * c.D), 0.0);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.H; ++h)
+      for (int64_t i = 0; i < c.Lq; ++i) {
+        const int64_t kh = h / (c.H / c.Hkv);
+        const int64_t qpos = i + c.Lk - c.Lq;
+        std::vector<double> s(static_cast<size_t>(c.Lk));
+        std::vector<bool> vis(static_cast<size_t>(c.Lk), true);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c.Lk; ++j) {
+          double x = 0;
+          for (int64_t d = 0; d < c.D; ++d)
+            x += Q.v[static_cast<size_t>(((b * c.Lq + i) * c.H + h) * c.D + d)] *
+                 K.v[static_cast<size_t>(((b * c.Lk + j) * c.Hkv + kh) * c.D + d)];
+          x *= scale;
+          if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+          if (c.mask == MaskKind::Bias) {
+            const auto& bs = c.bias_shape;
+            const int64_t bb = bs[0] == 1 ? 0 : b, bh = bs[1] == 1 ? 0 : h;
+            x += extra.v[static_cast<size_t>(((bb * bs[1] + bh) * c.Lq + i) * c.Lk + j)];
+          }
+          bool keep = true;
+          if (c.mask == MaskKind::Causal) keep = j <= qpos;
+          if (c.mask == MaskKind::SlidingWindow) keep = j <= qpos && qpos - j < c.window;
+          if (c.mask == MaskKind::Custom) keep = extra.v[static_cast<size_t>(b * c.Lk + j)] != 0.0;
+          vis[static_cast<size_t>(j)] = keep;
+          s[static_cast<size_t>(j)] = x;
+          if (keep) mx = std::max(mx, x);
+        }
+        if (mx == -INFINITY) continue;  // fully masked row: zeros
+        double sum = 0;
+        std::vector<double> p(static_cast<size_t>(c.Lk), 0.0);
+        for (int64_t j = 0; j < c.Lk; ++j)
+          if (vis[static_cast<size_t>(j)]) sum += p[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx);
+        for (int64_t d = 0; d < c.D; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < c.Lk; ++j)
+            o += p[static_cast<size_t>(j)] * V.v[static_cast<size_t>(((b * c.Lk + j) * c.Hkv + kh) * c.D + d)];
+          ref[static_cast<size_t>(((b * c.Lq + i) * c.H + h) * c.D + d)] = o / sum;
+        }
+      }
+  Tensor o = run1(g, ins);
+  EXPECT_EQ(o.dtype(), c.dt);
+  EXPECT_EQ(o.shape(), (std::vector<int64_t>{c.B, c.Lq, c.H * c.D}));
+  expect_close(o, ref, tol_for(c.dt, 1e-5), describe(c));
+}
+
+TEST(CpuKernelsB, AttentionNoMaskGqaScaleSoftcap) {
+  for (DType dt : kFloatTypes) {
+    AttnCase c;
+    c.dt = dt;
+    check_attention(c, 100);  // H=4, Hkv=2
+    c.H = 6, c.Hkv = 1, c.D = 13, c.scale = 0.3f;
+    check_attention(c, 101);  // MQA, odd head_dim, explicit scale
+    c.H = 3, c.Hkv = 3, c.softcap = 2.5f, c.scale = 0.9f;
+    check_attention(c, 102);  // softcap bites (|scores| up to ~10)
+  }
+}
+
+TEST(CpuKernelsB, AttentionCausalAndSlidingWindow) {
+  for (DType dt : kFloatTypes) {
+    AttnCase c;
+    c.dt = dt;
+    c.mask = MaskKind::Causal;
+    check_attention(c, 110);  // Lq < Lk: bottom-right aligned
+    c.Lq = 9, c.Lk = 9;
+    check_attention(c, 111);
+    c.Lq = 6, c.Lk = 4;  // Lq > Lk: the first two query rows see nothing → zeros
+    check_attention(c, 112);
+    c.mask = MaskKind::SlidingWindow;
+    for (int64_t w : {1, 3, 100}) {
+      c.window = w, c.Lq = 11, c.Lk = 17, c.softcap = w == 3 ? 4.0f : 0.0f;
+      check_attention(c, 113);
+    }
+  }
+}
+
+TEST(CpuKernelsB, AttentionCustomMaskDtypes) {
+  for (DType mt : {DType::Bool, DType::U8, DType::I32, DType::F32, DType::F16, DType::BF16})
+    for (DType dt : {DType::F32, DType::BF16}) {
+      AttnCase c;
+      c.dt = dt;
+      c.B = 3, c.Lq = 4, c.Lk = 19;
+      c.mask = MaskKind::Custom;
+      c.extra_dt = mt;
+      // Batch 1 is fully masked (zeros); others drop a pattern of keys.
+      c.keep = [](int64_t b, int64_t j) { return b == 1 ? 0.0 : ((j * 7 + b) % 3 != 0 ? 1.0 : 0.0); };
+      check_attention(c, 120);
+    }
+}
+
+TEST(CpuKernelsB, AttentionBiasBroadcasts) {
+  for (DType dt : kFloatTypes)
+    for (DType bt : {dt, DType::F32})
+      for (auto shape : {std::vector<int64_t>{2, 4, 5, 7}, std::vector<int64_t>{1, 4, 5, 7},
+                         std::vector<int64_t>{2, 1, 5, 7}, std::vector<int64_t>{1, 1, 5, 7}}) {
+        AttnCase c;
+        c.dt = dt;
+        c.mask = MaskKind::Bias;
+        c.extra_dt = bt;
+        c.bias_shape = shape;
+        c.softcap = shape[0] == 1 ? 3.0f : 0.0f;
+        check_attention(c, 130);
+      }
+}
+
+// Lq ≤ 3 takes the row (decode) path: cover every mask kind there too.
+TEST(CpuKernelsB, AttentionShortQueriesEveryMask) {
+  for (int64_t Lq : {1, 2, 3})
+    for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::Custom, MaskKind::Bias}) {
+      AttnCase c;
+      c.Lq = Lq, c.Lk = 23, c.mask = m, c.window = 5, c.softcap = 1.5f;
+      c.bias_shape = {2, 1, Lq, 23};
+      c.keep = [](int64_t b, int64_t j) { return (j + b) % 4 != 1 ? 1.0 : 0.0; };
+      check_attention(c, 135);
+    }
+}
+
+// Prefill blocks: several query blocks, key ranges wider than one GEMM tile.
+TEST(CpuKernelsB, AttentionLongPrefill) {
+  for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::SlidingWindow}) {
+    AttnCase c;
+    c.B = 1, c.Lq = 70, c.Lk = 300, c.H = 4, c.Hkv = 2, c.D = 80, c.mask = m, c.window = 77;
+    check_attention(c, 137);
+  }
+}
+
+// Decode: one query over a long cache, causal (sees every key).
+TEST(CpuKernelsB, AttentionDecodeLongContext) {
+  for (DType dt : kFloatTypes)
+    for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::SlidingWindow}) {
+      AttnCase c;
+      c.dt = dt;
+      c.B = 2, c.Lq = 1, c.Lk = 1000, c.H = 8, c.Hkv = 2, c.D = 64;
+      c.mask = m;
+      c.window = 257;
+      check_attention(c, 140);
+    }
+}
+
+// ---------------------------------------------------------------- rope
+
+void check_rope(DType dt, RopePairing pairing, int64_t B, int64_t L, int64_t W, int H, int hd, int n_rot,
+                int64_t src_offset, bool batched_pos, float freq_scale, uint32_t seed) {
+  auto X = random_tensor(dt, {B, L, W}, seed);
+  std::vector<int32_t> pos(static_cast<size_t>(batched_pos ? B * L : L));
+  std::mt19937 rng(seed + 1);
+  for (auto& p : pos) p = static_cast<int32_t>(rng() % 5000);
+  Tensor P = Tensor::from(pos, batched_pos ? std::vector<int64_t>{B, L} : std::vector<int64_t>{L});
+  RopeAttrs at;
+  at.num_heads = H;
+  at.head_dim = hd;
+  at.n_rot = n_rot;
+  at.pairing = pairing;
+  at.freq_base = 10000.0f;
+  at.freq_scale = freq_scale;
+  at.src_offset = src_offset;
+  Graph g;
+  auto x = input(g, "x", dt, shape_of({B, L, W}));
+  auto p = input(g, "pos", DType::I32, shape_of(P.shape()));
+  output("y", rope(x, p, at));
+  std::vector<double> ref(static_cast<size_t>(B * L * H * hd));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t l = 0; l < L; ++l) {
+      const double ps = pos[static_cast<size_t>(batched_pos ? b * L + l : l)] * static_cast<double>(freq_scale);
+      for (int64_t h = 0; h < H; ++h) {
+        const double* xs = X.v.data() + (b * L + l) * W + src_offset + h * hd;
+        double* ys = ref.data() + ((b * L + l) * H + h) * hd;
+        for (int64_t d = n_rot; d < hd; ++d) ys[d] = xs[d];
+        for (int64_t i = 0; i < n_rot / 2; ++i) {
+          const double th = ps * std::pow(10000.0, -2.0 * static_cast<double>(i) / n_rot);
+          const int64_t i0 = pairing == RopePairing::NeoX ? i : 2 * i;
+          const int64_t i1 = pairing == RopePairing::NeoX ? i + n_rot / 2 : 2 * i + 1;
+          ys[i0] = xs[i0] * std::cos(th) - xs[i1] * std::sin(th);
+          ys[i1] = xs[i1] * std::cos(th) + xs[i0] * std::sin(th);
+        }
+      }
+    }
+  Tensor y = run1(g, {X.t, P});
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{B, L, int64_t{H} * hd}));
+  expect_close(y, ref, tol_for(dt, 1e-6),
+               str("rope ", dt, " ", rope_pairing_name(pairing), " n_rot ", n_rot, "/", hd, " offset ", src_offset));
+}
+
+TEST(CpuKernelsB, RopePairingsPartialAndStrided) {
+  for (DType dt : kFloatTypes)
+    for (RopePairing pr : {RopePairing::NeoX, RopePairing::Interleaved}) {
+      check_rope(dt, pr, 2, 7, 3 * 24, 3, 24, 24, 0, false, 1.0f, 150);     // full rotation
+      check_rope(dt, pr, 2, 5, 4 * 32, 4, 32, 10, 0, true, 0.25f, 151);     // partial, [B, L] positions
+      // K out of a fused QKV row: Q = 4 heads, K = 2 heads (from column 4·20).
+      check_rope(dt, pr, 3, 6, (4 + 2 + 2) * 20, 2, 20, 12, 4 * 20, false, 1.0f, 152);
+    }
+}
+
+// ---------------------------------------------------------------- glu
+
+TEST(CpuKernelsB, FusedGlu) {
+  for (DType dt : kFloatTypes)
+    for (int kind = 0; kind < 3; ++kind) {
+      const std::vector<int64_t> shape{3, 7, 2 * 45};
+      auto X = random_tensor(dt, shape, 160, -4, 4);
+      Graph g;
+      auto x = input(g, "x", dt, shape_of(shape));
+      output("y", kind == 0 ? swiglu(x) : geglu(x, kind == 2));
+      const Activation act = kind == 0 ? Activation::Silu : kind == 1 ? Activation::GeluErf : Activation::GeluTanh;
+      std::vector<double> ref(static_cast<size_t>(3 * 7 * 45));
+      for (size_t r = 0; r < 21; ++r)
+        for (size_t j = 0; j < 45; ++j) ref[r * 45 + j] = act_ref(act, X.v[r * 90 + j]) * X.v[r * 90 + 45 + j];
+      Tensor y = run1(g, {X.t});
+      EXPECT_EQ(y.shape(), (std::vector<int64_t>{3, 7, 45}));
+      expect_close(y, ref, tol_for(dt, 1e-5), str("glu ", kind, " ", dt));
+    }
+}
+
+}  // namespace
+}  // namespace rlx
