@@ -64,13 +64,22 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
 
 }  // namespace
 
+// Conversions run on the pool in chunks; element size is 2 or 8 bytes.
+constexpr int64_t kConvertGrain = 1 << 14;
+
 const float* KernelArgs::in_f32(size_t i) {
   DType t = in_dtype(i);
   if (t == DType::F32) return in<float>(i);
   auto& s = in_scratch_[i];
   if (s.empty() && in_numel(i) > 0) {
+    RLX_CHECK_AS(Unsupported, t == DType::F16 || t == DType::BF16 || t == DType::F64, where(), ": input ", i,
+                 " of dtype ", t, " has no f32 staging");
     s.resize(static_cast<size_t>(in_numel(i)));
-    to_f32(t, in_[i], s.data(), in_numel(i));
+    const auto* src = static_cast<const char*>(in_[i]);
+    const int64_t es = dtype_size(t);
+    float* dst = s.data();
+    pool.parallel_for(in_numel(i), kConvertGrain,
+                      [&](int64_t b, int64_t e) { to_f32(t, src + b * es, dst + b, e - b); });
   }
   return s.data();
 }
@@ -85,7 +94,14 @@ float* KernelArgs::out_f32() {
 }
 
 void KernelArgs::finish() {
-  if (out_staged_) from_f32(out_dtype(), out_scratch_.data(), out_, out_numel());
+  if (!out_staged_) return;
+  const DType t = out_dtype();
+  RLX_CHECK_AS(Unsupported, t == DType::F16 || t == DType::BF16 || t == DType::F64, where(), ": output dtype ", t,
+               " has no f32 staging");
+  const int64_t es = dtype_size(t);
+  const float* src = out_scratch_.data();
+  auto* dst = static_cast<char*>(out_);
+  pool.parallel_for(out_numel(), kConvertGrain, [&](int64_t b, int64_t e) { from_f32(t, src + b, dst + b * es, e - b); });
 }
 
 void register_cpu_kernel(OpKind op, std::vector<DType> signature, CpuKernel fn, std::string description,

@@ -1,0 +1,29 @@
+// Shared helpers for the benchmarks: medians, JSON lines, the measured H200
+// ceilings every benchmark prints beside its figures.
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace rlx::bench {
+
+// Measured on the project's H200 (see README): device copy counting read +
+// write bytes, and cuBLAS bf16 GEMM at 8192³.
+inline constexpr double kCopyTBps = 4.22;
+inline constexpr double kGemmBf16Tflops = 698.0;
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One JSON object per line on stdout, for bench/compare.py.
+inline void json_line(const std::string& bench, const std::string& key, double value, const std::string& unit,
+                      const std::string& impl = "rlx") {
+  std::printf("{\"bench\": \"%s\", \"case\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"impl\": \"%s\"}\n",
+              bench.c_str(), key.c_str(), value, unit.c_str(), impl.c_str());
+}
+
+}  // namespace rlx::bench

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""PyTorch peer for bench/bert_bench: the same BERT shapes (random weights,
+fp16, SDPA attention), eager and torch.compile, timed with CUDA events
+(median of many runs after warm-up). Prints a table and JSON lines."""
+import json
+import statistics
+
+import torch
+from transformers import BertConfig, BertModel
+
+
+def time_fn(fn, iters):
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def main():
+    torch.manual_seed(0)
+    shapes = {"minilm-l6": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+              "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)}
+    for label, kw in shapes.items():
+        cfg = BertConfig(**kw, attn_implementation="sdpa")
+        model = BertModel(cfg, add_pooling_layer=False).cuda().half().eval()
+        for mode in ("eager", "compile"):
+            m = model if mode == "eager" else torch.compile(model)
+            for B, L in ((1, 16), (256, 128)):
+                ids = torch.randint(1000, cfg.vocab_size, (B, L), device="cuda")
+                mask = torch.ones(B, L, dtype=torch.long, device="cuda")
+
+                @torch.inference_mode()
+                def fwd():
+                    h = m(input_ids=ids, attention_mask=mask).last_hidden_state
+                    p = (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+                    return torch.nn.functional.normalize(p, dim=-1)
+
+                ms = time_fn(fwd, 200 if B == 1 else 50)
+                key = f"{label} {B}x{L}"
+                print(f"{key:28s} torch-{mode:8s} {ms:9.3f} ms  {B / ms * 1000:10.0f} sentences/s")
+                print(json.dumps({"bench": "bert", "case": key, "value": ms, "unit": "ms",
+                                  "impl": "torch" if mode == "eager" else "torch-compile"}))
+
+
+if __name__ == "__main__":
+    main()

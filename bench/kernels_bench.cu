@@ -1,0 +1,137 @@
+// Memory-bound kernel throughput: LayerNorm, RmsNorm (plain and residual-fused)
+// and Softmax over 4096-wide rows (32768 × 4096, f16 and f32), from the
+// launchers in rlx/backends/cuda/kernels. Peer: bench/kernels_torch.py on the
+// same shapes. Inputs rotate over 3 buffer sets (each ≥ 256 MB, far beyond
+// the 60 MB L2), 10 warm-up launches, then 100 launches each timed with CUDA
+// events; the median is reported as GB/s (bytes = x read (+ residual read) +
+// y written (+ sum written)) and as % of the measured 4.22 TB/s copy rate.
+// JSON lines (bench "kernels", impl "rlx") feed bench/compare.py.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "rlx/backends/cuda/kernels/norm.h"
+#include "rlx/backends/cuda/kernels/softmax.h"
+#include "rlx/core/dtype.h"
+
+namespace {
+
+#define CK(call)                                                                                        \
+  do {                                                                                                  \
+    cudaError_t e_ = (call);                                                                            \
+    if (e_ != cudaSuccess) {                                                                            \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                     \
+    }                                                                                                   \
+  } while (0)
+
+constexpr int kSets = 3, kWarm = 10, kIters = 100;
+
+__global__ void fill_kernel(unsigned short* p, size_t n, unsigned seed, bool f32) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    const float v = (static_cast<float>(h >> 9) / 8388608.0f) * 4.0f - 2.0f;  // [-2, 2)
+    if (f32) reinterpret_cast<float*>(p)[i] = v;
+    else p[i] = __half_as_ushort(__float2half(v));
+  }
+}
+
+struct Set {
+  void *x, *r, *y, *s;
+};
+
+double time_median(const std::function<void(int)>& launch) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < kWarm; ++i) launch(i % kSets);
+  CK(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  for (int i = 0; i < kIters; ++i) {
+    CK(cudaEventRecord(a));
+    launch(i % kSets);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return rlx::bench::median(ms);
+}
+
+}  // namespace
+
+int main() {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("kernels_bench: no CUDA device; skipped\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  std::printf("hardware limit: copy %.2f TB/s (measured, bench_util.h)\n", rlx::bench::kCopyTBps);
+  const int64_t rows = 32768, cols = 4096;
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::printf("\n%-36s %9s %9s %8s\n", "case (32768 x 4096)", "us", "GB/s", "of copy");
+  for (rlx::DType dt : {rlx::DType::F16, rlx::DType::F32}) {
+    const bool f32 = dt == rlx::DType::F32;
+    const size_t bytes = n * (f32 ? 4 : 2);
+    Set sets[kSets];
+    for (int k = 0; k < kSets; ++k) {
+      void** ptrs[] = {&sets[k].x, &sets[k].r, &sets[k].y, &sets[k].s};
+      for (int j = 0; j < 4; ++j) {
+        CK(cudaMalloc(ptrs[j], bytes));
+        fill_kernel<<<4096, 256>>>(static_cast<unsigned short*>(*ptrs[j]), n, 17u * k + j, f32);
+      }
+    }
+    void *gamma, *beta;
+    CK(cudaMalloc(&gamma, cols * 4));
+    CK(cudaMalloc(&beta, cols * 4));
+    fill_kernel<<<16, 256>>>(static_cast<unsigned short*>(gamma), cols, 99, f32);
+    fill_kernel<<<16, 256>>>(static_cast<unsigned short*>(beta), cols, 98, f32);
+    CK(cudaDeviceSynchronize());
+    const char* dn = f32 ? "f32" : "f16";
+    struct Case {
+      std::string name;
+      int tensors;  // row-sized tensors moved: reads + writes
+      std::function<void(int)> fn;
+    };
+    const float eps = 1e-5f;
+    const Case cases[] = {
+        {"layernorm", 2,
+         [&](int k) { rlx::cuda::launch_layer_norm(dt, dt, sets[k].x, nullptr, gamma, beta, sets[k].y, nullptr, rows, cols, eps, nullptr); }},
+        {"rmsnorm", 2,
+         [&](int k) { rlx::cuda::launch_rms_norm(dt, dt, sets[k].x, nullptr, gamma, sets[k].y, nullptr, rows, cols, eps, nullptr); }},
+        {"softmax", 2, [&](int k) { rlx::cuda::launch_softmax(dt, sets[k].x, sets[k].y, rows, cols, nullptr); }},
+        {"residual+layernorm (+sum)", 4,
+         [&](int k) { rlx::cuda::launch_layer_norm(dt, dt, sets[k].x, sets[k].r, gamma, beta, sets[k].y, sets[k].s, rows, cols, eps, nullptr); }},
+        {"residual+rmsnorm (+sum)", 4,
+         [&](int k) { rlx::cuda::launch_rms_norm(dt, dt, sets[k].x, sets[k].r, gamma, sets[k].y, sets[k].s, rows, cols, eps, nullptr); }},
+    };
+    for (const auto& c : cases) {
+      const double ms = time_median(c.fn);
+      const double gbps = static_cast<double>(c.tensors) * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+      const std::string key = c.name + " " + dn + " 32768x4096";
+      std::printf("%-36s %9.1f %9.0f %7.1f%%\n", key.c_str(), ms * 1e3, gbps, 100.0 * gbps / (rlx::bench::kCopyTBps * 1e3));
+      rlx::bench::json_line("kernels", key, gbps, "GB/s");
+    }
+    for (auto& s : sets)
+      for (void* p : {s.x, s.r, s.y, s.s}) CK(cudaFree(p));
+    CK(cudaFree(gamma));
+    CK(cudaFree(beta));
+  }
+  return 0;
+}

@@ -1,0 +1,158 @@
+#include "rlx/backends/cuda/cublaslt.h"
+
+#include <cstdint>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
+
+#define RLX_CUBLAS_CHECK(call)                                                                    \
+  do {                                                                                            \
+    cublasStatus_t rlx_st_ = (call);                                                              \
+    if (rlx_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                            \
+      throw ::rlx::DeviceError(::rlx::str("cuBLASLt error ", cublasLtGetStatusName(rlx_st_), " (", \
+                                          cublasLtGetStatusString(rlx_st_), ") in ", #call, " at ", \
+                                          __FILE__, ":", __LINE__));                              \
+  } while (0)
+
+namespace rlx::cuda {
+
+bool cublaslt_epilogue_supports(Activation act) {
+  return act == Activation::None || act == Activation::Relu || act == Activation::GeluTanh;
+}
+
+struct GemmEngine::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: throw Unsupported(str("cuBLASLt GEMM: no ", dtype_name(t), " support"));
+  }
+}
+
+// Largest power of two (≤ 256) dividing the address and every batch step.
+uint32_t alignment(const void* p, int64_t stride_elems, int64_t elem) {
+  auto v = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(stride_elems * elem) | 256u;
+  return static_cast<uint32_t>(v & (~v + 1));
+}
+
+}  // namespace
+
+GemmEngine::GemmEngine(int device) : device_(device) {
+  DeviceGuard g(device);
+  RLX_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  RLX_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+GemmEngine::~GemmEngine() {
+  plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+std::string GemmEngine::describe(const GemmArgs& a) {
+  return str("gemm ", dtype_name(a.dtype), " M=", a.M, " N=", a.N, " K=", a.K, " batch=", a.batch, " ta=", a.trans_a,
+             " tb=", a.trans_b, " bias=", a.bias != nullptr, " act=", activation_name(a.act));
+}
+
+GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
+  const int64_t e = dtype_size(a.dtype);
+  return str(static_cast<int>(a.dtype), ",", a.trans_a, a.trans_b, ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",",
+             a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",", a.stride_c, ",", a.batch, ",",
+             a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",", alignment(a.A, a.stride_a, e),
+             ",", alignment(a.B, a.stride_b, e), ",", alignment(a.C, a.stride_c, e),
+             ",", a.bias ? alignment(a.bias, 0, e) : 0u);
+}
+
+GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
+  std::lock_guard lock(mu_);
+  auto k = key(a);
+  auto it = plans_.find(k);
+  if (it != plans_.end()) return *it->second;
+
+  RLX_CHECK(cublaslt_epilogue_supports(a.act), "cuBLASLt epilogue cannot apply ", activation_name(a.act));
+  auto p = std::make_unique<Plan>();
+  const cudaDataType_t t = cuda_type(a.dtype);
+  const int64_t e = dtype_size(a.dtype);
+  cublasComputeType_t compute =
+      a.dtype == DType::F32 && a.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+  // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLAS "A" is our B.
+  cublasOperation_t op_a = a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_b = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (a.bias) {
+    epi = a.act == Activation::Relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+          : a.act == Activation::GeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  } else if (a.act != Activation::None) {
+    epi = a.act == Activation::Relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_GELU;
+  }
+  RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (a.bias) {
+    cudaDataType_t bt = t;
+    RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  }
+  auto layout = [&](cublasLtMatrixLayout_t* l, uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
+    RLX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld));
+    if (a.batch > 1) {
+      int32_t count = static_cast<int32_t>(a.batch);
+      RLX_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+      RLX_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+    }
+  };
+  const auto M = static_cast<uint64_t>(a.M), N = static_cast<uint64_t>(a.N), K = static_cast<uint64_t>(a.K);
+  layout(&p->a, a.trans_b ? K : N, a.trans_b ? N : K, a.ldb, a.stride_b);
+  layout(&p->b, a.trans_a ? M : K, a.trans_a ? K : M, a.lda, a.stride_a);
+  layout(&p->c, N, M, a.ldc, a.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = workspace_bytes_;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  uint32_t al_a = alignment(a.B, a.stride_b, e), al_b = alignment(a.A, a.stride_a, e), al_c = alignment(a.C, a.stride_c, e);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw DeviceError(str("cuBLASLt has no algorithm for ", describe(a), " (", cublasLtGetStatusString(st), ")"));
+  p->algo = result.algo;
+  auto& ref = *p;
+  plans_.emplace(std::move(k), std::move(p));
+  return ref;
+}
+
+void GemmEngine::plan(const GemmArgs& a) { (void)get(a); }
+
+void GemmEngine::run(const GemmArgs& a, cudaStream_t stream) {
+  Plan& p = get(a);
+  // The bias pointer lives in the shared descriptor: set and use it under the lock.
+  std::lock_guard lock(mu_);
+  const float alpha = 1.0f, beta = 0.0f;
+  if (a.bias)
+    RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
+  RLX_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a.B, p.a, a.A, p.b, &beta, a.C, p.c, a.C, p.c, &p.algo,
+                                  workspace_, workspace_bytes_, stream));
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,264 @@
+#include "rlx/backends/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "rlx/backends/cuda/lowering.h"
+#include "rlx/backends/cuda/memory.h"
+#include "rlx/core/log.h"
+#include "rlx/passes/memory_plan.h"
+
+namespace rlx::cuda {
+namespace {
+
+// What programs of one backend share: the device, one stream (programs run
+// one at a time on it, so scratch and the cuBLASLt workspace are never shared
+// by work in flight), and the GEMM plan cache.
+struct DeviceContext {
+  int index;
+  const DeviceProps& props;
+  Stream stream;
+  GemmEngine gemm;
+  std::mutex run_mu;
+  explicit DeviceContext(int i) : index(i), props(device_props(i)), stream(), gemm(i) {}
+};
+
+class CudaProgram final : public Program {
+ public:
+  CudaProgram(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers, DeviceContext& dc)
+      : graph_(g), dc_(dc), plan_(plan_memory(g, 256)),
+        encoder_(opts.cuda_graphs, [this](NodeId id) { return graph_.describe(id); }) {
+    DeviceGuard guard(dc.index);
+    if (verbose()) std::cerr << plan_.to_string(graph_);
+    arena_ = std::make_unique<DeviceBuffer>(dc.index, static_cast<size_t>(plan_.arena_bytes), "activation arena");
+
+    // Constants go in one buffer of their own, uploaded once.
+    size_t const_bytes = 0;
+    std::vector<size_t> const_off(static_cast<size_t>(g.size()), 0);
+    for (NodeId i = 0; i < g.size(); ++i) {
+      if (g.node(i).op != OpKind::Constant) continue;
+      const_off[static_cast<size_t>(i)] = const_bytes;
+      const_bytes += (plan_.slots[static_cast<size_t>(i)].bytes + 255) / 256 * 256;
+    }
+    if (const_bytes) {
+      constants_ = std::make_unique<DeviceBuffer>(dc.index, const_bytes, "constants");
+      for (NodeId i = 0; i < g.size(); ++i)
+        if (g.node(i).op == OpKind::Constant) {
+          const Tensor& v = g.node(i).attr<ConstantAttrs>().value;
+          constants_->upload(v.raw(), v.nbytes(), const_off[static_cast<size_t>(i)]);
+        }
+    }
+
+    std::vector<void*> ptrs(static_cast<size_t>(g.size()), nullptr);
+    for (NodeId i = 0; i < g.size(); ++i) {
+      const Node& n = g.node(i);
+      const auto& slot = plan_.slots[static_cast<size_t>(i)];
+      char* p = nullptr;
+      switch (slot.placement) {
+        case Placement::Arena: p = static_cast<char*>(arena_->data()) + slot.offset; break;
+        case Placement::Param: p = static_cast<char*>(buffers.params.at(n.attr<LeafAttrs>().name)->data()); break;
+        case Placement::State: p = static_cast<char*>(buffers.states.at(n.attr<LeafAttrs>().name)->data()); break;
+        case Placement::Constant: p = static_cast<char*>(constants_->data()) + const_off[static_cast<size_t>(i)]; break;
+        case Placement::View: p = static_cast<char*>(ptrs[static_cast<size_t>(slot.root)]) + slot.offset; break;
+      }
+      ptrs[static_cast<size_t>(i)] = p;
+    }
+
+    // Inputs and outputs travel through pinned staging, copied inside the graph.
+    size_t in_bytes = 0, out_bytes = 0;
+    for (NodeId id : g.leaves(OpKind::Input)) {
+      inputs_.push_back({id, in_bytes, static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes)});
+      in_bytes += (inputs_.back().bytes + 63) / 64 * 64;
+    }
+    for (const auto& [_, id] : g.outputs()) {
+      outputs_.push_back({id, out_bytes, static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes)});
+      out_bytes += (outputs_.back().bytes + 63) / 64 * 64;
+    }
+    in_stage_ = std::make_unique<PinnedBuffer>(in_bytes);
+    out_stage_ = std::make_unique<PinnedBuffer>(out_bytes);
+
+    LowerCtx ctx(g, dc.props, opts, dc.gemm, ptrs, schedule_, &workspace_ptr_);
+    char* in_host = static_cast<char*>(in_stage_->data());
+    for (const auto& io : inputs_) {
+      void* dst = ptrs[static_cast<size_t>(io.node)];
+      const char* src = in_host + io.offset;
+      size_t bytes = io.bytes;
+      ctx.add(io.node, "copy input host->device",
+              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s)); });
+    }
+    for (NodeId i = 0; i < g.size(); ++i) {
+      const Node& n = g.node(i);
+      if (n.is_leaf()) continue;
+      const KernelEntry* k = KernelRegistry::global().find(kCudaBackend, g, i);
+      if (!k) throw Unsupported(str("cuda: ", g.describe(i), ": no kernel for ",
+                                    signature_to_string(KernelRegistry::signature(g, i))));
+      const size_t before = schedule_.thunks.size();
+      std::any_cast<const CudaLowering&>(k->impl)(ctx, i);
+      for (size_t t = before; t < schedule_.thunks.size(); ++t)
+        if (schedule_.thunks[t].kernel.empty()) schedule_.thunks[t].kernel = k->description;
+    }
+    // Error flags of data-dependent kernels: zeroed before, read back after.
+    flag_nodes_ = ctx.flag_nodes();
+    if (!flag_nodes_.empty()) {
+      const size_t fbytes = flag_nodes_.size() * sizeof(int32_t);
+      flags_ = std::make_unique<DeviceBuffer>(dc.index, fbytes, "error flags");
+      flags_host_ = std::make_unique<PinnedBuffer>(fbytes);
+      ctx.bind_flags(static_cast<int32_t*>(flags_->data()));
+      flag_slots_ = ctx.take_flag_slots();
+      void* dflags = flags_->data();
+      void* hflags = flags_host_->data();
+      schedule_.thunks.insert(schedule_.thunks.begin(),
+                              Thunk{-1, "clear error flags", [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemsetAsync(dflags, 0, fbytes, s)); }});
+      ctx.add(-1, "read error flags",
+              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(hflags, dflags, fbytes, cudaMemcpyDeviceToHost, s)); });
+    }
+    char* out_host = static_cast<char*>(out_stage_->data());
+    for (const auto& io : outputs_) {
+      const void* src = ptrs[static_cast<size_t>(io.node)];
+      char* dst = out_host + io.offset;
+      size_t bytes = io.bytes;
+      ctx.add(io.node, "copy output device->host",
+              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s)); });
+    }
+    schedule_.end_segment();
+    if (ctx.workspace_bytes()) {
+      workspace_ = std::make_unique<DeviceBuffer>(dc.index, ctx.workspace_bytes(), "kernel workspace");
+      workspace_ptr_ = workspace_->data();
+    }
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    std::lock_guard lock(dc_.run_mu);
+    DeviceGuard guard(dc_.index);
+    char* in_host = static_cast<char*>(in_stage_->data());
+    for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(in_host + inputs_[i].offset, inputs[i].raw(), inputs_[i].bytes);
+    encoder_.run(schedule_, dc_.stream.get());
+    dc_.stream.synchronize();
+    check_flags();
+    if (env_bool("RLX_DISPATCH_REPORT") && times_ms_.empty()) time_thunks();
+    std::vector<Tensor> outs;
+    const char* out_host = static_cast<const char*>(out_stage_->data());
+    for (const auto& io : outputs_) {
+      const TensorType& t = graph_.node(io.node).type;
+      Tensor o = Tensor::empty(t.dtype, static_dims(t.shape));
+      std::memcpy(o.raw_mut(), out_host + io.offset, io.bytes);
+      outs.push_back(std::move(o));
+    }
+    return outs;
+  }
+
+  std::string dispatch_report() const override {
+    std::ostringstream os;
+    os << "dispatch report (cuda:" << dc_.index << " " << dc_.props.name << ", " << schedule_.thunks.size()
+       << " thunks, arena " << plan_.arena_bytes << " bytes, cuda graphs "
+       << (encoder_.uses_graphs() ? "on" : "off") << "):\n";
+    for (size_t t = 0; t < schedule_.thunks.size(); ++t) {
+      const Thunk& th = schedule_.thunks[t];
+      os << "  " << (th.node >= 0 ? graph_.describe(th.node) : std::string("program")) << " -> " << th.kernel;
+      if (t < times_ms_.size()) os << "  " << times_ms_[t] * 1000.0f << " us";
+      os << "\n";
+    }
+    return os.str();
+  }
+
+ private:
+  struct IoSlot {
+    NodeId node;
+    size_t offset, bytes;
+  };
+
+  void check_flags() const {
+    if (flag_nodes_.empty()) return;
+    const auto* f = static_cast<const int32_t*>(flags_host_->data());
+    for (size_t i = 0; i < flag_nodes_.size(); ++i) {
+      if (f[i] == 0) continue;
+      const char* what = f[i] == 1 ? "an index is out of range (those rows were written as zeros)"
+                         : f[i] == 2 ? "the write would run past the end of the state (nothing was written)"
+                                     : "a kernel reported bad input";
+      throw InvalidArgument(str("cuda: ", graph_.describe(flag_nodes_[i]), ": ", what));
+    }
+  }
+
+  // Times each thunk once, launched directly between events (for the report).
+  void time_thunks() {
+    cudaStream_t s = dc_.stream.get();
+    std::vector<std::unique_ptr<Event>> ev;
+    for (size_t i = 0; i <= schedule_.thunks.size(); ++i) ev.push_back(std::make_unique<Event>());
+    ev[0]->record(s);
+    for (size_t i = 0; i < schedule_.thunks.size(); ++i) {
+      schedule_.thunks[i].launch(s);
+      ev[i + 1]->record(s);
+    }
+    dc_.stream.synchronize();
+    for (size_t i = 0; i < schedule_.thunks.size(); ++i) times_ms_.push_back(ev[i + 1]->elapsed_ms_since(*ev[i]));
+  }
+
+  Graph graph_;
+  DeviceContext& dc_;
+  MemoryPlan plan_;
+  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, flags_;
+  std::unique_ptr<PinnedBuffer> flags_host_;
+  std::vector<NodeId> flag_nodes_;
+  std::vector<std::unique_ptr<int32_t*>> flag_slots_;
+  void* workspace_ptr_ = nullptr;
+  std::unique_ptr<PinnedBuffer> in_stage_, out_stage_;
+  std::vector<IoSlot> inputs_, outputs_;
+  ThunkSchedule schedule_;
+  Encoder encoder_;
+  std::vector<float> times_ms_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) : dc_(std::make_unique<DeviceContext>(index)) { register_all_lowerings(); }
+  std::string name() const override { return kCudaBackend; }
+  DeviceInfo device_info() const override {
+    const DeviceProps& p = dc_->props;
+    DeviceInfo d;
+    d.backend = kCudaBackend;
+    d.index = p.index;
+    d.name = p.name;
+    d.memory_bytes = static_cast<int64_t>(p.total_memory);
+    d.details = str(p.sm_count, " SMs, compute capability ", p.cc_major, ".", p.cc_minor, ", L2 ", p.l2_bytes >> 20,
+                    " MiB, driver ", version_string(p.driver_version), ", runtime ", version_string(p.runtime_version),
+                    ", ", p.uuid);
+    return d;
+  }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override {
+    return std::make_shared<DeviceBuffer>(dc_->index, bytes, "weights/state buffer");
+  }
+  bool supports(const Graph& g, NodeId id, std::string* why) const override {
+    if (g.node(id).is_leaf() || KernelRegistry::global().find(kCudaBackend, g, id)) return true;
+    if (why) *why = str("no cuda kernel for ", op_name(g.node(id).op), " ", signature_to_string(KernelRegistry::signature(g, id)));
+    return false;
+  }
+  std::unique_ptr<Program> compile(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers) override {
+    return std::make_unique<CudaProgram>(g, opts, buffers, *dc_);
+  }
+
+ private:
+  std::unique_ptr<DeviceContext> dc_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cuda_backend(int index) { return std::make_shared<CudaBackend>(index); }
+
+void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
+                            bool variadic, std::string custom_name) {
+  KernelRegistry::global().add(KernelKey{op, kCudaBackend, std::move(signature), std::move(custom_name), variadic},
+                               std::move(fn), std::move(description));
+}
+
+void register_cuda_float_lowering(OpKind op, std::vector<DType> signature, const CudaLowering& fn,
+                                  const std::string& description, bool variadic) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    auto sig = signature;
+    for (auto& d : sig)
+      if (d == DType::F32) d = t;
+    register_cuda_lowering(op, sig, fn, str(description, " [", dtype_name(t), "]"), variadic);
+  }
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,284 @@
+// LayerNorm / RmsNorm (optionally residual-fused) over the last axis.
+//
+// Algorithm: the row is held in registers. Each thread loads NV 16-byte
+// vectors of x (and residual) — all loads issued before the first use — so
+// x is read from DRAM exactly once; s = x + residual is formed in f32, the
+// mean is reduced, then the centered sum of squares (two-pass over registers:
+// exact, no Welford drift), then each thread normalizes and stores the same
+// vectors it loaded (so y may alias x). gamma/beta are read in the store pass;
+// they are shared by every row and stay in L1/L2.
+//
+// Memory plan: row r, thread t, vector j covers columns (j·tpr + t)·V .. +V
+// (V = 16 / sizeof(T)); consecutive threads touch consecutive 16-byte chunks,
+// so every warp access is fully coalesced.
+//   cols ≤ 1024  : one warp per row (NV ≤ 32/V), 4 rows per 128-thread block.
+//   ≤ 16384      : one block per row, tpr = cols/(4·V) threads (NV = 4).
+// Rows whose length is not a multiple of V, misaligned pointers, param dtypes
+// other than f32 or x's dtype (or beta's differing from gamma's), or rows too
+// long for registers use a scalar block-per-row kernel that reads the row
+// three times (the re-reads hit L1/L2).
+#include "rlx/backends/cuda/kernels/norm.h"
+
+#include <type_traits>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/kernels/dispatch.cuh"
+
+namespace rlx::cuda {
+namespace {
+
+using dev::from_f32;
+using dev::to_f32;
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ void load_f32(const T* p, float (&o)[N]) {
+  const Vec<T, N> t = *reinterpret_cast<const Vec<T, N>*>(p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) o[i] = to_f32(t.v[i]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_f32(T* p, const float (&o)[N]) {
+  Vec<T, N> t;
+#pragma unroll
+  for (int i = 0; i < N; ++i) t.v[i] = from_f32<T>(o[i]);
+  *reinterpret_cast<Vec<T, N>*>(p) = t;
+}
+
+struct NormArgs {
+  const void* x;
+  const void* res;
+  const void* gamma;
+  const void* beta;
+  void* y;
+  void* sum;
+  int64_t rows;
+  int cols;
+  float eps;
+  DType beta_dtype;  // beta's storage type (only the scalar kernel reads a beta unlike gamma)
+};
+
+// Sum over the threads of one row: a warp (blockDim.x == 32) or the whole block.
+__device__ __forceinline__ float row_sum(float v, float* scratch) {
+  if (blockDim.x == 32) return dev::warp_sum(v);
+  return dev::block_sum(v, scratch);
+}
+
+// Register budget: ≤ 16 floats of row per thread → 64 registers (1024 threads), else 128.
+constexpr int max_threads_for(int elems_per_thread) { return elems_per_thread <= 16 ? 1024 : 512; }
+
+template <typename T, typename P, bool RMS, int NV>
+__global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg_kernel(NormArgs a) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float scratch[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (row >= a.rows) return;  // only in warp mode (blockDim.y > 1): whole warps leave
+  const int tpr = blockDim.x, t = threadIdx.x, cols = a.cols;
+  const size_t base = static_cast<size_t>(row) * cols;
+  const T* x = static_cast<const T*>(a.x) + base;
+  const T* r = a.res ? static_cast<const T*>(a.res) + base : nullptr;
+
+  float v[NV][V];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c < cols) {
+      load_f32<T, V>(x + c, v[j]);
+      if (r) {
+        float w[V];
+        load_f32<T, V>(r + c, w);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[j][i] += w[i];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[j][i] = 0.0f;
+    }
+  }
+
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float mean = 0.0f;
+  if constexpr (!RMS) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; ++j)
+#pragma unroll
+      for (int i = 0; i < V; ++i) s += v[j][i];
+    mean = row_sum(s, scratch) * inv_cols;
+  }
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+    if ((j * tpr + t) * V < cols) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float d = v[j][i] - mean;
+        q = fmaf(d, d, q);
+      }
+    }
+  const float rstd = rsqrtf(row_sum(q, scratch) * inv_cols + a.eps);
+
+  T* y = static_cast<T*>(a.y) + base;
+  T* so = a.sum ? static_cast<T*>(a.sum) + base : nullptr;
+  const P* g = static_cast<const P*>(a.gamma);
+  const P* b = static_cast<const P*>(a.beta);
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c >= cols) continue;
+    if (so) store_f32<T, V>(so + c, v[j]);
+    float gv[V], bv[V], o[V];
+    load_f32<P, V>(g + c, gv);
+    if (!RMS && b) {
+      load_f32<P, V>(b + c, bv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) bv[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = fmaf((v[j][i] - mean) * rstd, gv[i], bv[i]);
+    store_f32<T, V>(y + c, o);
+  }
+}
+
+// Scalar fallback: one block per row, three passes over the row.
+template <typename T, typename P, bool RMS>
+__global__ void __launch_bounds__(256) norm_generic_kernel(NormArgs a) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const int cols = a.cols;
+  const size_t base = static_cast<size_t>(row) * cols;
+  const T* x = static_cast<const T*>(a.x) + base;
+  const T* r = a.res ? static_cast<const T*>(a.res) + base : nullptr;
+  auto at = [&](int c) { return r ? to_f32(x[c]) + to_f32(r[c]) : to_f32(x[c]); };
+  auto beta_at = [&](int c) {
+    switch (a.beta_dtype) {
+      case DType::F16: return to_f32(static_cast<const __half*>(a.beta)[c]);
+      case DType::BF16: return to_f32(static_cast<const __nv_bfloat16*>(a.beta)[c]);
+      default: return static_cast<const float*>(a.beta)[c];
+    }
+  };
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float mean = 0.0f;
+  if constexpr (!RMS) {
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += at(c);
+    mean = dev::block_sum(s, scratch) * inv_cols;
+  }
+  float q = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float d = at(c) - mean;
+    q = fmaf(d, d, q);
+  }
+  const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_cols + a.eps);
+  T* y = static_cast<T*>(a.y) + base;
+  T* so = a.sum ? static_cast<T*>(a.sum) + base : nullptr;
+  const P* g = static_cast<const P*>(a.gamma);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float s = at(c);  // read x and residual before writing (in-place safe)
+    const float bias = (!RMS && a.beta) ? beta_at(c) : 0.0f;
+    const float o = fmaf((s - mean) * rstd, to_f32(g[c]), bias);
+    if (so) so[c] = from_f32<T>(s);
+    y[c] = from_f32<T>(o);
+  }
+}
+
+template <typename P>
+constexpr DType dtype_of_storage() {
+  if constexpr (std::is_same_v<P, __half>) return DType::F16;
+  else if constexpr (std::is_same_v<P, __nv_bfloat16>) return DType::BF16;
+  else return DType::F32;
+}
+
+inline bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+template <typename T, typename P, bool RMS>
+void launch_norm_t(const NormArgs& a, cudaStream_t stream, const char* op) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr bool kRegParams = std::is_same_v<P, float> || std::is_same_v<P, T>;
+  const bool same_beta = !a.beta || a.beta_dtype == dtype_of_storage<P>();
+  bool reg = kRegParams && same_beta && a.cols % V == 0 && aligned(a.x, 16) && aligned(a.y, 16) &&
+             (!a.res || aligned(a.res, 16)) && (!a.sum || aligned(a.sum, 16)) &&
+             aligned(a.gamma, sizeof(P) * V) && (!a.beta || aligned(a.beta, sizeof(P) * V));
+  int nv = 0;
+  dim3 block, grid;
+  if (reg) {
+    const int nvec = a.cols / V;
+    if (a.cols <= 1024) {  // one warp per row (NV·V ≤ 32 floats per lane)
+      nv = nvec <= 32 ? 1 : nvec <= 64 ? 2 : nvec <= 128 ? 4 : 8;
+      block = dim3(32, 4);
+      grid = dim3(static_cast<unsigned>((a.rows + 3) / 4));
+    } else {  // one block per row, NV = 4
+      nv = 4;
+      const int tpr = ((nvec + 4 * 32 - 1) / (4 * 32)) * 32;
+      if (tpr > max_threads_for(4 * V)) reg = false;  // > 16384 cols: scalar kernel
+      block = dim3(tpr);
+      grid = dim3(static_cast<unsigned>(a.rows));
+    }
+  }
+  if constexpr (kRegParams) {
+    if (reg) {
+      switch (nv) {
+        case 1: norm_reg_kernel<T, P, RMS, 1><<<grid, block, 0, stream>>>(a); break;
+        case 2: norm_reg_kernel<T, P, RMS, 2><<<grid, block, 0, stream>>>(a); break;
+        case 4: norm_reg_kernel<T, P, RMS, 4><<<grid, block, 0, stream>>>(a); break;
+        default:
+          if constexpr (V == 4) norm_reg_kernel<T, P, RMS, 8><<<grid, block, 0, stream>>>(a);
+          break;
+      }
+      RLX_CUDA_CHECK_LAUNCH(op);
+      return;
+    }
+  }
+  const int threads = a.cols >= 256 ? 256 : a.cols > 64 ? 128 : 32;
+  norm_generic_kernel<T, P, RMS><<<static_cast<unsigned>(a.rows), threads, 0, stream>>>(a);
+  RLX_CUDA_CHECK_LAUNCH(op);
+}
+
+template <bool RMS>
+void launch_norm(DType x_dtype, DType param_dtype, const NormArgs& a, cudaStream_t stream, const char* op) {
+  RLX_CHECK(a.cols > 0, op, ": cols must be positive");
+  if (a.rows == 0) return;
+  RLX_CHECK(a.rows < (int64_t{1} << 31), op, ": ", a.rows, " rows exceeds the grid limit");
+  RLX_CHECK_AS(Unsupported, is_compute_float(a.beta_dtype), op, ": beta of dtype ", dtype_name(a.beta_dtype));
+  dispatch_float(x_dtype, op, [&](auto xt) {
+    using T = decltype(xt);
+    dispatch_float(param_dtype, op, [&](auto pt) {
+      using P = decltype(pt);
+      launch_norm_t<T, P, RMS>(a, stream, op);
+    });
+  });
+}
+
+NormArgs make_args(const void* x, const void* residual, const void* gamma, const void* beta, void* y,
+                   void* sum_out, int64_t rows, int64_t cols, float eps, DType beta_dtype, const char* op) {
+  RLX_CHECK(cols < (int64_t{1} << 31), op, ": row length ", cols, " too large");
+  RLX_CHECK(x && gamma && y, op, ": null x, gamma or y");
+  return NormArgs{x, residual, gamma, beta, y, sum_out, rows, static_cast<int>(cols), eps, beta_dtype};
+}
+
+}  // namespace
+
+void launch_layer_norm(DType x_dtype, DType param_dtype, const void* x, const void* residual, const void* gamma,
+                       const void* beta, void* y, void* sum_out, int64_t rows, int64_t cols, float eps,
+                       cudaStream_t stream, DType beta_dtype) {
+  const char* op = residual ? "FusedResidualLayerNorm" : "LayerNorm";
+  if (beta_dtype == DType::Count_) beta_dtype = param_dtype;
+  launch_norm<false>(x_dtype, param_dtype,
+                     make_args(x, residual, gamma, beta, y, sum_out, rows, cols, eps, beta_dtype, op), stream, op);
+}
+
+void launch_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* residual, const void* gamma,
+                     void* y, void* sum_out, int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+  const char* op = residual ? "FusedResidualRmsNorm" : "RmsNorm";
+  launch_norm<true>(x_dtype, param_dtype,
+                    make_args(x, residual, gamma, nullptr, y, sum_out, rows, cols, eps, param_dtype, op), stream, op);
+}
+
+}  // namespace rlx::cuda

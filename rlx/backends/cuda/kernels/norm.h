@@ -1,0 +1,34 @@
+// LayerNorm and RmsNorm over the last axis, optionally fused with a residual
+// add. Launchers only; kernels in norm.cu. Every launcher is asynchronous on
+// `stream`, allocates nothing and throws rlx::DeviceError naming the op when
+// the launch fails, rlx::Unsupported for dtypes it has no kernel for.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "rlx/core/dtype.h"
+
+namespace rlx::cuda {
+
+// x, residual, y, sum_out: [rows, cols] row-major, dtype `x_dtype` (f32/f16/bf16).
+// gamma, beta: [cols], dtype `param_dtype` (f32/f16/bf16, may differ from x).
+//
+//   s    = x + residual  (residual nullable → s = x), summed in f32 and NOT
+//          rounded to x_dtype before normalization (matches the CPU kernel)
+//   LayerNorm: y = (s − mean(s)) · rsqrt(var(s) + eps) · gamma + beta
+//              (biased variance; beta nullable → 0)
+//   RmsNorm:   y = s · rsqrt(mean(s²) + eps) · gamma
+//   sum_out (nullable) receives s rounded to x_dtype (pre-norm residual stream).
+//
+// Statistics are f32, two-pass over registers (mean, then centered sum of squares).
+// y may alias x; sum_out may alias x or residual (in-place residual stream).
+// beta_dtype: beta's dtype when it differs from gamma's (DType::Count_ = same).
+void launch_layer_norm(DType x_dtype, DType param_dtype, const void* x, const void* residual, const void* gamma,
+                       const void* beta, void* y, void* sum_out, int64_t rows, int64_t cols, float eps,
+                       cudaStream_t stream, DType beta_dtype = DType::Count_);
+
+void launch_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* residual, const void* gamma,
+                     void* y, void* sum_out, int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+
+}  // namespace rlx::cuda

@@ -1,0 +1,173 @@
+// Rotary position embedding (RopeAttrs semantics) and the fused rope + KV-cache
+// write used by LLM decode.
+//
+// Algorithm: one block per (b, l) row. The host computes the inverse
+// frequencies freq_base^(−2i/n_rot) in f64 exactly as the CPU kernel does and
+// passes them by value in the kernel parameters (≤ 256 doubles). The block's
+// first threads form θ_i = (pos · freq_scale) · inv_freq_i in f64 and evaluate
+// cos/sin in f64 (libdevice, exact to < 1 ulp; --use_fast_math does not touch
+// f64), rounded once to f32 into shared memory — so long positions keep their
+// precision and GPU and CPU angles agree. Then every thread produces output
+// elements e = (h, d) of the row: partner element, cos/sin from shared memory,
+// rotation in f32 (or a plain copy for d ≥ n_rot).
+//
+// Memory plan: consecutive threads write consecutive output elements (h·D + d)
+// and read the same positions of the source row (offset by src_offset), so
+// reads and writes coalesce; the partner read hits the same or a neighbouring
+// L1 line. The row of positions is read once per block from device memory.
+#include "rlx/backends/cuda/kernels/rope.h"
+
+#include <cmath>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/kernels/movement.h"
+
+namespace rlx::cuda {
+namespace {
+
+using dev::from_f32;
+using dev::to_f32;
+
+struct RopeParams {
+  double inv_freq[kMaxRopeDims / 2];
+  double freq_scale;
+  int heads, head_dim, n_rot;
+  bool neox;
+  bool pos_batched;
+  int64_t L;
+  int64_t x_stride, x_offset;  // source row stride and column offset (elements)
+};
+
+// Fills cs/sn for the row's position (threads 0 .. n_rot/2 − 1), then syncs.
+__device__ __forceinline__ void angles(const RopeParams& p, int64_t pos, float* cs, float* sn) {
+  const double pd = static_cast<double>(pos) * p.freq_scale;
+  for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
+    double s, c;
+    sincos(pd * p.inv_freq[i], &s, &c);
+    cs[i] = static_cast<float>(c);
+    sn[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+}
+
+// Output element d (< head_dim) of one head whose source starts at xs.
+template <typename T>
+__device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn) {
+  if (d >= p.n_rot) return xs[d];
+  const int half = p.n_rot / 2;
+  int i, partner;
+  bool first;
+  if (p.neox) {
+    first = d < half;
+    i = first ? d : d - half;
+    partner = first ? d + half : d - half;
+  } else {
+    first = (d & 1) == 0;
+    i = d >> 1;
+    partner = first ? d + 1 : d - 1;
+  }
+  const float a = to_f32(xs[d]), b = to_f32(xs[partner]);
+  const float c = cs[i], s = sn[i];
+  // first of the pair: a·c − b·s; second: a·c + b·s (b is the first element)
+  return from_f32<T>(first ? fmaf(a, c, -b * s) : fmaf(a, c, b * s));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) rope_kernel(const T* x, const int32_t* positions, T* y, RopeParams p) {
+  __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
+  const int64_t row = blockIdx.x;
+  const int64_t l = row % p.L;
+  angles(p, positions[p.pos_batched ? row : l], cs, sn);
+  const T* xr = x + row * p.x_stride + p.x_offset;
+  const int width = p.heads * p.head_dim;
+  T* yr = y + row * width;
+  for (int e = threadIdx.x; e < width; e += blockDim.x) {
+    const int h = e / p.head_dim, d = e - h * p.head_dim;
+    yr[e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256)
+    rope_kv_kernel(const T* k, const T* v, int64_t v_stride, int64_t v_offset, const int32_t* positions,
+                   const int32_t* cache_pos, T* k_cache, T* v_cache, int64_t capacity, RopeParams p, int32_t* err) {
+  __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
+  const int64_t start = *cache_pos;
+  if (start < 0 || start + p.L > capacity) {
+    if (err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
+    return;
+  }
+  const int64_t row = blockIdx.x;
+  const int64_t b = row / p.L, l = row - b * p.L;
+  const int64_t pos = positions ? positions[p.pos_batched ? row : l] : start + l;
+  angles(p, pos, cs, sn);
+  const int width = p.heads * p.head_dim;
+  const int64_t slot = (b * capacity + start + l) * width;
+  const T* kr = k + row * p.x_stride + p.x_offset;
+  const T* vr = v + row * v_stride + v_offset;
+  for (int e = threadIdx.x; e < width; e += blockDim.x) {
+    const int h = e / p.head_dim, d = e - h * p.head_dim;
+    k_cache[slot + e] = rope_elem(p, kr + h * p.head_dim, d, cs, sn);
+    v_cache[slot + e] = vr[e];
+  }
+}
+
+RopeParams make_params(const RopeAttrs& a, bool pos_batched, int64_t L, int64_t x_stride, const char* op) {
+  RLX_CHECK(a.num_heads > 0 && a.head_dim > 0, op, ": num_heads and head_dim must be positive");
+  RLX_CHECK(a.n_rot >= 0 && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim && a.n_rot <= kMaxRopeDims, op, ": n_rot ",
+            a.n_rot, " must be even, ≤ head_dim (", a.head_dim, ") and ≤ ", kMaxRopeDims);
+  RLX_CHECK(a.src_offset >= 0 && a.src_offset + int64_t{a.num_heads} * a.head_dim <= x_stride, op, ": heads at column ",
+            a.src_offset, " overrun a row of ", x_stride);
+  RopeParams p{};
+  for (int i = 0; i < a.n_rot / 2; ++i)
+    p.inv_freq[i] = std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.n_rot));
+  p.freq_scale = a.freq_scale;
+  p.heads = a.num_heads;
+  p.head_dim = a.head_dim;
+  p.n_rot = a.n_rot;
+  p.neox = a.pairing == RopePairing::NeoX;
+  p.pos_batched = pos_batched;
+  p.L = L;
+  p.x_stride = x_stride;
+  p.x_offset = a.src_offset;
+  return p;
+}
+
+int threads_for(int width) { return width >= 256 ? 256 : (width + 31) / 32 * 32; }
+
+}  // namespace
+
+void launch_rope(DType dtype, const void* x, int64_t W, const int32_t* positions, bool positions_batched, void* y,
+                 int64_t B, int64_t L, const RopeAttrs& attrs, cudaStream_t stream) {
+  const RopeParams p = make_params(attrs, positions_batched, L, W, "Rope");
+  if (B * L == 0) return;
+  RLX_CHECK(B * L < (int64_t{1} << 31), "Rope: ", B * L, " rows exceed the grid limit");
+  dispatch_float(dtype, "Rope", [&](auto tag) {
+    using T = decltype(tag);
+    rope_kernel<T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), 0, stream>>>(
+        static_cast<const T*>(x), positions, static_cast<T*>(y), p);
+    RLX_CUDA_CHECK_LAUNCH("Rope");
+  });
+}
+
+void launch_rope_kv_write(DType dtype, const void* k, int64_t k_stride, const void* v, int64_t v_stride,
+                          int64_t v_offset, const int32_t* positions, bool positions_batched,
+                          const int32_t* cache_pos, void* k_cache, void* v_cache, int64_t B, int64_t L,
+                          int64_t capacity, const RopeAttrs& attrs, int32_t* error_flag, cudaStream_t stream) {
+  const RopeParams p = make_params(attrs, positions_batched, L, k_stride, "RopeKvWrite");
+  RLX_CHECK(v_offset >= 0 && v_offset + int64_t{attrs.num_heads} * attrs.head_dim <= v_stride,
+            "RopeKvWrite: V at column ", v_offset, " overruns a row of ", v_stride);
+  if (B * L == 0) return;
+  RLX_CHECK(B * L < (int64_t{1} << 31), "RopeKvWrite: ", B * L, " rows exceed the grid limit");
+  dispatch_float(dtype, "RopeKvWrite", [&](auto tag) {
+    using T = decltype(tag);
+    rope_kv_kernel<T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), 0, stream>>>(
+        static_cast<const T*>(k), static_cast<const T*>(v), v_stride, v_offset, positions, cache_pos,
+        static_cast<T*>(k_cache), static_cast<T*>(v_cache), capacity, p, error_flag);
+    RLX_CUDA_CHECK_LAUNCH("RopeKvWrite");
+  });
+}
+
+}  // namespace rlx::cuda

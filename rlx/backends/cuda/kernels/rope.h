@@ -1,0 +1,40 @@
+// Rotary position embedding launchers (kernels in rope.cu). Asynchronous on
+// `stream`, no allocation; launch failures throw rlx::DeviceError naming the op.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "rlx/core/dtype.h"
+#include "rlx/ir/ops.h"
+
+namespace rlx::cuda {
+
+inline constexpr int kMaxRopeDims = 512;  // n_rot ≤ 512 (the inverse frequencies travel as kernel parameters)
+
+// RopeAttrs semantics exactly (see rlx/ir/ops.h): x [B, L, W] (row stride W
+// elements), head h reads x[b, l, src_offset + h·head_dim + d]; positions are
+// i32 [L] (positions_batched = false) or [B, L], read from device memory so a
+// captured graph replays with new positions. Output y [B, L, H·head_dim]
+// contiguous. For i < n_rot/2:
+//   θ_i = (pos · freq_scale) · freq_base^(−2i/n_rot)   — in f64, as the CPU
+//   NeoX pairs (d, d + n_rot/2), Interleaved pairs (2i, 2i+1):
+//   y0 = x0·cos θ − x1·sin θ,  y1 = x1·cos θ + x0·sin θ   (f32 math)
+// dims ≥ n_rot pass through. dtype f32/f16/bf16; y must not alias x.
+void launch_rope(DType dtype, const void* x, int64_t W, const int32_t* positions, bool positions_batched, void* y,
+                 int64_t B, int64_t L, const RopeAttrs& attrs, cudaStream_t stream);
+
+// LLM decode helper, one kernel: rope K and copy V straight into a KV cache.
+// k: [B, L, k_stride] read like launch_rope's x (attrs.num_heads = KV heads,
+// attrs.src_offset = K's column offset); v: [B, L, v_stride] with V at column
+// v_offset (num_heads·head_dim wide). Caches [B, capacity, num_heads·head_dim];
+// row l goes to slot *cache_pos + l (device i32). Positions come from
+// `positions` ([L] or [B, L]) or, when null, are *cache_pos + l.
+// If *cache_pos < 0 or *cache_pos + L > capacity nothing is written and
+// kErrSliceOutOfRange (movement.h) is ORed into *error_flag (nullable).
+void launch_rope_kv_write(DType dtype, const void* k, int64_t k_stride, const void* v, int64_t v_stride,
+                          int64_t v_offset, const int32_t* positions, bool positions_batched,
+                          const int32_t* cache_pos, void* k_cache, void* v_cache, int64_t B, int64_t L,
+                          int64_t capacity, const RopeAttrs& attrs, int32_t* error_flag, cudaStream_t stream);
+
+}  // namespace rlx::cuda

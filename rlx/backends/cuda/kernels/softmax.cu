@@ -1,0 +1,216 @@
+// Softmax over the last axis, and over an arbitrary axis via (outer, axis, inner).
+//
+// Last axis: the row is held in registers exactly as in norm.cu — each thread
+// loads NV 16-byte vectors (all in flight before first use), the row max is
+// reduced (warp shuffles, or shared memory across warps in block mode), each
+// element becomes exp(x − max) in place, the sum is reduced, and the thread
+// stores the vectors it loaded scaled by 1/sum. x is read once and y written
+// once: 2 · rows · cols · sizeof(T) bytes of traffic.
+//   cols ≤ 1024 : one warp per row, 4 rows per block.
+//   ≤ 16384     : one block per row, cols/(4·V) threads (4 vectors each).
+//   otherwise, or cols % V ≠ 0 / misaligned: a scalar block-per-row kernel
+//   reading the row three times (max, sum, write; re-reads hit L1/L2).
+// A row that is entirely −inf has max = −inf; it is written as zeros. A NaN or
+// +inf in a row makes the whole row NaN (as the CPU kernel).
+//
+// Other axis (inner > 1): one thread per (outer, inner) column walks the axis
+// with an online max/sum (one read), then writes (second read); neighbouring
+// threads take neighbouring inner indices, so every access is coalesced.
+#include "rlx/backends/cuda/kernels/softmax.h"
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/kernels/dispatch.cuh"
+
+namespace rlx::cuda {
+namespace {
+
+using dev::from_f32;
+using dev::to_f32;
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ void load_f32(const T* p, float (&o)[N]) {
+  const Vec<T, N> t = *reinterpret_cast<const Vec<T, N>*>(p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) o[i] = to_f32(t.v[i]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_f32(T* p, const float (&o)[N]) {
+  Vec<T, N> t;
+#pragma unroll
+  for (int i = 0; i < N; ++i) t.v[i] = from_f32<T>(o[i]);
+  *reinterpret_cast<Vec<T, N>*>(p) = t;
+}
+
+__device__ __forceinline__ float row_max(float v, float* scratch) {
+  if (blockDim.x == 32) return dev::warp_max(v);
+  return dev::block_max(v, scratch);
+}
+__device__ __forceinline__ float row_sum(float v, float* scratch) {
+  if (blockDim.x == 32) return dev::warp_sum(v);
+  return dev::block_sum(v, scratch);
+}
+
+constexpr int max_threads_for(int elems_per_thread) { return elems_per_thread <= 16 ? 1024 : 512; }
+
+template <typename T, int NV>
+__global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T)))
+    softmax_reg_kernel(const T* xg, T* yg, int64_t rows, int cols) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float scratch[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (row >= rows) return;  // warp mode only: whole warps leave
+  const int tpr = blockDim.x, t = threadIdx.x;
+  const T* x = xg + static_cast<size_t>(row) * cols;
+  T* y = yg + static_cast<size_t>(row) * cols;
+
+  float v[NV][V];
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c < cols) {
+      load_f32<T, V>(x + c, v[j]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[j][i] = -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+#pragma unroll
+    for (int i = 0; i < V; ++i) m = fmaxf(m, v[j][i] != v[j][i] ? INFINITY : v[j][i]);  // NaN → row NaN
+  m = row_max(m, scratch);
+  const bool dead = m == -INFINITY;  // all −inf → zeros (avoids −inf − −inf = NaN)
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      v[j][i] = dead ? 0.0f : __expf(v[j][i] - m);
+      s += v[j][i];
+    }
+  s = row_sum(s, scratch);
+  const float inv = dead ? 0.0f : 1.0f / s;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c >= cols) continue;
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[j][i] *= inv;
+    store_f32<T, V>(y + c, v[j]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) softmax_generic_kernel(const T* xg, T* yg, int cols) {
+  __shared__ float scratch[32];
+  const T* x = xg + static_cast<size_t>(blockIdx.x) * cols;
+  T* y = yg + static_cast<size_t>(blockIdx.x) * cols;
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = to_f32(x[c]);
+    m = fmaxf(m, v != v ? INFINITY : v);
+  }
+  m = dev::block_max(m, scratch);
+  const bool dead = m == -INFINITY;
+  float s = 0.0f;
+  if (!dead)
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += __expf(to_f32(x[c]) - m);
+  s = dev::block_sum(s, scratch);
+  const float inv = dead ? 0.0f : 1.0f / s;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    y[c] = from_f32<T>(dead ? 0.0f : __expf(to_f32(x[c]) - m) * inv);
+}
+
+// One thread per (outer, inner) column; online max/sum over the axis.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    softmax_axis_kernel(const T* x, T* y, int64_t outer, int64_t axis, int64_t inner) {
+  const int64_t n = outer * inner;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = idx / inner, i = idx - o * inner;
+    const size_t base = static_cast<size_t>(o) * axis * inner + i;
+    float m = -INFINITY, s = 0.0f;
+    bool nan = false;
+    for (int64_t a = 0; a < axis; ++a) {
+      const float v = to_f32(x[base + a * inner]);
+      nan |= v != v;
+      if (v > m) {
+        s = s * __expf(m - v) + 1.0f;
+        m = v;
+      } else if (v != -INFINITY) {
+        s += __expf(v - m);  // NaN propagates through here
+      }
+    }
+    const bool dead = m == -INFINITY && !nan;
+    const float inv = dead ? 0.0f : (nan || m == INFINITY) ? NAN : 1.0f / s;  // NaN/+inf → NaN column (as the CPU)
+    for (int64_t a = 0; a < axis; ++a) {
+      const size_t k = base + a * inner;
+      y[k] = from_f32<T>(dead ? 0.0f : __expf(to_f32(x[k]) - m) * inv);
+    }
+  }
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <typename T>
+void launch_rows(const T* x, T* y, int64_t rows, int cols, cudaStream_t stream) {
+  constexpr int V = 16 / sizeof(T);
+  if (cols % V == 0 && aligned16(x) && aligned16(y)) {
+    const int nvec = cols / V;
+    if (cols <= 1024) {
+      const dim3 block(32, 4), grid(static_cast<unsigned>((rows + 3) / 4));
+      if (nvec <= 32) softmax_reg_kernel<T, 1><<<grid, block, 0, stream>>>(x, y, rows, cols);
+      else if (nvec <= 64) softmax_reg_kernel<T, 2><<<grid, block, 0, stream>>>(x, y, rows, cols);
+      else if (nvec <= 128) softmax_reg_kernel<T, 4><<<grid, block, 0, stream>>>(x, y, rows, cols);
+      else if constexpr (V == 4) softmax_reg_kernel<T, 8><<<grid, block, 0, stream>>>(x, y, rows, cols);
+      RLX_CUDA_CHECK_LAUNCH("Softmax");
+      return;
+    }
+    const int tpr = ((nvec + 4 * 32 - 1) / (4 * 32)) * 32;
+    if (tpr <= max_threads_for(4 * V)) {
+      softmax_reg_kernel<T, 4><<<static_cast<unsigned>(rows), tpr, 0, stream>>>(x, y, rows, cols);
+      RLX_CUDA_CHECK_LAUNCH("Softmax");
+      return;
+    }
+  }
+  softmax_generic_kernel<T><<<static_cast<unsigned>(rows), cols >= 256 ? 256 : 64, 0, stream>>>(x, y, cols);
+  RLX_CUDA_CHECK_LAUNCH("Softmax");
+}
+
+}  // namespace
+
+void launch_softmax(DType dtype, const void* x, void* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  RLX_CHECK(cols > 0 && cols < (int64_t{1} << 31), "Softmax: bad row length ", cols);
+  RLX_CHECK(rows < (int64_t{1} << 31), "Softmax: ", rows, " rows exceeds the grid limit");
+  if (rows <= 0) return;
+  dispatch_float(dtype, "Softmax", [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows<T>(static_cast<const T*>(x), static_cast<T*>(y), rows, static_cast<int>(cols), stream);
+  });
+}
+
+void launch_softmax_axis(DType dtype, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                         cudaStream_t stream) {
+  if (inner == 1) return launch_softmax(dtype, x, y, outer, axis, stream);
+  RLX_CHECK(outer >= 0 && axis > 0 && inner >= 0, "Softmax: bad axis view ", outer, "x", axis, "x", inner);
+  const int64_t n = outer * inner;
+  if (n == 0) return;
+  dispatch_float(dtype, "Softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t blocks = (n + 255) / 256;
+    softmax_axis_kernel<T><<<static_cast<unsigned>(blocks < 65536 * 16 ? blocks : 65536 * 16), 256, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), outer, axis, inner);
+    RLX_CUDA_CHECK_LAUNCH("Softmax");
+  });
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,122 @@
+// Attention → the flash-attention family. Q, K and V that are last-axis
+// Narrows of one tensor (the fused QKV projection) are read in place with a
+// row stride, and those Narrows lower to nothing (DESIGN §5 "Narrow×3 →
+// Attention"); a Custom key mask of another dtype is converted to u8 in the
+// workspace first.
+#include "rlx/backends/cuda/kernels/attention.h"
+#include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/lowering.h"
+
+namespace rlx::cuda {
+
+// A last-axis Narrow of a rank-3 tensor whose users are all Attention nodes
+// (and which is not a graph output) needs no copy: attention reads it strided.
+bool narrow_folds_into_attention(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  if (n.op != OpKind::Narrow || n.type.rank() != 3 || c.is_output(id)) return false;
+  const auto& a = n.attr<NarrowAttrs>();
+  if (a.axis != 2 && a.axis != -1) return false;
+  const auto& us = c.users(id);
+  if (us.empty()) return false;
+  for (NodeId u : us) {
+    const Node& un = c.node(u);
+    if (un.op != OpKind::Attention) return false;
+    for (size_t k = 3; k < un.inputs.size(); ++k)
+      if (un.inputs[k] == id) return false;  // used as a mask/bias, not as Q/K/V
+  }
+  return true;
+}
+
+namespace {
+
+struct Operand {
+  const void* ptr;
+  int64_t row_stride, batch_stride;
+};
+
+Operand operand(LowerCtx& c, NodeId id) {
+  const auto d = c.dims(id);  // [B, L, W]
+  const int64_t esize = dtype_size(c.type(id).dtype);
+  if (narrow_folds_into_attention(c, id)) {
+    const Node& n = c.node(id);
+    const NodeId src = n.inputs[0];
+    const auto sd = c.dims(src);
+    const auto& a = n.attr<NarrowAttrs>();
+    return {static_cast<const char*>(c.ptr(src)) + a.start * esize, sd[2], sd[1] * sd[2]};
+  }
+  return {c.ptr(id), d[2], d[1] * d[2]};
+}
+
+void lower_attention(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const auto& a = n.attr<AttentionAttrs>();
+  const auto qd = c.dims(n.inputs[0]), kd = c.dims(n.inputs[1]);
+  AttentionParams p;
+  p.dtype = n.type.dtype;
+  p.B = static_cast<int>(qd[0]);
+  p.Lq = static_cast<int>(qd[1]);
+  p.Lk = static_cast<int>(kd[1]);
+  p.H = a.num_heads;
+  p.Hkv = a.num_kv_heads;
+  p.D = a.head_dim;
+  p.scale = a.effective_scale();
+  p.softcap = a.softcap;
+  p.causal = a.mask == MaskKind::Causal || a.mask == MaskKind::SlidingWindow;
+  p.window = a.mask == MaskKind::SlidingWindow ? a.window : 0;
+  const Operand q = operand(c, n.inputs[0]), k = operand(c, n.inputs[1]), v = operand(c, n.inputs[2]);
+  p.q = q.ptr;
+  p.k = k.ptr;
+  p.v = v.ptr;
+  p.q_row_stride = q.row_stride;
+  p.q_batch_stride = q.batch_stride;
+  p.k_row_stride = k.row_stride;
+  p.k_batch_stride = k.batch_stride;
+  p.v_row_stride = v.row_stride;
+  p.v_batch_stride = v.batch_stride;
+  p.out = c.ptr(id);
+
+  const size_t attn_ws = (attention_workspace_bytes(p) + 255) / 256 * 256;
+  size_t ws = attn_ws;
+  DType mask_dt = DType::U8;
+  const void* mask_src = nullptr;
+  if (a.mask == MaskKind::Custom) {
+    mask_dt = c.type(n.inputs[3]).dtype;
+    mask_src = c.in_ptr(id, 3);
+    p.key_mask_b_stride = p.Lk;
+    if (mask_dt == DType::U8 || mask_dt == DType::Bool) p.key_mask = static_cast<const uint8_t*>(mask_src);
+    else ws += static_cast<size_t>(p.B) * static_cast<size_t>(p.Lk);
+  }
+  if (a.mask == MaskKind::Bias) {
+    const auto bd = c.dims(n.inputs[3]);  // [B|1, H|1, Lq, Lk]
+    p.bias = c.in_ptr(id, 3);
+    p.bias_dtype = c.type(n.inputs[3]).dtype;
+    p.bias_q_stride = p.Lk;
+    p.bias_h_stride = bd[1] == 1 ? 0 : int64_t{p.Lq} * p.Lk;
+    p.bias_b_stride = bd[0] == 1 ? 0 : bd[1] * p.Lq * p.Lk;
+  }
+  c.need_workspace(ws);
+  void* const* wslot = c.workspace_slot();
+  const bool convert_mask = a.mask == MaskKind::Custom && p.key_mask == nullptr;
+  const int64_t mask_n = int64_t{p.B} * p.Lk;
+  c.add(id, str("attention ", attention_path_name(attention_path(p)), " ", dtype_name(p.dtype), " D=", p.D),
+        [=](cudaStream_t s) mutable {
+          char* w = static_cast<char*>(*wslot);
+          if (convert_mask) {
+            launch_cast(mask_dt, DType::Bool, mask_src, w + attn_ws, mask_n, s);
+            p.key_mask = reinterpret_cast<const uint8_t*>(w + attn_ws);
+          }
+          launch_attention(p, attn_ws ? w : nullptr, s);
+        });
+}
+
+}  // namespace
+
+void register_attention_lowerings() {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    register_cuda_lowering(OpKind::Attention, {t, t, t, t}, lower_attention, str("attention [", dtype_name(t), "]"));
+    register_cuda_lowering(OpKind::Attention, {t, t, t, kAnyDType, t}, lower_attention,
+                           str("attention with mask/bias [", dtype_name(t), "]"));
+  }
+}
+
+}  // namespace rlx::cuda

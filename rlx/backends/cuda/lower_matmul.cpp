@@ -1,0 +1,167 @@
+// MatMul and FusedMatMulBiasAct → cuBLASLt. Batch dims broadcast numpy-style:
+// a shared 2-D B folds the batch into M (one large GEMM); equal or fully
+// broadcast batches become one strided-batched GEMM; anything else loops.
+// Epilogues cuBLASLt lacks (GELU-erf, SiLU) run as an in-place unary kernel.
+#include <numeric>
+
+#include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/lowering.h"
+
+namespace rlx::cuda {
+namespace {
+
+UnaryFn unary_for(Activation a) {
+  switch (a) {
+    case Activation::GeluErf: return UnaryFn::GeluErf;
+    case Activation::GeluTanh: return UnaryFn::GeluTanh;
+    case Activation::Relu: return UnaryFn::Relu;
+    case Activation::Silu: return UnaryFn::Silu;
+    case Activation::None: break;
+  }
+  throw Error("unary_for: no activation");
+}
+
+// Stride (in elements) of each batch dim of an operand broadcast to `out_batch`.
+std::vector<int64_t> batch_strides(const std::vector<int64_t>& dims, size_t out_rank, int64_t matrix) {
+  const size_t rank = dims.size() - 2;
+  std::vector<int64_t> st(out_rank, 0);
+  int64_t s = matrix;
+  for (size_t i = 0; i < rank; ++i) {
+    size_t d = rank - 1 - i;
+    size_t o = out_rank - 1 - i;
+    st[o] = dims[d] == 1 ? 0 : s;
+    s *= dims[d];
+  }
+  return st;
+}
+
+// One stride covering the flattened batch, if the operand's batch strides allow it.
+bool flat_stride(const std::vector<int64_t>& st, const std::vector<int64_t>& out_batch, int64_t* stride) {
+  bool all_zero = std::all_of(st.begin(), st.end(), [](int64_t v) { return v == 0; });
+  if (all_zero) return (*stride = 0), true;
+  // Contiguous: st[i] = st[i+1] * out_batch[i+1], innermost st = matrix size.
+  for (size_t i = 0; i + 1 < st.size(); ++i)
+    if (st[i] != st[i + 1] * out_batch[i + 1]) return false;
+  *stride = st.empty() ? 0 : st.back();
+  return true;
+}
+
+void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Activation act) {
+  const Node& n = c.node(id);
+  const auto a_dims = c.dims(n.inputs[0]);
+  const auto b_dims = c.dims(n.inputs[1]);
+  const auto o_dims = c.dims(id);
+  const DType dt = n.type.dtype;
+  const int64_t e = dtype_size(dt);
+  const int64_t M = o_dims[o_dims.size() - 2], N = o_dims.back();
+  const int64_t K = ta ? a_dims[a_dims.size() - 2] : a_dims.back();
+  const std::vector<int64_t> out_batch(o_dims.begin(), o_dims.end() - 2);
+  const int64_t batch = std::accumulate(out_batch.begin(), out_batch.end(), int64_t{1}, std::multiplies<>());
+
+  GemmArgs g;
+  g.dtype = dt;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.N = N;
+  g.K = K;
+  g.lda = a_dims.back();
+  g.ldb = b_dims.back();
+  g.ldc = N;
+  g.allow_tf32 = c.options.allow_tf32;
+  const bool bias_ok = bias >= 0 && c.type(bias).dtype == dt;
+  g.bias = bias_ok ? c.ptr(bias) : nullptr;
+  const bool epi = cublaslt_epilogue_supports(act) && (bias < 0 || bias_ok);
+  g.act = epi ? act : Activation::None;
+
+  std::vector<GemmArgs> calls;
+  const auto sa = batch_strides(a_dims, out_batch.size(), a_dims[a_dims.size() - 1] * a_dims[a_dims.size() - 2]);
+  const auto sb = batch_strides(b_dims, out_batch.size(), K * N);
+  int64_t fa = 0, fb = 0;
+  if (b_dims.size() == 2 && !ta) {
+    // Shared B: fold every batch row into M.
+    g.M = M * batch;
+    g.A = c.ptr(n.inputs[0]);
+    g.B = c.ptr(n.inputs[1]);
+    g.C = c.ptr(id);
+    // A's batch must be contiguous for the fold; broadcasting A over batch is not.
+    if (flat_stride(sa, out_batch, &fa) && (fa == M * K || batch == 1)) calls.push_back(g);
+  }
+  if (calls.empty() && flat_stride(sa, out_batch, &fa) && flat_stride(sb, out_batch, &fb)) {
+    g.M = M;
+    g.batch = batch;
+    g.A = c.ptr(n.inputs[0]);
+    g.B = c.ptr(n.inputs[1]);
+    g.C = c.ptr(id);
+    g.stride_a = fa;
+    g.stride_b = fb;
+    g.stride_c = M * N;
+    calls.push_back(g);
+  }
+  if (calls.empty()) {
+    g.M = M;
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      int64_t rem = bi, oa = 0, ob = 0;
+      for (size_t d = out_batch.size(); d-- > 0;) {
+        int64_t idx = rem % out_batch[d];
+        rem /= out_batch[d];
+        oa += idx * sa[d];
+        ob += idx * sb[d];
+      }
+      g.A = static_cast<const char*>(c.ptr(n.inputs[0])) + oa * e;
+      g.B = static_cast<const char*>(c.ptr(n.inputs[1])) + ob * e;
+      g.C = static_cast<char*>(c.ptr(id)) + bi * M * N * e;
+      calls.push_back(g);
+    }
+  }
+  for (const auto& call : calls) {
+    c.gemm.plan(call);
+    GemmEngine* engine = &c.gemm;
+    c.add(id, "cublasLt " + GemmEngine::describe(call), [engine, call](cudaStream_t s) { engine->run(call, s); });
+  }
+  // What the epilogue could not do: a bias of another dtype (cast into the
+  // workspace, then added), or the activation (in place).
+  void* out = c.ptr(id);
+  const int64_t rows = M * batch;
+  if (bias >= 0 && !bias_ok) {
+    const DType bt = c.type(bias).dtype;
+    const void* bsrc = c.ptr(bias);
+    void* const* ws = c.workspace_slot();
+    c.need_workspace(static_cast<size_t>(N * e));
+    const StridedShape shape = make_broadcast({rows, N}, {rows, N}, {N});
+    c.add(id, str("bias add (", dtype_name(bt), " bias cast to ", dtype_name(dt), ")"),
+          [=](cudaStream_t s) {
+            launch_cast(bt, dt, bsrc, *ws, N, s);
+            launch_binary(BinaryFn::Add, dt, out, *ws, out, shape, s);
+          });
+  }
+  if (act != Activation::None && !epi) {
+    const UnaryFn fn = unary_for(act);
+    c.add(id, str("epilogue ", activation_name(act)),
+          [=](cudaStream_t s) { launch_unary(fn, dt, out, out, rows * N, s); });
+  }
+}
+
+}  // namespace
+
+void register_matmul_lowerings() {
+  register_cuda_float_lowering(
+      OpKind::MatMul, {DType::F32, DType::F32, DType::F32},
+      [](LowerCtx& c, NodeId id) {
+        const auto& a = c.node(id).attr<MatMulAttrs>();
+        lower_matmul_like(c, id, a.transpose_a, a.transpose_b, -1, Activation::None);
+      },
+      "cuBLASLt matmul");
+  for (DType bias : {DType::F32, DType::F16, DType::BF16}) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      register_cuda_lowering(
+          OpKind::FusedMatMulBiasAct, {t, t, bias, t},
+          [](LowerCtx& c, NodeId id) {
+            const auto& a = c.node(id).attr<FusedMatMulBiasActAttrs>();
+            lower_matmul_like(c, id, false, a.transpose_b, c.node(id).inputs[2], a.act);
+          },
+          str("cuBLASLt matmul+bias+act [", dtype_name(t), "]"));
+    }
+  }
+}
+
+}  // namespace rlx::cuda

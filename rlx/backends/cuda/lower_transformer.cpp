@@ -1,0 +1,69 @@
+// Rope, FusedSwiGLU and FusedGeGLU → the rope and glu kernel families;
+// Sample → the select family.
+#include "rlx/backends/cuda/kernels/glu.h"
+#include "rlx/backends/cuda/kernels/rope.h"
+#include "rlx/backends/cuda/kernels/select.h"
+#include "rlx/backends/cuda/lowering.h"
+
+namespace rlx::cuda {
+namespace {
+
+void lower_rope(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const auto x = c.dims(n.inputs[0]);
+  const bool batched = c.type(n.inputs[1]).rank() == 2;
+  const RopeAttrs a = n.attr<RopeAttrs>();
+  const DType dt = n.type.dtype;
+  const void* src = c.in_ptr(id, 0);
+  const auto* pos = static_cast<const int32_t*>(c.in_ptr(id, 1));
+  void* y = c.ptr(id);
+  const int64_t B = x[0], L = x[1], W = x[2];
+  c.add(id, str("rope ", rope_pairing_name(a.pairing), " ", dtype_name(dt)),
+        [=](cudaStream_t s) { launch_rope(dt, src, W, pos, batched, y, B, L, a, s); });
+}
+
+void lower_glu(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const GluKind kind = n.op == OpKind::FusedSwiGLU ? GluKind::SwiGLU
+                       : n.attr<GluAttrs>().tanh_approx ? GluKind::GeGLUTanh : GluKind::GeGLUErf;
+  const int64_t N = n.type.shape.back().value;
+  const int64_t rows = static_numel(n.type.shape) / std::max<int64_t>(N, 1);
+  const DType dt = n.type.dtype;
+  const void* x = c.in_ptr(id, 0);
+  void* y = c.ptr(id);
+  c.add(id, str(n.op == OpKind::FusedSwiGLU ? "swiglu " : "geglu ", dtype_name(dt)),
+        [=](cudaStream_t s) { launch_glu(kind, dt, x, y, rows, N, s); });
+}
+
+void lower_sample(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const auto d = c.dims(n.inputs[0]);
+  const SampleAttrs a = n.attr<SampleAttrs>();
+  const DType dt = c.type(n.inputs[0]).dtype;
+  const size_t ws = sample_workspace_bytes(d[0], d[1], a);
+  c.need_workspace(ws);
+  void* const* wslot = c.workspace_slot();
+  const void* logits = c.in_ptr(id, 0);
+  const auto* step = n.inputs.size() > 1 ? static_cast<const int32_t*>(c.in_ptr(id, 1)) : nullptr;
+  auto* out = static_cast<int32_t*>(c.ptr(id));
+  const int64_t B = d[0], V = d[1];
+  c.add(id, str("sample ", dtype_name(dt)),
+        [=](cudaStream_t s) { launch_sample(dt, logits, out, B, V, a, step, *wslot, ws, s); });
+}
+
+}  // namespace
+
+void register_transformer_lowerings() {
+  register_cuda_float_lowering(OpKind::Rope, {DType::F32, DType::I32, DType::F32}, lower_rope, "rope");
+  register_cuda_float_lowering(OpKind::FusedSwiGLU, {DType::F32, DType::F32}, lower_glu, "swiglu");
+  register_cuda_float_lowering(OpKind::FusedGeGLU, {DType::F32, DType::F32}, lower_glu, "geglu");
+}
+
+void register_select_lowerings() {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    register_cuda_lowering(OpKind::Sample, {t, DType::I32}, lower_sample, str("sample [", dtype_name(t), "]"));
+    register_cuda_lowering(OpKind::Sample, {t, DType::I32, DType::I32}, lower_sample, str("sample [", dtype_name(t), "]"));
+  }
+}
+
+}  // namespace rlx::cuda

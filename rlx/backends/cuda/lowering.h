@@ -1,0 +1,106 @@
+// Op → Thunk lowering for the CUDA backend. Each op family registers a
+// CudaLowering per dtype signature in the KernelRegistry (backend "cuda");
+// at compile time the program calls it once per node to append thunks.
+// Lowerings resolve every pointer up front and ask for workspace through
+// the context; thunks only launch.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rlx/backends/cuda/cublaslt.h"
+#include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/encoder.h"
+#include "rlx/ir/graph.h"
+#include "rlx/runtime/kernel_registry.h"
+#include "rlx/runtime/options.h"
+
+namespace rlx::cuda {
+
+inline constexpr const char* kCudaBackend = "cuda";
+
+class LowerCtx {
+ public:
+  const Graph& graph;
+  const DeviceProps& props;
+  const CompileOptions& options;
+  GemmEngine& gemm;
+
+  LowerCtx(const Graph& g, const DeviceProps& p, const CompileOptions& o, GemmEngine& e, std::vector<void*> ptrs,
+           ThunkSchedule& sched, void* const* workspace)
+      : graph(g), props(p), options(o), gemm(e), ptrs_(std::move(ptrs)), sched_(sched), workspace_(workspace) {}
+
+  const Node& node(NodeId id) const { return graph.node(id); }
+  const TensorType& type(NodeId id) const { return graph.node(id).type; }
+  std::vector<int64_t> dims(NodeId id) const { return static_dims(type(id).shape); }
+  void* ptr(NodeId id) const { return ptrs_[static_cast<size_t>(id)]; }
+  void* in_ptr(NodeId id, size_t i) const { return ptr(node(id).inputs[i]); }
+
+  // Reserves scratch for the thunks of the node being lowered. Thunks run in
+  // order on one stream, so scratch is reused across nodes but never shared
+  // by two ops in flight. Read the pointer inside the thunk via workspace().
+  void need_workspace(size_t bytes) { workspace_bytes_ = std::max(workspace_bytes_, bytes); }
+  void* workspace() const { return *workspace_; }
+  void* const* workspace_slot() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  void add(NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch) {
+    sched_.add(Thunk{id, std::move(kernel), std::move(launch)});
+  }
+
+  // A device int32 that kernels of node `id` set nonzero on bad data (an
+  // index out of range, a write past a state); the program checks it after
+  // each run and reports the node. Valid once compile finishes; read it
+  // inside the thunk through the returned slot.
+  int32_t* const* error_flag(NodeId id) {
+    flag_nodes_.push_back(id);
+    flag_slots_.push_back(std::make_unique<int32_t*>(nullptr));
+    return flag_slots_.back().get();
+  }
+  const std::vector<NodeId>& flag_nodes() const { return flag_nodes_; }
+  void bind_flags(int32_t* base) {
+    for (size_t i = 0; i < flag_slots_.size(); ++i) *flag_slots_[i] = base + i;
+  }
+  std::vector<std::unique_ptr<int32_t*>> take_flag_slots() { return std::move(flag_slots_); }
+
+  // Users of a node (computed once per program).
+  const std::vector<NodeId>& users(NodeId id) {
+    if (users_.empty()) users_ = graph.users();
+    return users_[static_cast<size_t>(id)];
+  }
+  bool is_output(NodeId id) const {
+    for (const auto& [_, o] : graph.outputs())
+      if (o == id) return true;
+    return false;
+  }
+
+ private:
+  std::vector<void*> ptrs_;
+  ThunkSchedule& sched_;
+  void* const* workspace_;
+  size_t workspace_bytes_ = 0;
+  std::vector<NodeId> flag_nodes_;
+  std::vector<std::unique_ptr<int32_t*>> flag_slots_;
+  std::vector<std::vector<NodeId>> users_;
+};
+
+using CudaLowering = std::function<void(LowerCtx&, NodeId)>;
+
+void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
+                            bool variadic = false, std::string custom_name = {});
+// Registers for f32, f16 and bf16 (every F32 in the signature replaced).
+void register_cuda_float_lowering(OpKind op, std::vector<DType> signature, const CudaLowering& fn,
+                                  const std::string& description, bool variadic = false);
+
+// Families (lower_*.cpp).
+void register_matmul_lowerings();
+void register_elementwise_lowerings();
+void register_norm_lowerings();
+void register_reduce_lowerings();
+void register_movement_lowerings();
+void register_attention_lowerings();
+void register_transformer_lowerings();  // rope, glu
+void register_select_lowerings();
+void register_all_lowerings();  // idempotent
+
+}  // namespace rlx::cuda
