@@ -4,6 +4,7 @@ fp16, SDPA attention), eager and torch.compile, timed with CUDA events
 (median of many runs after warm-up). Prints a table and JSON lines."""
 import json
 import statistics
+import sys
 
 import torch
 from transformers import BertConfig, BertModel
@@ -31,7 +32,8 @@ def main():
     for label, kw in shapes.items():
         cfg = BertConfig(**kw, attn_implementation="sdpa")
         model = BertModel(cfg, add_pooling_layer=False).cuda().half().eval()
-        for mode in ("eager", "compile"):
+        modes = ("eager", "compile") if "--compile" in sys.argv else ("eager",)
+        for mode in modes:
             m = model if mode == "eager" else torch.compile(model)
             for B, L in ((1, 16), (256, 128)):
                 ids = torch.randint(1000, cfg.vocab_size, (B, L), device="cuda")

@@ -45,7 +45,8 @@ def main():
             if impl not in impls:
                 impls.append(impl)
     impls.sort(key=lambda i: (i != "rlx", i))
-    peer = next((i for i in impls if i != "rlx"), None)
+    # The peer is torch when present (other rlx variants are extra columns).
+    peer = "torch" if "torch" in impls else next((i for i in impls if i != "rlx"), None)
     width = max([len(k[1]) for k in order] + [10])
     print(f"{'case':{width}s} " + " ".join(f"{i:>12s}" for i in impls) + f" {'unit':>9s} {'ratio':>7s}")
     for key in order:

@@ -17,7 +17,7 @@ using namespace rlx::cuda;
 
 namespace {
 
-struct Shape {
+struct GemmShape {
   int64_t M, N, K;
   const char* what;
 };
@@ -43,13 +43,13 @@ int main() {
   }
   GemmEngine engine(0);
   Stream stream;
-  const Shape shapes[] = {{8192, 8192, 8192, "square"},      {4096, 4096, 4096, "square"},
+  const GemmShape shapes[] = {{8192, 8192, 8192, "square"},      {4096, 4096, 4096, "square"},
                           {32768, 1152, 384, "minilm qkv"},  {32768, 1536, 384, "minilm ffn1"},
                           {32768, 384, 1536, "minilm ffn2"}, {32768, 2304, 768, "bert-base qkv"},
                           {32768, 3072, 768, "bert-base ffn1"}, {32768, 768, 3072, "bert-base ffn2"}};
   std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s (cuBLAS 8192^3, measured)\n", bench::kGemmBf16Tflops);
   for (DType t : {DType::BF16, DType::F16}) {
-    for (const Shape& s : shapes) {
+    for (const GemmShape& s : shapes) {
       const int64_t e = 2;
       const int rot = s.M * s.K * e < (256 << 20) ? 4 : 1;  // rotate A when small enough to cache
       DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e * rot)), b(0, static_cast<size_t>(s.K * s.N * e)),

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Reference embeddings for all-MiniLM-L6-v2 from sentence-transformers.
 
-Run where sentence-transformers and the model package are installed (the GPU
-machine has both):  python3 tests/data/gen_minilm_reference.py OUT.json
+Run where sentence-transformers and the model package are installed
+(minilm_reference.json was made in a venv with sentence-transformers 5/torch CPU):
+    python3 tests/data/gen_minilm_reference.py tests/data/minilm_reference.json
 Writes the sentences, HF token ids (max_seq_length 256) and f32 embeddings
 computed on the CPU in float64-accumulating f32 (torch default) with
 normalization, as sentence-transformers returns them.

@@ -268,8 +268,8 @@ struct alignas(sizeof(T) * N) Vec {
 struct FastDiv {
   uint32_t d = 1, mul = 0, shift = 0;
   FastDiv() = default;
-  explicit FastDiv(int64_t div) : d(static_cast<uint32_t>(div)) {
-    if (d == 1) return;
+  explicit FastDiv(int64_t div) : d(static_cast<uint32_t>(div > 1 ? div : 1)) {
+    if (d == 1) return;  // also a 0-length view: never divided by
     uint32_t l = 0;
     while ((uint64_t{1} << l) < d) ++l;
     mul = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + d - 1) / d);

@@ -36,7 +36,7 @@ struct alignas(16) W16 {
 struct FastDiv {
   uint32_t d = 1, mul = 0, shift = 0;
   FastDiv() = default;
-  explicit FastDiv(int64_t div) : d(static_cast<uint32_t>(div)) {
+  explicit FastDiv(int64_t div) : d(static_cast<uint32_t>(div > 1 ? div : 1)) {
     if (d == 1) return;
     uint32_t l = 0;
     while ((uint64_t{1} << l) < d) ++l;
