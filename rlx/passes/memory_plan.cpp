@@ -63,7 +63,7 @@ class FreeList {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
+MemoryPlan plan_memory(const Graph& g, int64_t alignment, const ExtraViews& extra) {
   const auto n = static_cast<size_t>(g.size());
   MemoryPlan plan;
   plan.slots.resize(n);
@@ -80,9 +80,11 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
       case OpKind::State: s.placement = Placement::State; break;
       case OpKind::Constant: s.placement = Placement::Constant; break;
       default:
-        if (is_view_op(node)) {
+        if (is_view_op(node) || (extra.is_view && extra.is_view(i))) {
+          const auto& src = plan.slots[static_cast<size_t>(node.inputs[0])];
           s.placement = Placement::View;
-          s.root = plan.slots[static_cast<size_t>(node.inputs[0])].root;
+          s.root = src.root;
+          s.offset = (src.placement == Placement::View ? src.offset : 0) + (is_view_op(node) ? 0 : extra.offset(i));
         }
     }
   }

@@ -5,6 +5,7 @@
 // constants live outside the arena.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ struct MemoryPlan {
 // Whether `n`'s result can share its first input's storage (contiguous layout).
 bool is_view_op(const Node& n);
 
-MemoryPlan plan_memory(const Graph& g, int64_t alignment = 256);
+// `also_view` lets a backend mark more nodes as views of their first input
+// (e.g. a strided Narrow that its only consumer reads in place); the view's
+// offset is then `view_offset(id)` bytes into the source.
+struct ExtraViews {
+  std::function<bool(NodeId)> is_view;
+  std::function<int64_t(NodeId)> offset;
+};
+MemoryPlan plan_memory(const Graph& g, int64_t alignment = 256, const ExtraViews& extra = {});
 
 }  // namespace rlx

@@ -24,10 +24,22 @@ struct DeviceContext {
   explicit DeviceContext(int i) : index(i), props(device_props(i)), stream(), gemm(i) {}
 };
 
+// The backend-agnostic plan, plus the Narrows attention reads in place as views.
+MemoryPlan plan_cuda_memory(const Graph& g) {
+  const auto users = g.users();
+  ExtraViews extra;
+  extra.is_view = [&](NodeId id) { return narrow_folds_into_attention(g, users, id); };
+  extra.offset = [&](NodeId id) {
+    const Node& n = g.node(id);
+    return n.attr<NarrowAttrs>().start * dtype_size(n.type.dtype);
+  };
+  return plan_memory(g, 256, extra);
+}
+
 class CudaProgram final : public Program {
  public:
   CudaProgram(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers, DeviceContext& dc)
-      : graph_(g), dc_(dc), plan_(plan_memory(g, 256)),
+      : graph_(g), dc_(dc), plan_(plan_cuda_memory(g)),
         encoder_(opts.cuda_graphs, [this](NodeId id) { return graph_.describe(id); }) {
     DeviceGuard guard(dc.index);
     if (verbose()) std::cerr << plan_.to_string(graph_);

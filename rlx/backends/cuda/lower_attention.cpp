@@ -10,21 +10,30 @@
 namespace rlx::cuda {
 
 // A last-axis Narrow of a rank-3 tensor whose users are all Attention nodes
-// (and which is not a graph output) needs no copy: attention reads it strided.
-bool narrow_folds_into_attention(LowerCtx& c, NodeId id) {
-  const Node& n = c.node(id);
-  if (n.op != OpKind::Narrow || n.type.rank() != 3 || c.is_output(id)) return false;
+// reading it as Q, K or V (and which is not a graph output) needs no copy:
+// attention reads it strided. The memory planner makes it a view of its
+// source, so the source stays alive until the attention has run.
+bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Narrow || n.type.rank() != 3) return false;
+  for (const auto& [_, o] : g.outputs())
+    if (o == id) return false;
   const auto& a = n.attr<NarrowAttrs>();
   if (a.axis != 2 && a.axis != -1) return false;
-  const auto& us = c.users(id);
+  const auto& us = users[static_cast<size_t>(id)];
   if (us.empty()) return false;
   for (NodeId u : us) {
-    const Node& un = c.node(u);
+    const Node& un = g.node(u);
     if (un.op != OpKind::Attention) return false;
     for (size_t k = 3; k < un.inputs.size(); ++k)
       if (un.inputs[k] == id) return false;  // used as a mask/bias, not as Q/K/V
   }
   return true;
+}
+
+bool narrow_folds_into_attention(LowerCtx& c, NodeId id) {
+  c.users(id);  // computes the table once
+  return narrow_folds_into_attention(c.graph, c.all_users(), id);
 }
 
 namespace {
@@ -36,13 +45,11 @@ struct Operand {
 
 Operand operand(LowerCtx& c, NodeId id) {
   const auto d = c.dims(id);  // [B, L, W]
-  const int64_t esize = dtype_size(c.type(id).dtype);
   if (narrow_folds_into_attention(c, id)) {
-    const Node& n = c.node(id);
-    const NodeId src = n.inputs[0];
-    const auto sd = c.dims(src);
-    const auto& a = n.attr<NarrowAttrs>();
-    return {static_cast<const char*>(c.ptr(src)) + a.start * esize, sd[2], sd[1] * sd[2]};
+    // The planner made the Narrow a view at start·esize into its source:
+    // same pointer, the source's row and batch strides.
+    const auto sd = c.dims(c.node(id).inputs[0]);
+    return {c.ptr(id), sd[2], sd[1] * sd[2]};
   }
   return {c.ptr(id), d[2], d[1] * d[2]};
 }

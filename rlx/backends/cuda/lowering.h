@@ -68,6 +68,10 @@ class LowerCtx {
     if (users_.empty()) users_ = graph.users();
     return users_[static_cast<size_t>(id)];
   }
+  const std::vector<std::vector<NodeId>>& all_users() {
+    if (users_.empty()) users_ = graph.users();
+    return users_;
+  }
   bool is_output(NodeId id) const {
     for (const auto& [_, o] : graph.outputs())
       if (o == id) return true;
@@ -85,6 +89,10 @@ class LowerCtx {
 };
 
 using CudaLowering = std::function<void(LowerCtx&, NodeId)>;
+
+// Narrows that attention reads in place (lower_attention.cpp); the program
+// passes this to the memory planner so they become views of their source.
+bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
 
 void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
                             bool variadic = false, std::string custom_name = {});
