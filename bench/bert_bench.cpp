@@ -9,6 +9,7 @@
 #include <random>
 
 #include "bench/bench_util.h"
+#include "rlx/core/env.h"
 #include "rlx/core/log.h"
 #include "rlx/models/bert/bert.h"
 #include "rlx/runtime/backend_registry.h"
@@ -70,6 +71,8 @@ void run_model(const char* label, bert::BertConfig cfg, const std::string& devic
       std::printf("%-28s %-14s %9.3f ms  %10.0f sentences/s\n", key.c_str(), graphs ? "cuda-graphs" : "no-graphs", ms,
                   static_cast<double>(B) / ms * 1000.0);
       bench::json_line("bert", key, ms, "ms", graphs ? "rlx" : "rlx-no-graphs");
+      // With RLX_DISPATCH_REPORT=1 the program timed each thunk on its first run.
+      if (env_bool("RLX_DISPATCH_REPORT") && graphs) std::printf("%s", exe->dispatch_report().c_str());
     }
   }
 }

@@ -19,7 +19,7 @@ const std::vector<EnvKnob>& env_knobs() {
        "CPU backend worker threads; 0 = one per hardware thread."},
       {"RLX_CPU_BLAS", EnvType::Bool, "1",
        "Use the system BLAS (OpenBLAS) for large f32 matmuls on the CPU backend."},
-      {"RLX_COMPILE_CACHE", EnvType::Int, "16",
+      {"RLX_COMPILE_CACHE", EnvType::Int, "64",
        "Specializations (shape bindings) an Executable keeps compiled; least recently used go first."},
       {"RLX_VERIFY", EnvType::Bool, "0",
        "Run the IR verifier between passes also in release builds (always on in debug builds)."},

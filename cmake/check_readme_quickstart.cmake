@@ -1,0 +1,15 @@
+# ctest -P script: the README's C++ quickstart block must equal examples/quickstart.cpp,
+# so the code users copy is the code the test suite compiles and runs.
+file(READ ${SOURCE_DIR}/README.md readme)
+file(READ ${SOURCE_DIR}/examples/quickstart.cpp example)
+string(FIND "${readme}" "```cpp\n" start)
+if(start EQUAL -1)
+  message(FATAL_ERROR "README.md has no ```cpp block")
+endif()
+math(EXPR start "${start} + 7")
+string(SUBSTRING "${readme}" ${start} -1 rest)
+string(FIND "${rest}" "```" stop)
+string(SUBSTRING "${rest}" 0 ${stop} block)
+if(NOT block STREQUAL example)
+  message(FATAL_ERROR "README.md's C++ quickstart differs from examples/quickstart.cpp; copy the file into the README")
+endif()
