@@ -80,11 +80,20 @@ inline uint8_t f32_to_fp8_e4m3(float f) {
   return sign | best;
 }
 
+// Directly from f32 (not via f16, which would round twice).
 inline uint8_t f32_to_fp8_e5m2(float f) {
-  uint16_t h = f32_to_f16(f);
-  if ((h & 0x7fff) > 0x7c00) return static_cast<uint8_t>((h >> 8) | 0x02);  // keep NaN a NaN
-  uint16_t r = static_cast<uint16_t>(h + 0x7f + ((h >> 8) & 1));
-  return static_cast<uint8_t>(r >> 8);
+  const uint32_t x = f32_bits(f);
+  const auto sign = static_cast<uint8_t>((x >> 24) & 0x80u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | 0x7e;           // NaN stays NaN
+  if (ax >= 0x47700000u) return sign | 0x7c;          // ≥ 61440 rounds to inf
+  if (ax < 0x38800000u) {                             // below 2^-14: subnormal, m · 2^-16
+    auto m = static_cast<uint32_t>(std::nearbyint(bits_f32(ax) * 65536.0f));
+    return static_cast<uint8_t>(sign | m);
+  }
+  uint32_t r = ax - 0x38000000u;                      // rebias exponent 127 → 15 in place
+  r += 0xfffffu + ((r >> 21) & 1u);                   // round to nearest even on the 21 dropped bits
+  return static_cast<uint8_t>(sign | (r >> 21));
 }
 
 }  // namespace rlx
