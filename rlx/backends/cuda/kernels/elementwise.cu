@@ -135,10 +135,16 @@ __device__ inline uint8_t f32_to_e4m3(float f) {
   return sign | static_cast<uint8_t>(r - (120u << 3));
 }
 __device__ inline float e5m2_to_f32(uint8_t v) { return __half2float(__ushort_as_half(static_cast<uint16_t>(v << 8))); }
+// Directly from f32 (not via f16, which would round twice); equals rlx/core/half.h.
 __device__ inline uint8_t f32_to_e5m2(float f) {
-  const uint16_t h = f32_to_f16_bits(f);
-  if ((h & 0x7fff) > 0x7c00) return static_cast<uint8_t>((h >> 8) | 0x02);
-  return static_cast<uint8_t>(static_cast<uint16_t>(h + 0x7f + ((h >> 8) & 1)) >> 8);
+  const uint32_t u = __float_as_uint(f);
+  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e;   // NaN stays NaN
+  if (a >= 0x47700000u) return sign | 0x7c;  // ≥ 61440 rounds to inf
+  if (a < 0x38800000u) return sign | static_cast<uint8_t>(rintf(bits_f32(a) * 65536.0f));  // subnormal: m·2^-16
+  const uint32_t r = a - 0x38000000u;
+  return sign | static_cast<uint8_t>((r + 0xfffffu + ((r >> 21) & 1u)) >> 21);
 }
 // f64 → f32 rounding to odd: a later RNE to ≤ 22 mantissa bits equals one rounding of d.
 __device__ inline float round_to_odd_f32(double d) {
