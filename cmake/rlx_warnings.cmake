@@ -2,15 +2,17 @@
 add_library(rlx_options INTERFACE)
 # Not a compile feature: CMake 3.25 would also demand "CUDA20" of nvcc, which it cannot name.
 target_compile_options(rlx_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-std=c++20>)
+# Warnings and sanitizers apply to rlx's own build only, not to projects that
+# link the installed package (BUILD_INTERFACE).
 target_compile_options(rlx_options INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers>
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${RLX_WERROR}>>:-Werror>
-  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda -Xcompiler=-Wall>
-  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${RLX_WERROR}>>:-Werror=all-warnings>)
+  $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers>>
+  $<BUILD_INTERFACE:$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${RLX_WERROR}>>:-Werror>>
+  $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda -Xcompiler=-Wall>>
+  $<BUILD_INTERFACE:$<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${RLX_WERROR}>>:-Werror=all-warnings>>)
 if(RLX_SANITIZE)
   target_compile_options(rlx_options INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
-  target_link_options(rlx_options INTERFACE -fsanitize=address,undefined)
+    $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>>)
+  target_link_options(rlx_options INTERFACE $<BUILD_INTERFACE:-fsanitize=address,undefined>)
 endif()
 install(TARGETS rlx_options EXPORT rlxTargets)
 

