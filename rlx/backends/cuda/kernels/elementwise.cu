@@ -25,6 +25,8 @@
 #include <type_traits>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/fastdiv.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/core/error.h"
 
 extern "C" __device__ float __nv_expf(float);
@@ -87,17 +89,9 @@ namespace {
 
 // ------------------------------------------------------------ conversions
 
-template <typename T> struct ComputeT { using type = T; };
-template <> struct ComputeT<__half> { using type = float; };
-template <> struct ComputeT<__nv_bfloat16> { using type = float; };
-template <typename T> using compute_t = typename ComputeT<T>::type;
-
-template <typename T> __device__ __forceinline__ compute_t<T> to_c(T v) { return v; }
-template <> __device__ __forceinline__ float to_c<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_c<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_c(compute_t<T> v) { return v; }
-template <> __device__ __forceinline__ __half from_c<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_c<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using dev::compute_t;
+using dev::from_c;
+using dev::to_c;
 
 // Bit-exact ports of rlx/core/half.h.
 __device__ inline float bits_f32(uint32_t u) { return __uint_as_float(u); }
@@ -270,19 +264,7 @@ struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
-// n / d for n < 2^31 by multiply-high and shift (d ≥ 1).
-struct FastDiv {
-  uint32_t d = 1, mul = 0, shift = 0;
-  FastDiv() = default;
-  explicit FastDiv(int64_t div) : d(static_cast<uint32_t>(div > 1 ? div : 1)) {
-    if (d == 1) return;  // also a 0-length view: never divided by
-    uint32_t l = 0;
-    while ((uint64_t{1} << l) < d) ++l;
-    mul = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + d - 1) / d);
-    shift = l - 1;
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const { return d == 1 ? n : __umulhi(n, mul) >> shift; }
-};
+using dev::FastDiv;
 
 inline int grid_for(int64_t work, int threads) {
   const int64_t b = (work + threads - 1) / threads;

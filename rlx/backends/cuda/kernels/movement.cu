@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/fastdiv.cuh"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -32,19 +33,7 @@ struct alignas(16) W16 {
   uint4 v;
 };
 
-// n / d for n < 2^31 by multiply-high and shift (as in elementwise.cu).
-struct FastDiv {
-  uint32_t d = 1, mul = 0, shift = 0;
-  FastDiv() = default;
-  explicit FastDiv(int64_t div) : d(static_cast<uint32_t>(div > 1 ? div : 1)) {
-    if (d == 1) return;
-    uint32_t l = 0;
-    while ((uint64_t{1} << l) < d) ++l;
-    mul = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + d - 1) / d);
-    shift = l - 1;
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const { return d == 1 ? n : __umulhi(n, mul) >> shift; }
-};
+using dev::FastDiv;
 
 inline bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 

@@ -23,6 +23,7 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 
 namespace rlx::cuda {
@@ -31,25 +32,9 @@ namespace {
 using dev::from_f32;
 using dev::to_f32;
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-template <typename T, int N>
-__device__ __forceinline__ void load_f32(const T* p, float (&o)[N]) {
-  const Vec<T, N> t = *reinterpret_cast<const Vec<T, N>*>(p);
-#pragma unroll
-  for (int i = 0; i < N; ++i) o[i] = to_f32(t.v[i]);
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void store_f32(T* p, const float (&o)[N]) {
-  Vec<T, N> t;
-#pragma unroll
-  for (int i = 0; i < N; ++i) t.v[i] = from_f32<T>(o[i]);
-  *reinterpret_cast<Vec<T, N>*>(p) = t;
-}
+using dev::Vec;
+using dev::load_f32;
+using dev::store_f32;
 
 struct NormArgs {
   const void* x;

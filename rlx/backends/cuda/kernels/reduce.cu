@@ -34,17 +34,9 @@
 namespace rlx::cuda {
 namespace {
 
-template <typename T> struct ComputeT { using type = T; };
-template <> struct ComputeT<__half> { using type = float; };
-template <> struct ComputeT<__nv_bfloat16> { using type = float; };
-template <typename T> using compute_t = typename ComputeT<T>::type;
-
-template <typename T> __device__ __forceinline__ compute_t<T> to_c(T v) { return v; }
-template <> __device__ __forceinline__ float to_c<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_c<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_c(compute_t<T> v) { return v; }
-template <> __device__ __forceinline__ __half from_c<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_c<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using dev::compute_t;
+using dev::from_c;
+using dev::to_c;
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
