@@ -21,18 +21,10 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/kernels/attention.h"
 
 namespace {
-
-#define CK(call)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 template <typename T>
 __global__ void fill_uniform(T* p, size_t n, uint64_t seed) {
@@ -52,28 +44,28 @@ void fill(void* p, size_t n, rlx::DType dt, uint64_t seed) {
   } else {
     fill_uniform<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed);
   }
-  CK(cudaGetLastError());
+  RLX_CUDA_CHECK(cudaGetLastError());
 }
 
 // Median ms of `iters` individually timed launches after `warm` warm-ups.
 double time_attention(const rlx::cuda::AttentionParams& p, void* ws, int warm = 5, int iters = 30) {
   for (int i = 0; i < warm; ++i) rlx::cuda::launch_attention(p, ws, nullptr);
-  CK(cudaDeviceSynchronize());
+  RLX_CUDA_CHECK(cudaDeviceSynchronize());
   cudaEvent_t s, e;
-  CK(cudaEventCreate(&s));
-  CK(cudaEventCreate(&e));
+  RLX_CUDA_CHECK(cudaEventCreate(&s));
+  RLX_CUDA_CHECK(cudaEventCreate(&e));
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
-    CK(cudaEventRecord(s));
+    RLX_CUDA_CHECK(cudaEventRecord(s));
     rlx::cuda::launch_attention(p, ws, nullptr);
-    CK(cudaEventRecord(e));
-    CK(cudaEventSynchronize(e));
+    RLX_CUDA_CHECK(cudaEventRecord(e));
+    RLX_CUDA_CHECK(cudaEventSynchronize(e));
     float t = 0;
-    CK(cudaEventElapsedTime(&t, s, e));
+    RLX_CUDA_CHECK(cudaEventElapsedTime(&t, s, e));
     ms.push_back(t);
   }
-  CK(cudaEventDestroy(s));
-  CK(cudaEventDestroy(e));
+  RLX_CUDA_CHECK(cudaEventDestroy(s));
+  RLX_CUDA_CHECK(cudaEventDestroy(e));
   return rlx::bench::median(ms);
 }
 
@@ -88,7 +80,7 @@ int main() {
     return 0;
   }
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  RLX_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s, copy %.2f TB/s (measured, bench_util.h)\n",
               rlx::bench::kGemmBf16Tflops, rlx::bench::kCopyTBps);
@@ -96,10 +88,10 @@ int main() {
   const size_t tokens = 16384;
   const size_t max_elems = tokens * 2048;  // H·D = 2048 in every prefill config
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
-  CK(cudaMalloc(&q, max_elems * 2));
-  CK(cudaMalloc(&k, max_elems * 2));
-  CK(cudaMalloc(&v, max_elems * 2));
-  CK(cudaMalloc(&o, max_elems * 2));
+  RLX_CUDA_CHECK(cudaMalloc(&q, max_elems * 2));
+  RLX_CUDA_CHECK(cudaMalloc(&k, max_elems * 2));
+  RLX_CUDA_CHECK(cudaMalloc(&v, max_elems * 2));
+  RLX_CUDA_CHECK(cudaMalloc(&o, max_elems * 2));
 
   std::printf("\n%-44s %4s %4s %9s %9s  %s\n", "prefill", "B", "H", "ms", "TFLOP/s", "path");
   for (rlx::DType dt : {rlx::DType::F16, rlx::DType::BF16}) {
@@ -153,8 +145,8 @@ int main() {
       p.set_dense_strides();
       const size_t kv_elems = static_cast<size_t>(B) * Lk * p.Hkv * p.D;
       void *kc = nullptr, *vc = nullptr;
-      CK(cudaMalloc(&kc, kv_elems * 2));
-      CK(cudaMalloc(&vc, kv_elems * 2));
+      RLX_CUDA_CHECK(cudaMalloc(&kc, kv_elems * 2));
+      RLX_CUDA_CHECK(cudaMalloc(&vc, kv_elems * 2));
       fill(kc, kv_elems, dt, 4);
       fill(vc, kv_elems, dt, 5);
       fill(q, static_cast<size_t>(B) * p.H * p.D, dt, 6);
@@ -164,7 +156,7 @@ int main() {
       p.out = o;
       const size_t ws_bytes = rlx::cuda::attention_workspace_bytes(p);
       void* ws = nullptr;
-      if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
+      if (ws_bytes) RLX_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
       const double ms = time_attention(p, ws);
       const double bytes = 2.0 * kv_elems * 2 + 2.0 * B * p.H * p.D * 2;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
@@ -174,14 +166,14 @@ int main() {
                   rlx::cuda::attention_path_name(rlx::cuda::attention_path(p)),
                   100.0 * gbps / (rlx::bench::kCopyTBps * 1e3));
       rlx::bench::json_line("attention", key, gbps, "GB/s");
-      if (ws) CK(cudaFree(ws));
-      CK(cudaFree(kc));
-      CK(cudaFree(vc));
+      if (ws) RLX_CUDA_CHECK(cudaFree(ws));
+      RLX_CUDA_CHECK(cudaFree(kc));
+      RLX_CUDA_CHECK(cudaFree(vc));
     }
 
-  CK(cudaFree(q));
-  CK(cudaFree(k));
-  CK(cudaFree(v));
-  CK(cudaFree(o));
+  RLX_CUDA_CHECK(cudaFree(q));
+  RLX_CUDA_CHECK(cudaFree(k));
+  RLX_CUDA_CHECK(cudaFree(v));
+  RLX_CUDA_CHECK(cudaFree(o));
   return 0;
 }

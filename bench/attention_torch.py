@@ -6,25 +6,15 @@ median of 30 runs. Prints the same table and JSON lines (impl "torch") for
 bench/compare.py, plus the measured hardware limits (bf16 GEMM rate, copy rate)."""
 import json
 import math
-import statistics
 
 import torch
 import torch.nn.functional as F
 
+from torch_timing import median_ms
 
-def timed(fn, warm=5, iters=30):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+
+def timed(fn):
+    return median_ms(lambda _: fn(), warm=5, iters=30)
 
 
 def emit(case, value, unit):

@@ -3,26 +3,16 @@
 fp16, SDPA attention), eager and torch.compile, timed with CUDA events
 (median of many runs after warm-up). Prints a table and JSON lines."""
 import json
-import statistics
 import sys
 
 import torch
 from transformers import BertConfig, BertModel
 
+from torch_timing import median_ms
+
 
 def time_fn(fn, iters):
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return median_ms(lambda _: fn(), warm=10, iters=iters)
 
 
 def main():

@@ -16,20 +16,12 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/kernels/softmax.h"
 #include "rlx/core/dtype.h"
 
 namespace {
-
-#define CK(call)                                                                                        \
-  do {                                                                                                  \
-    cudaError_t e_ = (call);                                                                            \
-    if (e_ != cudaSuccess) {                                                                            \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                                     \
-    }                                                                                                   \
-  } while (0)
 
 constexpr int kSets = 3, kWarm = 10, kIters = 100;
 
@@ -51,23 +43,23 @@ struct Set {
 
 double time_median(const std::function<void(int)>& launch) {
   cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
+  RLX_CUDA_CHECK(cudaEventCreate(&a));
+  RLX_CUDA_CHECK(cudaEventCreate(&b));
   for (int i = 0; i < kWarm; ++i) launch(i % kSets);
-  CK(cudaDeviceSynchronize());
+  RLX_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> ms;
   for (int i = 0; i < kIters; ++i) {
-    CK(cudaEventRecord(a));
+    RLX_CUDA_CHECK(cudaEventRecord(a));
     launch(i % kSets);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
+    RLX_CUDA_CHECK(cudaEventRecord(b));
+    RLX_CUDA_CHECK(cudaEventSynchronize(b));
     float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
+    RLX_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
     ms.push_back(t);
   }
-  CK(cudaGetLastError());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
+  RLX_CUDA_CHECK(cudaGetLastError());
+  RLX_CUDA_CHECK(cudaEventDestroy(a));
+  RLX_CUDA_CHECK(cudaEventDestroy(b));
   return rlx::bench::median(ms);
 }
 
@@ -80,7 +72,7 @@ int main() {
     return 0;
   }
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  RLX_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   std::printf("hardware limit: copy %.2f TB/s (measured, bench_util.h)\n", rlx::bench::kCopyTBps);
   const int64_t rows = 32768, cols = 4096;
@@ -93,16 +85,16 @@ int main() {
     for (int k = 0; k < kSets; ++k) {
       void** ptrs[] = {&sets[k].x, &sets[k].r, &sets[k].y, &sets[k].s};
       for (int j = 0; j < 4; ++j) {
-        CK(cudaMalloc(ptrs[j], bytes));
+        RLX_CUDA_CHECK(cudaMalloc(ptrs[j], bytes));
         fill_kernel<<<4096, 256>>>(static_cast<unsigned short*>(*ptrs[j]), n, 17u * k + j, f32);
       }
     }
     void *gamma, *beta;
-    CK(cudaMalloc(&gamma, cols * 4));
-    CK(cudaMalloc(&beta, cols * 4));
+    RLX_CUDA_CHECK(cudaMalloc(&gamma, cols * 4));
+    RLX_CUDA_CHECK(cudaMalloc(&beta, cols * 4));
     fill_kernel<<<16, 256>>>(static_cast<unsigned short*>(gamma), cols, 99, f32);
     fill_kernel<<<16, 256>>>(static_cast<unsigned short*>(beta), cols, 98, f32);
-    CK(cudaDeviceSynchronize());
+    RLX_CUDA_CHECK(cudaDeviceSynchronize());
     const char* dn = f32 ? "f32" : "f16";
     struct Case {
       std::string name;
@@ -129,9 +121,9 @@ int main() {
       rlx::bench::json_line("kernels", key, gbps, "GB/s");
     }
     for (auto& s : sets)
-      for (void* p : {s.x, s.r, s.y, s.s}) CK(cudaFree(p));
-    CK(cudaFree(gamma));
-    CK(cudaFree(beta));
+      for (void* p : {s.x, s.r, s.y, s.s}) RLX_CUDA_CHECK(cudaFree(p));
+    RLX_CUDA_CHECK(cudaFree(gamma));
+    RLX_CUDA_CHECK(cudaFree(beta));
   }
   return 0;
 }

@@ -7,28 +7,18 @@ counted as in the rlx benchmark (row-sized tensors read + written by the op),
 so GB/s figures compare directly. Prints a table and JSON lines (impl "torch")
 for bench/compare.py, plus the copy rate measured now."""
 import json
-import statistics
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import median_ms
 
 SETS, WARM, ITERS = 3, 10, 100
 COPY_TBPS = 4.22  # bench/bench_util.h
 
 
 def timed(fn):
-    for i in range(WARM):
-        fn(i % SETS)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(ITERS):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(i % SETS)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return median_ms(lambda i: fn(i % SETS), warm=WARM, iters=ITERS)
 
 
 def emit(case, value, unit):
