@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rlx/backends/cpu/thread_pool.h"
@@ -42,6 +43,17 @@ class KernelArgs {
   // f32 output buffer; for non-f32 outputs finish() converts it into place.
   float* out_f32();
   void finish();
+
+  // For kernels templated on their compute type T: float goes through the
+  // f32 staging above (so f16/bf16 storage works), other types read and write directly.
+  template <typename T> const T* in_as(size_t i) {
+    if constexpr (std::is_same_v<T, float>) return in_f32(i);
+    else return in<T>(i);
+  }
+  template <typename T> T* out_as() {
+    if constexpr (std::is_same_v<T, float>) return out_f32();
+    else return out<T>();
+  }
 
   // "node %3 (Softmax 'x')" for error messages.
   std::string where() const { return graph.describe(id); }

@@ -94,23 +94,10 @@ void visit_unary(UnaryFn fn, F&& f) {
   throw Unsupported(str("cpu: unknown unary fn ", static_cast<int>(fn)));
 }
 
-// Input pointer i and the output pointer of a kernel computing in T: float
-// kernels read f16/bf16 storage through the f32 staging of KernelArgs.
-template <typename T>
-const T* input(KernelArgs& a, size_t i) {
-  if constexpr (std::is_same_v<T, float>) return a.in_f32(i);
-  else return a.in<T>(i);
-}
-template <typename T>
-T* output(KernelArgs& a) {
-  if constexpr (std::is_same_v<T, float>) return a.out_f32();
-  else return a.out<T>();
-}
-
 template <typename C>
 void unary_kernel(KernelArgs& a) {
-  const C* x = input<C>(a, 0);
-  C* y = output<C>(a);
+  const C* x = a.in_as<C>(0);
+  C* y = a.out_as<C>();
   const int64_t n = a.out_numel();
   visit_unary(a.attrs<UnaryAttrs>().fn, [&](auto fn) {
     a.pool.parallel_for(n, kGrainElems / 4, [&](int64_t b, int64_t e) {
@@ -189,9 +176,9 @@ void binary_kernel(KernelArgs& a) {
   const BinaryFn fn = a.attrs<BinaryAttrs>().fn;
   if (!std::is_floating_point_v<T> && fn == BinaryFn::Pow)
     throw Unsupported(str(a.where(), ": pow is only defined for float types"));
-  const T* x = input<T>(a, 0);
-  const T* y = input<T>(a, 1);
-  T* o = output<T>(a);
+  const T* x = a.in_as<T>(0);
+  const T* y = a.in_as<T>(1);
+  T* o = a.out_as<T>();
   const auto plan = binary_plan(a);
   const auto s = plan.inner_strides();
   visit_binary(fn, [&](auto f) {
@@ -230,8 +217,8 @@ void visit_compare(CompareFn fn, F&& f) {
 // T: float (f32/f16/bf16 via f32, exact), double, or the integer storage type.
 template <typename T>
 void compare_kernel(KernelArgs& a) {
-  const T* x = input<T>(a, 0);
-  const T* y = input<T>(a, 1);
+  const T* x = a.in_as<T>(0);
+  const T* y = a.in_as<T>(1);
   auto* o = a.out<uint8_t>();
   const auto plan = binary_plan(a);
   const auto s = plan.inner_strides();

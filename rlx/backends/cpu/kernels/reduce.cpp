@@ -30,16 +30,6 @@ namespace {
 template <auto V> using Const = std::integral_constant<decltype(V), V>;
 constexpr int64_t kLanes = 64;
 
-template <typename T>
-const T* input(KernelArgs& a, size_t i) {
-  if constexpr (std::is_same_v<T, float>) return a.in_f32(i);
-  else return a.in<T>(i);
-}
-template <typename T>
-T* output(KernelArgs& a) {
-  if constexpr (std::is_same_v<T, float>) return a.out_f32();
-  else return a.out<T>();
-}
 
 // ---------------------------------------------------------------- Softmax
 
@@ -101,8 +91,8 @@ void softmax_kernel(KernelArgs& a) {
   for (size_t i = ax + 1; i < d.size(); ++i) inner *= d[i];
   const int64_t len = d[ax];
   if (outer * inner * len == 0) return;
-  const T* x = input<T>(a, 0);
-  T* y = output<T>(a);
+  const T* x = a.in_as<T>(0);
+  T* y = a.out_as<T>();
   if (inner == 1) {
     a.pool.parallel_for(outer, std::max<int64_t>(1, kGrainElems / (4 * len)), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) softmax_strided(x + o * len, y + o * len, len, 1);
@@ -273,7 +263,7 @@ void reduce_kernel(KernelArgs& a) {
   }
   const int64_t n_out = a.out_numel();
   if (n_out == 0) return;
-  T* y = output<T>(a);
+  T* y = a.out_as<T>();
   if (count == 0) {
     if (at.fn == ReduceFn::Max || at.fn == ReduceFn::Min)
       throw InvalidArgument(str(a.where(), ": ", reduce_name(at.fn), " over an empty axis"));
@@ -282,7 +272,7 @@ void reduce_kernel(KernelArgs& a) {
     return;
   }
   const ReducePlan p = plan_reduce(d, reduced);
-  const T* x = input<T>(a, 0);
+  const T* x = a.in_as<T>(0);
   switch (at.fn) {
     case ReduceFn::Sum: return reduce_loop<ReduceFn::Sum>(a, p, x, y);
     case ReduceFn::Mean: return reduce_loop<ReduceFn::Mean>(a, p, x, y);

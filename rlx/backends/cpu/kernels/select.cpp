@@ -41,11 +41,6 @@ bool ranks_above(T v, T w) {
   return v > w;
 }
 
-template <typename T>
-const T* input(KernelArgs& a, size_t i) {
-  if constexpr (std::is_same_v<T, float>) return a.in_f32(i);
-  else return a.in<T>(i);
-}
 
 int normalize_axis(int axis, size_t rank) { return axis < 0 ? axis + static_cast<int>(rank) : axis; }
 
@@ -75,7 +70,7 @@ void argmax_kernel(KernelArgs& a) {
   if (outer * inner == 0) return;
   RLX_CHECK(len > 0, a.where(), ": argmax over an empty axis");
   check_index_range(a, len);
-  const T* x = input<T>(a, 0);
+  const T* x = a.in_as<T>(0);
   auto* y = a.out<int32_t>();
   if (inner == 1) {
     a.pool.parallel_for(outer, std::max<int64_t>(1, kGrainElems / len), [&](int64_t b, int64_t e) {
