@@ -83,9 +83,14 @@ Value write_slice(Value state, Value update, Value offset, int axis) {
   return op(OpKind::WriteSlice, WriteSliceAttrs{axis}, {state, update, offset});
 }
 
-Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias) {
-  if (mask_or_bias.graph) return op(OpKind::Attention, attrs, {q, k, v, mask_or_bias});
-  return op(OpKind::Attention, attrs, {q, k, v});
+Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias, Value kv_len) {
+  std::vector<Value> in{q, k, v};
+  if (mask_or_bias.graph) in.push_back(mask_or_bias);
+  if (kv_len.graph) {
+    attrs.kv_len_input = true;
+    in.push_back(kv_len);
+  }
+  return op(OpKind::Attention, attrs, in);
 }
 Value rope(Value x, Value positions, RopeAttrs attrs) { return op(OpKind::Rope, attrs, {x, positions}); }
 Value swiglu(Value x) { return op(OpKind::FusedSwiGLU, GluAttrs{}, {x}); }

@@ -78,7 +78,8 @@ Value expand(Value x, Shape shape);
 Value write_slice(Value state, Value update, Value offset, int axis);
 
 // Transformer blocks
-Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias = {});
+// `kv_len` (i32 [1] or [B]) sets attrs.kv_len_input: only the first kv_len keys count.
+Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias = {}, Value kv_len = {});
 Value rope(Value x, Value positions, RopeAttrs attrs);
 Value swiglu(Value x);
 Value geglu(Value x, bool tanh_approx = false);

@@ -328,7 +328,8 @@ TensorType infer_movement(const Ctx& c, OpKind op, const Attrs& attrs) {
 
 TensorType infer_attention(const Ctx& c, const AttentionAttrs& a) {
   const bool extra = a.mask == MaskKind::Custom || a.mask == MaskKind::Bias;
-  c.arity(extra ? 4 : 3, extra ? 4 : 3);
+  const size_t arity = 3 + (extra ? 1 : 0) + (a.kv_len_input ? 1 : 0);
+  c.arity(arity, arity);
   c.float_input(0);
   c.same_dtype(0, 1);
   c.same_dtype(0, 2);
@@ -359,6 +360,13 @@ TensorType infer_attention(const Ctx& c, const AttentionAttrs& a) {
     if (!(b[1] == Dim(1))) c.expect_dim(b[1], Dim(a.num_heads), "bias heads");
     c.expect_dim(b[2], q[1], "bias Lq");
     c.expect_dim(b[3], k[1], "bias Lk");
+  }
+  if (a.kv_len_input) {
+    const size_t i = arity - 1;
+    if (c.dtype(i) != DType::I32) c.fail("kv_len must be i32, got ", c.dtype(i));
+    const Shape& l = c.shape(i);
+    if (l.size() != 1 || !(l[0] == Dim(1) || l[0] == q[0]))
+      c.fail("kv_len must be [1] or [B], got ", shape_to_string(l));
   }
   return c.type(0);
 }

@@ -95,6 +95,7 @@ struct AttrPrinter {
     os << "heads=" << a.num_heads << " kv_heads=" << a.num_kv_heads << " head_dim=" << a.head_dim
        << " scale=" << a.scale << " softcap=" << a.softcap << " mask=" << mask_name(a.mask)
        << " window=" << a.window;
+    if (a.kv_len_input) os << " kv_len_input";
   }
   void operator()(const RopeAttrs& a) {
     os << "heads=" << a.num_heads << " head_dim=" << a.head_dim << " n_rot=" << a.n_rot << " "

@@ -124,6 +124,10 @@ struct WriteSliceAttrs { int axis = 1; bool operator==(const WriteSliceAttrs&) c
 // Q [B, Lq, H·D], K and V [B, Lk, Hkv·D]; query head h reads kv head h/(H/Hkv).
 // Extra inputs by mask: Custom → keep mask [B, Lk] (nonzero = keep);
 // Bias → additive scores [B|1, H|1, Lq, Lk].
+// kv_len_input: one more (last) input, i32 [1] or [B], the number of valid
+// keys; keys at index ≥ kv_len are ignored and query i sits at position
+// kv_len − Lq + i for Causal/SlidingWindow. One graph then serves prefill and
+// decode over a fixed-size KV cache, with the length read on the device.
 struct AttentionAttrs {
   int num_heads = 1;
   int num_kv_heads = 1;
@@ -132,6 +136,7 @@ struct AttentionAttrs {
   float softcap = 0.0f;  // 0 → off; else softcap·tanh(s/softcap)
   MaskKind mask = MaskKind::None;
   int64_t window = 0;    // SlidingWindow: key visible when 0 ≤ q_pos − k_pos < window
+  bool kv_len_input = false;
   bool operator==(const AttentionAttrs&) const = default;
   float effective_scale() const;
 };

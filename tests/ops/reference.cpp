@@ -488,7 +488,7 @@ RefTensor write_slice(const RefTensor& state, const RefTensor& update, int64_t o
 }
 
 RefTensor attention(const RefTensor& q, const RefTensor& k, const RefTensor& v, const AttentionAttrs& a,
-                    const RefTensor* extra) {
+                    const RefTensor* extra, const RefTensor* kv_len) {
   const int64_t b = q.dim(0), lq = q.dim(1), lk = k.dim(1);
   const int64_t h = a.num_heads, hkv = a.num_kv_heads, d = a.head_dim;
   const int64_t group = h / hkv;
@@ -500,8 +500,10 @@ RefTensor attention(const RefTensor& q, const RefTensor& k, const RefTensor& v, 
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hi = 0; hi < h; ++hi) {
       const int64_t kh = hi / group;
+      const int64_t kv =
+          kv_len ? static_cast<int64_t>((*kv_len)[kv_len->numel() == 1 ? 0 : bi]) : lk;  // valid keys
       for (int64_t i = 0; i < lq; ++i) {
-        const int64_t qpos = i + lk - lq;  // bottom-right aligned
+        const int64_t qpos = i + kv - lq;  // bottom-right aligned
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < lk; ++j) {
           double dot = 0.0;
@@ -509,12 +511,12 @@ RefTensor attention(const RefTensor& q, const RefTensor& k, const RefTensor& v, 
             dot += q[(bi * lq + i) * h * d + hi * d + c] * k[(bi * lk + j) * hkv * d + kh * d + c];
           double sc = dot * scale;
           if (cap > 0.0) sc = cap * std::tanh(sc / cap);
-          bool visible = true;
+          bool visible = j < kv;
           switch (a.mask) {
             case MaskKind::None: break;
-            case MaskKind::Causal: visible = j <= qpos; break;
-            case MaskKind::SlidingWindow: visible = j <= qpos && qpos - j < a.window; break;
-            case MaskKind::Custom: visible = (*extra)[bi * lk + j] != 0.0; break;
+            case MaskKind::Causal: visible = visible && j <= qpos; break;
+            case MaskKind::SlidingWindow: visible = visible && j <= qpos && qpos - j < a.window; break;
+            case MaskKind::Custom: visible = visible && (*extra)[bi * lk + j] != 0.0; break;
             case MaskKind::Bias: {
               const RefTensor& bias = *extra;
               const int64_t bb = bias.dim(0) == 1 ? 0 : bi, bh = bias.dim(1) == 1 ? 0 : hi;

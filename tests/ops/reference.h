@@ -99,8 +99,9 @@ RefTensor write_slice(const RefTensor& state, const RefTensor& update, int64_t o
 
 // Transformer blocks. `extra` is the key mask [B, Lk] (MaskKind::Custom) or
 // the additive bias [B|1, H|1, Lq, Lk] (MaskKind::Bias), else ignored.
+// `kv_len` ([1] or [B]) limits the valid keys as AttentionAttrs::kv_len_input says.
 RefTensor attention(const RefTensor& q, const RefTensor& k, const RefTensor& v, const AttentionAttrs& a,
-                    const RefTensor* extra);
+                    const RefTensor* extra, const RefTensor* kv_len = nullptr);
 RefTensor rope(const RefTensor& x, const RefTensor& positions, const RopeAttrs& a);
 // act(x[..., :N]) · x[..., N:]
 RefTensor glu(const RefTensor& x, UnaryFn act);

@@ -137,6 +137,7 @@ void register_all_kernels() {
     register_select_kernels();
     register_movement_kernels();
     register_attention_kernels();
+    register_quant_kernels();
   });
 }
 

@@ -89,6 +89,7 @@ void register_reduce_kernels();
 void register_select_kernels();
 void register_movement_kernels();
 void register_attention_kernels();
+void register_quant_kernels();  // DequantMatMul, Gather from quant tables
 void register_all_kernels();  // idempotent
 
 // Shared numerics (kernels/math.h has inline versions for loops).

@@ -1,7 +1,8 @@
 // Attention, Rope and the fused GLUs on the CPU.
 //
-// Attention. For query i at absolute position q_pos = i + Lk − Lq
-// (bottom-right aligned) and each key j:
+// Attention. Keys j < kv (kv = the kv_len input when present, else Lk) are
+// valid. For query i at absolute position q_pos = i + kv − Lq (bottom-right
+// aligned) and each valid key j:
 //   s_j = (q·k_j)·scale                      scale = attrs.effective_scale()
 //   s_j = softcap·tanh(s_j / softcap)        if softcap > 0
 //   s_j += bias[b|0, h|0, i, j]              MaskKind::Bias
@@ -54,16 +55,23 @@ struct AttnProblem {
   const uint8_t* keep;  // [B, Lk] (Custom) or null
   const float* bias;    // [B|1, H|1, Lq, Lk] (Bias) or null
   int64_t bias_sb, bias_sh;  // batch and head strides of bias (0 = broadcast)
+  const int32_t* kv_len;     // valid keys, [1] or [B] (kv_len_n entries), or null = Lk
+  int64_t kv_len_n;
 };
 
-// Keys query row i may see by position: [lo, hi).
-inline void visible_range(const AttnProblem& p, int64_t i, int64_t& lo, int64_t& hi) {
+inline int64_t valid_keys(const AttnProblem& p, int64_t b) {
+  return p.kv_len ? p.kv_len[p.kv_len_n == 1 ? 0 : b] : p.Lk;
+}
+
+// Keys query row i of batch b may see by position: [lo, hi).
+inline void visible_range(const AttnProblem& p, int64_t b, int64_t i, int64_t& lo, int64_t& hi) {
+  const int64_t kv = valid_keys(p, b);
   lo = 0;
-  hi = p.Lk;
+  hi = kv;
   if (p.mask != MaskKind::Causal && p.mask != MaskKind::SlidingWindow) return;
-  const int64_t q_pos = i + p.Lk - p.Lq;
-  hi = std::clamp<int64_t>(q_pos + 1, 0, p.Lk);
-  if (p.mask == MaskKind::SlidingWindow) lo = std::clamp<int64_t>(q_pos - p.window + 1, 0, p.Lk);
+  const int64_t q_pos = i + kv - p.Lq;
+  hi = std::clamp<int64_t>(q_pos + 1, 0, kv);
+  if (p.mask == MaskKind::SlidingWindow) lo = std::clamp<int64_t>(q_pos - p.window + 1, 0, kv);
 }
 
 // s[j − lo] for j in [lo, hi): raw q·k in (read only where visible), softmax
@@ -72,7 +80,7 @@ inline void visible_range(const AttnProblem& p, int64_t i, int64_t& lo, int64_t&
 float softmax_numerators(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t lo, int64_t hi, float* s) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   int64_t vlo, vhi;
-  visible_range(p, i, vlo, vhi);
+  visible_range(p, b, i, vlo, vhi);
   const uint8_t* keep = p.keep ? p.keep + b * p.Lk : nullptr;
   const float* bias = p.bias ? p.bias + b * p.bias_sb + h * p.bias_sh + i * p.Lk : nullptr;
   float mx = neg_inf;
@@ -125,7 +133,7 @@ void attention_rows(const AttnProblem& p, int64_t t0, int64_t t1, float* s, floa
     const int64_t b = t / (p.Hkv * p.Lq), kh = (t / p.Lq) % p.Hkv, i = t % p.Lq;
     const uint8_t* keep = p.keep ? p.keep + b * p.Lk : nullptr;
     int64_t lo, hi;
-    visible_range(p, i, lo, hi);
+    visible_range(p, b, i, lo, hi);
     const int64_t nk = std::max<int64_t>(hi - lo, 0);
     for (int64_t j = lo; j < hi; ++j) {
       if (j + kAhead < hi) prefetch_row(kv_row(p.k, p, b, j + kAhead, kh));
@@ -162,8 +170,8 @@ void attention_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int
                      GemmScratch& scratch) {
   const int64_t kh = h / (p.H / p.Hkv), qb = i1 - i0;
   int64_t lo, hi, unused;
-  visible_range(p, i0, lo, unused);
-  visible_range(p, i1 - 1, unused, hi);
+  visible_range(p, b, i0, lo, unused);
+  visible_range(p, b, i1 - 1, unused, hi);
   const int64_t nk = hi - lo;
   const int64_t row_stride = p.H * p.D, kv_stride = p.Hkv * p.D;
   if (nk <= 0) {
@@ -235,6 +243,14 @@ void attention_kernel(KernelArgs& args) {
     p.bias = args.in_f32(3);
     p.bias_sh = bd[1] == 1 ? 0 : p.Lq * p.Lk;
     p.bias_sb = bd[0] == 1 ? 0 : bd[1] * p.Lq * p.Lk;
+  }
+  if (a.kv_len_input) {
+    const size_t li = args.num_inputs() - 1;
+    p.kv_len = args.in<int32_t>(li);
+    p.kv_len_n = args.in_numel(li);
+    for (int64_t b = 0; b < p.kv_len_n; ++b)
+      if (p.kv_len[b] < 0 || p.kv_len[b] > p.Lk)
+        throw InvalidArgument(str(args.where(), ": kv_len ", p.kv_len[b], " is outside [0, ", p.Lk, "] keys"));
   }
   p.q = args.in_f32(0);
   p.k = args.in_f32(1);
@@ -350,7 +366,9 @@ void register_attention_kernels() {
                         "attention (exact softmax, GEMM blocks / decode rows)" + sfx);
     // Custom key mask (bool/int/float) or additive bias (any float type).
     register_cpu_kernel(OpKind::Attention, {t, t, t, kAnyDType, t}, attention_kernel,
-                        "attention (exact softmax, GEMM blocks / decode rows; key mask or bias)" + sfx);
+                        "attention (exact softmax, GEMM blocks / decode rows; key mask, bias or kv_len)" + sfx);
+    register_cpu_kernel(OpKind::Attention, {t, t, t, kAnyDType, DType::I32, t}, attention_kernel,
+                        "attention (exact softmax, GEMM blocks / decode rows; mask and kv_len)" + sfx);
     register_cpu_kernel(OpKind::Rope, {t, DType::I32, t}, rope_kernel, "rope (f64 angles)" + sfx);
   }
   register_cpu_float_kernel(OpKind::FusedSwiGLU, {DType::F32, DType::F32}, glu_kernel, "swiglu (gate = first half)");

@@ -1,0 +1,118 @@
+// DequantMatMul and Gather from a quantized table on the CPU. Weights stay in
+// their GGUF block format; rows are dequantized with the reference
+// dequantizers (rlx/formats/quant.h) just before use, so no full f32 copy of
+// W ever exists.
+// - Few rows of x (decode): each task dequantizes one W row into a
+//   thread-local buffer and dots it with every x row — W is read once.
+// - Many rows (prefill): W is dequantized a tile of rows at a time and the
+//   tile goes through the f32 GEMM (OpenBLAS when available).
+#include <algorithm>
+#include <vector>
+
+#include "rlx/backends/cpu/kernel.h"
+#include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/core/error.h"
+#include "rlx/formats/quant.h"
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int64_t kGemvMaxRows = 16;  // up to here the per-row dot beats a GEMM on dequantized tiles
+constexpr int64_t kTileRows = 256;    // W rows dequantized per GEMM tile
+
+void dequant_matmul_kernel(KernelArgs& a) {
+  const DType wt = a.in_dtype(1);
+  const auto& wd = a.in_dims(1);
+  const int64_t N = wd[0], K = wd[1];
+  const int64_t M = K == 0 ? 0 : a.in_numel(0) / K;
+  const int64_t row_bytes = dtype_bytes(wt, K);
+  const float* x = a.in_f32(0);
+  const auto* w = static_cast<const uint8_t*>(a.in_raw(1));
+  float* y = a.out_f32();
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    std::fill(y, y + M * N, 0.0f);
+    return;
+  }
+
+  if (M <= kGemvMaxRows) {
+    a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
+      std::vector<float> row(static_cast<size_t>(K));
+      for (int64_t n = b; n < e; ++n) {
+        dequantize_row(wt, w + n * row_bytes, row.data(), K);
+        for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot8(x + m * K, row.data(), K);
+      }
+    });
+    return;
+  }
+
+  std::vector<float> tile(static_cast<size_t>(std::min(N, kTileRows) * K));
+  std::vector<float> part(static_cast<size_t>(M * std::min(N, kTileRows)));
+  for (int64_t n0 = 0; n0 < N; n0 += kTileRows) {
+    const int64_t nt = std::min(kTileRows, N - n0);
+    a.pool.parallel_for(nt, 4, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) dequantize_row(wt, w + (n0 + r) * row_bytes, tile.data() + r * K, K);
+    });
+    GemmProblem p;
+    p.M = M;
+    p.N = nt;
+    p.K = K;
+    p.trans_b = true;
+    p.a = x;
+    p.b = tile.data();
+    p.c = nt == N ? y : part.data();
+    gemm_f32(a.pool, p);
+    if (nt != N)
+      for (int64_t m = 0; m < M; ++m) std::copy(part.data() + m * nt, part.data() + (m + 1) * nt, y + m * N + n0);
+  }
+}
+
+template <typename I>
+void gather_quant_rows(KernelArgs& a) {
+  const DType tt = a.in_dtype(0);
+  const auto& td = a.in_dims(0);
+  const int64_t vocab = td[0];
+  int64_t row = 1;
+  for (size_t i = 1; i < td.size(); ++i) row *= td[i];
+  const int64_t row_bytes = dtype_bytes(tt, row);
+  const int64_t n = a.in_numel(1);
+  const I* idx = a.in<I>(1);
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= vocab)
+      throw InvalidArgument(str(a.where(), ": index ", static_cast<int64_t>(idx[i]), " at position ", i,
+                                " is out of range for a table of ", vocab, " rows"));
+  const auto* t = static_cast<const uint8_t*>(a.in_raw(0));
+  float* y = a.out<float>();
+  a.pool.parallel_for(n, 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dequantize_row(tt, t + static_cast<int64_t>(idx[i]) * row_bytes, y + i * row, row);
+  });
+}
+
+void gather_quant_kernel(KernelArgs& a) {
+  if (a.in_dtype(1) == DType::I32) gather_quant_rows<int32_t>(a);
+  else gather_quant_rows<int64_t>(a);
+}
+
+}  // namespace
+
+void register_quant_kernels() {
+  const DType floats[] = {DType::F32, DType::F16, DType::BF16};
+  for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
+    const auto wt = static_cast<DType>(i);
+    if (!has_cpu_dequant(wt)) continue;
+    const bool packed = is_quant(wt) || wt == DType::F8E4M3 || wt == DType::F8E5M2;
+    if (!packed && !is_float(wt)) continue;
+    const std::string name(dtype_name(wt));
+    for (DType x : floats)
+      register_cpu_kernel(OpKind::DequantMatMul, {x, wt, x}, dequant_matmul_kernel,
+                          str("cpu dequant_matmul [", name, "]"));
+    if (is_quant(wt)) {
+      register_cpu_kernel(OpKind::Gather, {wt, DType::I32, DType::F32}, gather_quant_kernel,
+                          str("cpu gather [", name, " rows → f32]"));
+      register_cpu_kernel(OpKind::Gather, {wt, DType::I64, DType::F32}, gather_quant_kernel,
+                          str("cpu gather [", name, " rows → f32]"));
+    }
+  }
+}
+
+}  // namespace rlx::cpu

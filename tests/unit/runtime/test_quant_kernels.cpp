@@ -1,0 +1,147 @@
+// CPU DequantMatMul and quantized-table Gather against float64 math on the
+// weights as the reference dequantizer (rlx/formats/quant.h, itself bit-exact
+// with ggml) reads them. Covers the per-row decode path (few x rows), the
+// tiled GEMM path (many rows, N not a multiple of the tile) and f16/bf16 x.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "rlx/formats/quant.h"
+#include "rlx/ir/builder.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx {
+namespace {
+
+std::vector<float> normal(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+struct Case {
+  DType w;
+  DType x;
+  int64_t M, N, K;
+};
+
+void check_dequant_matmul(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(str(dtype_name(c.w), " x=", dtype_name(c.x), " M=", c.M, " N=", c.N, " K=", c.K));
+  const Tensor w = quantize(Tensor::from(normal(c.N * c.K, seed), {c.N, c.K}), c.w);
+  const Tensor x = Tensor::from(normal(c.M * c.K, seed + 1), {c.M, c.K}).to(c.x);
+  const std::vector<double> wd = dequantize(w).to_f64(), xd = x.to_f64();
+
+  Graph g;
+  Value xv = input(g, "x", c.x, make_shape({c.M, c.K}));
+  Value wv = param(g, "w", c.w, make_shape({c.N, c.K}));
+  output("y", dequant_matmul(xv, wv));
+  Session s("cpu");
+  auto exe = s.compile(g);
+  exe->set_param("w", w);
+  const Tensor y = exe->run({x}).at(0);
+  ASSERT_EQ(y.dtype(), c.x);
+  const std::vector<double> yd = y.to_f64();
+
+  const double out_tol = c.x == DType::F32 ? 0.0 : c.x == DType::F16 ? 1e-3 : 8e-3;  // output rounding
+  int bad = 0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const double p = xd[static_cast<size_t>(m * c.K + k)] * wd[static_cast<size_t>(n * c.K + k)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double got = yd[static_cast<size_t>(m * c.N + n)];
+      // f32 sums over K: error bounded by a few ulps of the magnitude sum.
+      if (std::fabs(got - ref) > 1e-5 * mag + out_tol * std::fabs(ref) + 1e-6 && bad++ < 5)
+        ADD_FAILURE() << "y[" << m << ", " << n << "] = " << got << ", want " << ref;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(QuantKernels, DequantMatMulEveryQuantizableType) {
+  const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                         DType::Q4_K, DType::Q6_K, DType::F16,  DType::BF16};
+  uint32_t seed = 1;
+  for (DType t : types) {
+    if (!has_cpu_quantize(t)) continue;
+    check_dequant_matmul({t, DType::F32, 1, 300, 512}, seed++);   // decode row path
+    check_dequant_matmul({t, DType::F32, 5, 33, 256}, seed++);
+    check_dequant_matmul({t, DType::F32, 70, 300, 512}, seed++);  // tiled GEMM path, partial tile
+  }
+}
+
+TEST(QuantKernels, DequantMatMulHalfActivations) {
+  check_dequant_matmul({DType::Q4_K, DType::F16, 3, 40, 256}, 7);
+  check_dequant_matmul({DType::Q8_0, DType::BF16, 40, 40, 256}, 8);
+  check_dequant_matmul({DType::Q5_0, DType::F16, 17, 260, 64}, 9);
+}
+
+TEST(QuantKernels, DequantMatMulBatchedLeadingDims) {
+  const int64_t B = 2, L = 3, N = 20, K = 64;
+  const Tensor w = quantize(Tensor::from(normal(N * K, 3), {N, K}), DType::Q8_0);
+  const Tensor x = Tensor::from(normal(B * L * K, 4), {B, L, K});
+  Graph g;
+  output("y", dequant_matmul(input(g, "x", DType::F32, make_shape({B, L, K})), param(g, "w", DType::Q8_0, make_shape({N, K}))));
+  Session s("cpu");
+  auto exe = s.compile(g);
+  exe->set_param("w", w);
+  const Tensor y = exe->run({x}).at(0);
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{B, L, N}));
+  const auto wd = dequantize(w).to_f64(), xd = x.to_f64(), yd = y.to_f64();
+  for (int64_t r = 0; r < B * L; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0.0;
+      for (int64_t k = 0; k < K; ++k) ref += xd[static_cast<size_t>(r * K + k)] * wd[static_cast<size_t>(n * K + k)];
+      EXPECT_NEAR(yd[static_cast<size_t>(r * N + n)], ref, 1e-4) << r << "," << n;
+    }
+}
+
+TEST(QuantKernels, GatherDequantizesRows) {
+  const int64_t V = 50, D = 64;
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t d = t == DType::Q4_K || t == DType::Q6_K ? 256 : D;
+    const Tensor table = quantize(Tensor::from(normal(V * d, 11), {V, d}), t);
+    const std::vector<int32_t> ids = {0, 49, 7, 7, 23};
+    Graph g;
+    output("y", gather(param(g, "table", t, make_shape({V, d})), input(g, "ids", DType::I32, make_shape({5}))));
+    Session s("cpu");
+    auto exe = s.compile(g);
+    exe->set_param("table", table);
+    const Tensor y = exe->run({Tensor::from(ids, {5})}).at(0);
+    ASSERT_EQ(y.dtype(), DType::F32);
+    const auto full = dequantize(table).to_f64(), yd = y.to_f64();
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t c = 0; c < d; ++c)
+        ASSERT_EQ(yd[i * static_cast<size_t>(d) + static_cast<size_t>(c)], full[static_cast<size_t>(ids[i] * d + c)]);
+
+    // An id outside the table is an error naming it, not a read past the end.
+    try {
+      exe->run({Tensor::from(std::vector<int32_t>{1, 2, 50, 3, 4}, {5})});
+      ADD_FAILURE() << "expected an error for id 50";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("index 50"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(QuantKernels, ShapeErrorsAreClear) {
+  Graph g;
+  Value x = input(g, "x", DType::F32, make_shape({2, 48}));
+  Value w = param(g, "w", DType::Q8_0, make_shape({4, 48}));  // K = 48: not a multiple of Q8_0's 32
+  try {
+    dequant_matmul(x, w);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rlx
