@@ -128,6 +128,61 @@ int main() {
         }
   }
 
+  // Sentence-embedding shapes (MiniLM: 12 heads × D 32; BERT-base: 12 × 64)
+  // read straight out of a fused QKV buffer, without a mask, with a padding
+  // key mask (all keys kept, so the work is equal) and with per-sequence
+  // lengths (kv_len, realistic lengths: tiles past each length are skipped).
+  std::printf("\n%-44s %4s %4s %9s %9s  %s\n", "embedding shapes (fused QKV)", "B", "H", "ms", "TFLOP/s", "path");
+  for (int D : {32, 64}) {
+    const int B = 256, H = 12, L = 128;
+    const size_t n = static_cast<size_t>(B) * L * 3 * H * D;
+    void* qkv = nullptr;
+    uint8_t* mask = nullptr;
+    int32_t* lens = nullptr;
+    RLX_CUDA_CHECK(cudaMalloc(&qkv, n * 2));
+    RLX_CUDA_CHECK(cudaMalloc(&mask, static_cast<size_t>(B) * L));
+    RLX_CUDA_CHECK(cudaMalloc(&lens, B * sizeof(int32_t)));
+    fill(qkv, n, rlx::DType::F16, 7);
+    RLX_CUDA_CHECK(cudaMemset(mask, 1, static_cast<size_t>(B) * L));
+    std::vector<int32_t> h_lens(B);
+    for (int b = 0; b < B; ++b) h_lens[b] = 8 + (b * 37) % 121;  // 8..128, mean ≈ 68
+    RLX_CUDA_CHECK(cudaMemcpy(lens, h_lens.data(), B * sizeof(int32_t), cudaMemcpyHostToDevice));
+    for (int variant = 0; variant < 3; ++variant) {
+      rlx::cuda::AttentionParams p;
+      p.dtype = rlx::DType::F16;
+      p.B = B;
+      p.H = p.Hkv = H;
+      p.D = D;
+      p.Lq = p.Lk = L;
+      p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+      p.set_dense_strides();
+      p.q_row_stride = p.k_row_stride = p.v_row_stride = 3 * H * D;
+      p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = int64_t{L} * 3 * H * D;
+      p.q = qkv;
+      p.k = static_cast<__half*>(qkv) + H * D;
+      p.v = static_cast<__half*>(qkv) + 2 * H * D;
+      p.out = o;
+      if (variant == 1) p.key_mask = mask;
+      if (variant == 2) p.kv_len = lens;
+      const double ms = time_attention(p, nullptr);
+      double flops = 4.0 * B * H * static_cast<double>(L) * L * D;
+      if (variant == 2) {
+        flops = 0;
+        for (int b = 0; b < B; ++b) flops += 4.0 * H * static_cast<double>(L) * h_lens[b] * D;
+      }
+      const double tf = flops / (ms * 1e-3) / 1e12;
+      const char* vname[] = {"no mask", "key mask", "kv_len"};
+      char key[128];
+      std::snprintf(key, sizeof key, "embed f16 D%d B%d H%d L%d %s", D, B, H, L, vname[variant]);
+      std::printf("%-44s %4d %4d %9.4f %9.1f  %s\n", key, B, H, ms, tf,
+                  rlx::cuda::attention_path_name(rlx::cuda::attention_path(p)));
+      rlx::bench::json_line("attention", key, ms, "ms");
+    }
+    RLX_CUDA_CHECK(cudaFree(qkv));
+    RLX_CUDA_CHECK(cudaFree(mask));
+    RLX_CUDA_CHECK(cudaFree(lens));
+  }
+
   // Decode: one query per sequence over a KV cache of Lk tokens.
   std::printf("\n%-44s %4s %4s %9s %9s  %s\n", "decode", "B", "H", "ms", "GB/s", "path");
   for (rlx::DType dt : {rlx::DType::F16, rlx::DType::BF16})

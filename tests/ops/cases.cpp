@@ -131,6 +131,20 @@ Dist key_mask(int empty_rows) {
           }};
 }
 
+// Right-padded masks as tokenizers produce: row r keeps a random prefix
+// (empty_rows trailing rows keep nothing).
+Dist prefix_key_mask(int empty_rows) {
+  return {str("prefix_key_mask(empty_rows=", empty_rows, ")"), [=](const std::vector<int64_t>& s, DType, Rng& rng) {
+            const int64_t b = s.at(0), lk = s.at(1);
+            std::vector<double> out(static_cast<size_t>(b * lk), 0.0);
+            for (int64_t r = 0; r < b - empty_rows; ++r) {
+              const int64_t n = 1 + uint_below(rng, lk);
+              for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(r * lk + j)] = 1.0;
+            }
+            return out;
+          }};
+}
+
 Dist numeric(DType dt) { return is_int(dt) ? ints(-50, 50, true) : uniform(); }
 
 // ---- builder ----------------------------------------------------------------
@@ -614,6 +628,8 @@ struct AttnSpec {
   Shape64 bias_shape;               // MaskKind::Bias
   std::optional<DType> mask_dtype;  // MaskKind::Custom (default: the case dtype)
   int empty_rows = 0;               // MaskKind::Custom: trailing fully masked batch rows
+  int64_t kv_len_n = 0;             // > 0: a kv_len input of this many entries drawn in [lq, lk]
+  bool prefix_mask = false;         // MaskKind::Custom: right-padded rows instead of random keeps
 };
 
 void attention_case(Table& t, const std::string& name, AttnSpec s) {
@@ -623,14 +639,18 @@ void attention_case(Table& t, const std::string& name, AttnSpec s) {
     auto k = b.input("k", {s.b, s.lk, s.a.num_kv_heads * d}, uniform());
     auto v = b.input("v", {s.b, s.lk, s.a.num_kv_heads * d}, uniform());
     Value extra;
-    if (s.a.mask == MaskKind::Custom) extra = b.input("mask", {s.b, s.lk}, key_mask(s.empty_rows), s.mask_dtype);
+    if (s.a.mask == MaskKind::Custom)
+      extra = b.input("mask", {s.b, s.lk}, s.prefix_mask ? prefix_key_mask(s.empty_rows) : key_mask(s.empty_rows),
+                      s.mask_dtype);
     if (s.a.mask == MaskKind::Bias) extra = b.input("bias", s.bias_shape, uniform());
-    b.output(attention(q, k, v, s.a, extra));
+    Value kv_len;
+    if (s.kv_len_n > 0) kv_len = b.input("kv_len", {s.kv_len_n}, ints(s.lq, s.lk), DType::I32);
+    b.output(attention(q, k, v, s.a, extra, kv_len));
     b.set_reference([s](const Leaves& l) {
       const RefTensor* e = s.a.mask == MaskKind::Custom ? &l.at("mask")
                            : s.a.mask == MaskKind::Bias ? &l.at("bias")
                                                         : nullptr;
-      return one(ref::attention(l.at("q"), l.at("k"), l.at("v"), s.a, e));
+      return one(ref::attention(l.at("q"), l.at("k"), l.at("v"), s.a, e, s.kv_len_n > 0 ? &l.at("kv_len") : nullptr));
     });
   });
 }
@@ -681,6 +701,17 @@ void attention_cases(Table& t) {
   attention_case(t, "attention_softcap_bias", {1, 7, 13, attn(2, 2, 16, M::Bias, 1.0f, 3.0f), {1, 2, 7, 13}, {}, 0});
   attention_case(t, "attention_softcap_sliding_window_decode",
                  {1, 1, 1031, attn(8, 1, 32, M::SlidingWindow, 0.0f, 30.0f, 512), {}, {}, 0});
+  // A fixed-size KV cache with a valid length read from an input (decode and chunked prefill).
+  attention_case(t, "attention_kv_len_decode_causal_gqa", {1, 1, 1031, attn(4, 1, 64, M::Causal), {}, {}, 0, 1});
+  attention_case(t, "attention_kv_len_decode_window_hd256",
+                 {1, 1, 777, attn(4, 1, 256, M::SlidingWindow, 0, 0, 100), {}, {}, 0, 1});
+  attention_case(t, "attention_kv_len_prefill_causal", {2, 13, 64, attn(4, 2, 32, M::Causal), {}, {}, 0, 2});
+  attention_case(t, "attention_kv_len_prefill_window", {1, 37, 160, attn(2, 1, 64, M::SlidingWindow, 0, 0, 16), {}, {}, 0, 1});
+  attention_case(t, "attention_kv_len_none_hd128", {2, 5, 70, attn(2, 2, 128, M::None), {}, {}, 0, 2});
+  attention_case(t, "attention_kv_len_custom_mask", {2, 7, 33, attn(2, 2, 16, M::Custom), {}, DType::I32, 0, 2});
+  // Right-padded masks (the CUDA prefill path turns them into lengths on the device).
+  attention_case(t, "attention_prefix_mask_hd32", {5, 40, 40, attn(4, 4, 32, M::Custom), {}, DType::I32, 1, 0, true});
+  attention_case(t, "attention_prefix_mask_hd64_gqa", {3, 70, 70, attn(4, 2, 64, M::Custom), {}, DType::Bool, 0, 0, true});
 }
 
 struct RopeSpec {

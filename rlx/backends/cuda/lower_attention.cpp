@@ -101,6 +101,15 @@ void lower_attention(LowerCtx& c, NodeId id) {
     p.bias_h_stride = bd[1] == 1 ? 0 : int64_t{p.Lq} * p.Lk;
     p.bias_b_stride = bd[0] == 1 ? 0 : bd[1] * p.Lq * p.Lk;
   }
+  if (a.kv_len_input) {
+    const NodeId len = n.inputs.back();
+    p.kv_len = static_cast<const int32_t*>(c.ptr(len));
+    p.kv_len_shared = c.type(len).shape[0] == Dim(1) && p.B > 1;
+  }
+  // Scratch for the right-padding check of a key mask (see AttentionParams).
+  const size_t lens_off = (ws + 255) / 256 * 256;
+  const bool mask_lengths = a.mask == MaskKind::Custom && !a.kv_len_input;
+  if (mask_lengths) ws = lens_off + key_mask_scratch_ints(p.B) * sizeof(int32_t);
   c.need_workspace(ws);
   void* const* wslot = c.workspace_slot();
   const bool convert_mask = a.mask == MaskKind::Custom && p.key_mask == nullptr;
@@ -112,6 +121,7 @@ void lower_attention(LowerCtx& c, NodeId id) {
             launch_cast(mask_dt, DType::Bool, mask_src, w + attn_ws, mask_n, s);
             p.key_mask = reinterpret_cast<const uint8_t*>(w + attn_ws);
           }
+          if (mask_lengths) p.key_mask_scratch = reinterpret_cast<int32_t*>(w + lens_off);
           launch_attention(p, attn_ws ? w : nullptr, s);
         });
 }
@@ -122,7 +132,9 @@ void register_attention_lowerings() {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     register_cuda_lowering(OpKind::Attention, {t, t, t, t}, lower_attention, str("attention [", dtype_name(t), "]"));
     register_cuda_lowering(OpKind::Attention, {t, t, t, kAnyDType, t}, lower_attention,
-                           str("attention with mask/bias [", dtype_name(t), "]"));
+                           str("attention with mask/bias/kv_len [", dtype_name(t), "]"));
+    register_cuda_lowering(OpKind::Attention, {t, t, t, kAnyDType, DType::I32, t}, lower_attention,
+                           str("attention with mask/bias and kv_len [", dtype_name(t), "]"));
   }
 }
 

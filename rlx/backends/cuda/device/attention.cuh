@@ -41,7 +41,13 @@ struct AttnArgs {
   const void* bias;         // additive, f32 or the storage dtype
   int bias_f32;
   int64_t bias_b_stride, bias_h_stride, bias_q_stride;
-  const int32_t* kv_len;    // [B] valid keys per batch, or null (= Lk)
+  const int32_t* kv_len;    // [B] valid keys per batch (or [1] shared), or null (= Lk)
+  int kv_len_b_stride;      // 1, or 0 when one length serves every batch
+  // Gate (device int32, or null): the prefill kernel does nothing unless
+  // (*gate != 0) == gate_run_if_nonzero. Lets two variants be captured and
+  // the data pick one at run time (a right-padded key mask → lengths).
+  const int32_t* gate;
+  int gate_run_if_nonzero;
   // Split-KV decode: partial results [rows][splits][D] and (m, l) pairs.
   float* ws_o;
   float* ws_ml;
@@ -51,7 +57,7 @@ struct AttnArgs {
 // Valid key count of batch b, clamped to [0, Lk].
 __device__ __forceinline__ int attn_kv_len(const AttnArgs& a, int b) {
   if (a.kv_len == nullptr) return a.Lk;
-  const int n = __ldg(a.kv_len + b);
+  const int n = __ldg(a.kv_len + b * a.kv_len_b_stride);
   return n < 0 ? 0 : (n > a.Lk ? a.Lk : n);
 }
 

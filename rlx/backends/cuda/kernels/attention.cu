@@ -217,8 +217,39 @@ dev::AttnArgs make_args(const AttentionParams& p) {
   a.bias_h_stride = p.bias_h_stride;
   a.bias_q_stride = p.bias_q_stride;
   a.kv_len = p.kv_len;
+  a.kv_len_b_stride = p.kv_len_shared ? 0 : 1;
   a.splits = 1;
   return a;
+}
+
+// Per row b of a key mask: lens[b] = number of kept keys, and flag |= 1 when
+// the kept keys are not exactly the prefix [0, lens[b]). flag is zeroed first.
+__global__ void __launch_bounds__(256) key_mask_lengths_kernel(const uint8_t* mask, int64_t b_stride, int Lk,
+                                                               int32_t* lens, int32_t* flag) {
+  __shared__ int first_zero, last_kept;
+  if (threadIdx.x == 0) first_zero = Lk, last_kept = -1;
+  __syncthreads();
+  const uint8_t* row = mask + blockIdx.x * b_stride;
+  int count = 0, fz = Lk, lk = -1;
+  for (int j = threadIdx.x; j < Lk; j += blockDim.x) {
+    if (row[j]) {
+      ++count;
+      lk = j;
+    } else if (fz == Lk) {
+      fz = j;
+    }
+  }
+  __shared__ int total;
+  if (threadIdx.x == 0) total = 0;
+  __syncthreads();
+  if (fz < Lk) atomicMin(&first_zero, fz);
+  if (lk >= 0) atomicMax(&last_kept, lk);
+  if (count) atomicAdd(&total, count);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    lens[blockIdx.x] = total;
+    if (last_kept > first_zero) atomicOr(flag, 1);
+  }
 }
 
 // Tensor-core kernels copy 16-byte chunks: every row start must be aligned.
@@ -297,6 +328,25 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
       detail::launch_attention_decode(p.dtype, a, stream);
       return;
     case AttentionPath::Prefill:
+      // Not under causal masks: lengths would move the query positions.
+      if (a.key_mask != nullptr && a.kv_len == nullptr && p.key_mask_scratch != nullptr && !a.causal &&
+          a.softcap == 0.0f && a.bias == nullptr) {
+        int32_t* lens = p.key_mask_scratch;
+        int32_t* flag = lens + p.B;
+        RLX_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int32_t), stream));
+        key_mask_lengths_kernel<<<static_cast<unsigned>(p.B), 256, 0, stream>>>(a.key_mask, a.key_mask_b_stride,
+                                                                                p.Lk, lens, flag);
+        RLX_CUDA_CHECK_LAUNCH("attention (key mask lengths)");
+        dev::AttnArgs fast = a;  // right-padded: lengths, no per-element mask
+        fast.key_mask = nullptr;
+        fast.kv_len = lens;
+        fast.kv_len_b_stride = 1;
+        fast.gate = flag;
+        fast.gate_run_if_nonzero = 0;
+        detail::launch_attention_prefill(p.dtype, fast, stream);
+        a.gate = flag;
+        a.gate_run_if_nonzero = 1;
+      }
       detail::launch_attention_prefill(p.dtype, a, stream);
       return;
     case AttentionPath::Simt:

@@ -54,6 +54,14 @@ struct AttentionParams {
   DType bias_dtype = DType::F32;
   int64_t bias_b_stride = 0, bias_h_stride = 0, bias_q_stride = 0;  // key stride is 1; 0 broadcasts
   const int32_t* kv_len = nullptr;  // device [B], or null
+  bool kv_len_shared = false;       // kv_len is [1]: one length for every batch
+  // Optional device scratch of ≥ key_mask_scratch_ints(B) int32. With it, a
+  // key mask on the tensor-core prefill path is first checked on the device:
+  // when every row keeps a prefix of its keys (right padding, the usual
+  // tokenizer output) the masked-free kernel runs with per-row lengths and
+  // skips padded key tiles; otherwise the general kernel runs. Both are
+  // launched (the idle one exits at once), so CUDA-graph replays need no re-capture.
+  int32_t* key_mask_scratch = nullptr;
 
   // Fill the row/batch strides for separate dense Q [B, Lq, H·D], K/V
   // [B, Lk, Hkv·D], and (when bias is set) a dense bias [B, H, Lq, Lk].
@@ -68,6 +76,8 @@ struct AttentionParams {
     bias_b_stride = bias_h_stride * H;
   }
 };
+
+inline size_t key_mask_scratch_ints(int B) { return static_cast<size_t>(B) + 1; }
 
 // Device scratch launch_attention needs for these params (split-KV decode
 // partials); 0 when none. Depends only on the shapes and the current device.

@@ -47,20 +47,23 @@ using namespace dev;
 // in this build), which rules out FA2's 4 warps × 32 rows at D = 128.
 // (ptxas 13.0, sm_90a, registers: non-general / general)
 template <int D, bool kGeneral> struct PrefillShape;
-template <bool G> struct PrefillShape<32, G> {  // 190 / 238
-  static constexpr int kWarps = 4, MT = 2, BN = 64;
+// D = 32 does little MMA work per score, so latency (not the tensor cores)
+// bounds it: one m16 fragment per warp keeps registers ≤ 128 and four CTAs
+// resident per SM (short embedding sequences run 2× faster than with MT = 2).
+template <bool G> struct PrefillShape<32, G> {
+  static constexpr int kWarps = 4, MT = 1, BN = 64, kMinBlocks = 4;
   static constexpr bool kQInRegs = true;
 };
 template <bool G> struct PrefillShape<64, G> {  // 253 / 220
-  static constexpr int kWarps = 4, MT = 2, BN = G ? 32 : 64;
+  static constexpr int kWarps = 4, MT = 2, BN = G ? 32 : 64, kMinBlocks = 2;
   static constexpr bool kQInRegs = true;
 };
 template <bool G> struct PrefillShape<128, G> {  // 215 / 244
-  static constexpr int kWarps = 8, MT = 1, BN = 64;
+  static constexpr int kWarps = 8, MT = 1, BN = 64, kMinBlocks = 1;
   static constexpr bool kQInRegs = true;
 };
 template <bool G> struct PrefillShape<256, G> {  // 252 / 238
-  static constexpr int kWarps = 8, MT = 1, BN = 32;
+  static constexpr int kWarps = 8, MT = 1, BN = 32, kMinBlocks = 1;
   static constexpr bool kQInRegs = !G;
 };
 
@@ -68,7 +71,7 @@ template <typename T, int D, bool kGeneral>
 struct Prefill {
   static constexpr int kWarps = PrefillShape<D, kGeneral>::kWarps;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kMinBlocks = kWarps == 4 ? 2 : 1;  // 255 registers either way
+  static constexpr int kMinBlocks = PrefillShape<D, kGeneral>::kMinBlocks;
   static constexpr int MT = PrefillShape<D, kGeneral>::MT;
   static constexpr int BN = PrefillShape<D, kGeneral>::BN;
   static constexpr int BM = 16 * MT * kWarps;
@@ -92,6 +95,7 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   T* sK = sQ + BM * S;
   T* sV = sK + BN * S;
 
+  if (a.gate != nullptr && ((__ldg(a.gate) != 0) != (a.gate_run_if_nonzero != 0))) return;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
 

@@ -500,8 +500,12 @@ void dispatch_storage(DType t, const char* op, F&& f, bool allow_small_int = tru
 
 // ------------------------------------------------------------ unary
 
-template <typename T, int V>
+// A UnaryFn known at compile time (kFixed) folds unary_op's switch away: the
+// activations that follow GEMMs (GELU erf/tanh, SiLU, ReLU) would otherwise
+// pay a per-element dispatch on top of their math.
+template <typename T, int V, bool kFixed = false, UnaryFn kFn = UnaryFn::Neg>
 __global__ void __launch_bounds__(256) unary_kernel(UnaryFn fn, const T* x, T* y, int64_t n) {
+  if constexpr (kFixed) fn = kFn;
   const int64_t nv = n / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -706,9 +710,18 @@ void launch_unary(UnaryFn fn, DType dtype, const void* x, void* y, int64_t n, cu
   auto go = [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = static_cast<int>(16 / sizeof(T));
-    if (aligned(x, 16) && aligned(y, 16))
-      unary_kernel<T, V><<<grid_for(n / V + 1, 256), 256, 0, stream>>>(fn, static_cast<const T*>(x), static_cast<T*>(y), n);
-    else
+    const auto* xt = static_cast<const T*>(x);
+    auto* yt = static_cast<T*>(y);
+    const int grid = grid_for(n / V + 1, 256);
+    if (aligned(x, 16) && aligned(y, 16)) {
+      switch (fn) {
+        case UnaryFn::GeluErf: unary_kernel<T, V, true, UnaryFn::GeluErf><<<grid, 256, 0, stream>>>(fn, xt, yt, n); break;
+        case UnaryFn::GeluTanh: unary_kernel<T, V, true, UnaryFn::GeluTanh><<<grid, 256, 0, stream>>>(fn, xt, yt, n); break;
+        case UnaryFn::Silu: unary_kernel<T, V, true, UnaryFn::Silu><<<grid, 256, 0, stream>>>(fn, xt, yt, n); break;
+        case UnaryFn::Relu: unary_kernel<T, V, true, UnaryFn::Relu><<<grid, 256, 0, stream>>>(fn, xt, yt, n); break;
+        default: unary_kernel<T, V><<<grid, 256, 0, stream>>>(fn, xt, yt, n); break;
+      }
+    } else
       unary_kernel<T, 1><<<grid_for(n, 256), 256, 0, stream>>>(fn, static_cast<const T*>(x), static_cast<T*>(y), n);
     RLX_CUDA_CHECK_LAUNCH("Unary");
   };
