@@ -1,0 +1,321 @@
+// Quantized weights: dequantization, fused small-m GEMV, quantized-table gather.
+//
+// Every kernel is a template over one decoder from device/quant_blocks.cuh,
+// which turns (block, chunk) into kChunk consecutive floats (32 for block
+// types), so the three kernels share one implementation of each layout.
+//   dequantize: one (block, chunk) unit per thread-iteration, grid-stride;
+//     consecutive threads decode consecutive units, so a warp reads a
+//     contiguous run of blocks; the 32 outputs leave as 16-byte stores.
+//   gemv: one warp per weight row, four rows per 128-thread block. x (m ≤ 8
+//     rows, converted to f32) is staged in shared memory one K-tile at a time,
+//     with 4 floats of padding per 32 so the lanes' 16-byte reads of their
+//     own 32-element runs fall in distinct banks. Lane l decodes units l,
+//     l + 32, … of its row into registers and accumulates Σ w·x for all m
+//     rows at once (each weight byte is read once, from global memory, never
+//     written anywhere); a warp shuffle reduces the 32 partial sums per row.
+//   gather: one block per looked-up row, threads over the row's units.
+#include "rlx/backends/cuda/kernels/quant.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/quant_blocks.cuh"
+#include "rlx/backends/cuda/device/vec.cuh"
+#include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/kernels/movement.h"
+#include "rlx/core/error.h"
+#include "rlx/formats/quant_tables.h"
+
+namespace rlx::cuda {
+namespace {
+
+using dev::IqTables;
+using dev::QuantBlock;
+
+// ---- IQ tables, one copy per device -----------------------------------------
+
+template <typename T, size_t N>
+void append(std::vector<uint8_t>& blob, const T (&table)[N], size_t* offset) {
+  *offset = (blob.size() + 15) / 16 * 16;
+  blob.resize(*offset + sizeof table);
+  std::memcpy(blob.data() + *offset, table, sizeof table);
+}
+
+IqTables tables_for_current_device() {
+  static std::mutex mu;
+  static std::map<int, IqTables> staged;
+  int device = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard lock(mu);
+  if (auto it = staged.find(device); it != staged.end()) return it->second;
+
+  namespace g = ggml_tables;
+  std::vector<uint8_t> blob;
+  size_t o[9];
+  append(blob, g::iq2xxs_grid, &o[0]);
+  append(blob, g::iq2xs_grid, &o[1]);
+  append(blob, g::iq2s_grid, &o[2]);
+  append(blob, g::iq3xxs_grid, &o[3]);
+  append(blob, g::iq3s_grid, &o[4]);
+  append(blob, g::iq1s_grid, &o[5]);
+  append(blob, g::ksigns_iq2xs, &o[6]);
+  append(blob, g::kvalues_iq4nl, &o[7]);
+  append(blob, g::kvalues_mxfp4, &o[8]);
+  // Lives as long as the process (like a module's __device__ globals).
+  uint8_t* d = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&d, blob.size()));
+  RLX_CUDA_CHECK(cudaMemcpy(d, blob.data(), blob.size(), cudaMemcpyHostToDevice));
+  IqTables t;
+  t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(d + o[0]);
+  t.iq2xs_grid = reinterpret_cast<const uint64_t*>(d + o[1]);
+  t.iq2s_grid = reinterpret_cast<const uint64_t*>(d + o[2]);
+  t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(d + o[3]);
+  t.iq3s_grid = reinterpret_cast<const uint32_t*>(d + o[4]);
+  t.iq1s_grid = reinterpret_cast<const uint64_t*>(d + o[5]);
+  t.ksigns_iq2xs = d + o[6];
+  t.kvalues_iq4nl = reinterpret_cast<const int8_t*>(d + o[7]);
+  t.kvalues_mxfp4 = reinterpret_cast<const int8_t*>(d + o[8]);
+  staged.emplace(device, t);
+  return t;
+}
+
+template <typename F>
+void visit_or_throw(DType t, const char* op, F&& f) {
+  if (!dev::visit_quant_block(t, f)) throw Unsupported(str(op, ": no cuda decoder for ", dtype_name(t)));
+}
+
+// f32, f16 or bf16 as a runtime tag (x and y of the GEMV, output of dequantize).
+enum class FloatKind : int { F32, F16, BF16 };
+FloatKind float_kind(DType t, const char* op) {
+  switch (t) {
+    case DType::F32: return FloatKind::F32;
+    case DType::F16: return FloatKind::F16;
+    case DType::BF16: return FloatKind::BF16;
+    default: throw Unsupported(str(op, ": activations/outputs must be f32, f16 or bf16, got ", dtype_name(t)));
+  }
+}
+
+__device__ __forceinline__ float load_as_f32(const void* p, int64_t i, FloatKind k) {
+  switch (k) {
+    case FloatKind::F16: return __half2float(static_cast<const __half*>(p)[i]);
+    case FloatKind::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+__device__ __forceinline__ void store_from_f32(void* p, int64_t i, float v, FloatKind k) {
+  switch (k) {
+    case FloatKind::F16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case FloatKind::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+int grid_for(int64_t work, int threads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<int>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 20));
+}
+
+// ---- dequantize ----------------------------------------------------------------
+
+template <class Q, typename TO>
+__global__ void __launch_bounds__(256)
+    dequant_kernel(const uint8_t* __restrict__ src, TO* __restrict__ dst, int64_t units, bool vec_ok, IqTables t) {
+  constexpr int kPer = Q::kBlockElems / Q::kChunk;
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v[Q::kChunk];
+    Q::decode(src + (u / kPer) * Q::kBlockBytes, static_cast<int>(u % kPer), t, v);
+    TO* o = dst + u * Q::kChunk;
+    constexpr int kVec = 16 / sizeof(TO);
+    if constexpr (Q::kChunk % kVec == 0) {
+      if (vec_ok) {
+#pragma unroll
+        for (int i = 0; i < Q::kChunk; i += kVec) {
+          float part[kVec];
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) part[j] = v[i + j];
+          dev::store_f32<TO, kVec>(o + i, part);
+        }
+        continue;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Q::kChunk; ++i) o[i] = dev::from_f32<TO>(v[i]);
+  }
+}
+
+// ---- GEMV ------------------------------------------------------------------------
+
+constexpr int kGemvWarps = 4;
+constexpr int kSmemBudget = 40 * 1024;  // x tile bytes per block: several blocks per SM stay resident
+
+// Padded position of element k of an x tile (4 floats after every 32).
+__host__ __device__ __forceinline__ int padded(int k) { return k + (k >> 5) * 4; }
+
+template <class Q, int M>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
+                int64_t k, int64_t row_bytes, int tile_k, FloatKind io, IqTables t) {
+  extern __shared__ float4 xs_raw[];  // float4: 16-byte aligned for the vector reads
+  float* xs = reinterpret_cast<float*>(xs_raw);  // [M][padded(tile_k)]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  const int pitch = padded(tile_k);
+  const uint8_t* wr = w + row * row_bytes;
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+
+  for (int64_t k0 = 0; k0 < k; k0 += tile_k) {
+    const int tk = static_cast<int>(std::min<int64_t>(tile_k, k - k0));
+    __syncthreads();  // the previous tile is consumed
+    for (int i = threadIdx.x; i < M * tk; i += blockDim.x) {
+      const int r = i / tk, kk = i - r * tk;
+      xs[r * pitch + padded(kk)] = r < m ? load_as_f32(x, r * k + k0 + kk, io) : 0.0f;
+    }
+    __syncthreads();
+    if (row < n) {
+      const int units = tk / Q::kChunk;
+#pragma unroll 2
+      for (int u = lane; u < units; u += 32) {
+        const int64_t e = k0 + static_cast<int64_t>(u) * Q::kChunk;
+        float v[Q::kChunk];
+        Q::decode(wr + (e / Q::kBlockElems) * Q::kBlockBytes, static_cast<int>((e % Q::kBlockElems) / Q::kChunk), t,
+                  v);
+        const int xo = padded(u * Q::kChunk);
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          const float* xr = xs + r * pitch + xo;
+          if constexpr (Q::kChunk % 4 == 0) {
+#pragma unroll
+            for (int i = 0; i < Q::kChunk; i += 4) {
+              const float4 xv = *reinterpret_cast<const float4*>(xr + i);
+              acc[r] += v[i] * xv.x + v[i + 1] * xv.y + v[i + 2] * xv.z + v[i + 3] * xv.w;
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < Q::kChunk; ++i) acc[r] += v[i] * xr[i];
+          }
+        }
+      }
+    }
+  }
+  if (row >= n) return;
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    const float s = dev::warp_sum(acc[r]);
+    if (lane == 0 && r < m) store_from_f32(y, r * n + row, s, io);
+  }
+}
+
+// ---- gather ------------------------------------------------------------------------
+
+template <class Q>
+__global__ void __launch_bounds__(128)
+    quant_gather_kernel(const uint8_t* __restrict__ table, int64_t rows, int64_t row_bytes, int64_t row_elems,
+                        const void* __restrict__ idx, bool idx64, float* __restrict__ y, int32_t* error_flag,
+                        IqTables t) {
+  constexpr int kPer = Q::kBlockElems / Q::kChunk;
+  const int64_t j = blockIdx.x;
+  const int64_t id = idx64 ? static_cast<const int64_t*>(idx)[j] : static_cast<const int32_t*>(idx)[j];
+  float* out = y + j * row_elems;
+  const int64_t units = row_elems / Q::kChunk;
+  if (id < 0 || id >= rows) {
+    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) out[i] = 0.0f;
+    if (threadIdx.x == 0 && error_flag) atomicOr(error_flag, kErrIndexOutOfRange);
+    return;
+  }
+  const uint8_t* src = table + id * row_bytes;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    float v[Q::kChunk];
+    Q::decode(src + (u / kPer) * Q::kBlockBytes, static_cast<int>(u % kPer), t, v);
+#pragma unroll
+    for (int i = 0; i < Q::kChunk; ++i) out[u * Q::kChunk + i] = v[i];
+  }
+}
+
+}  // namespace
+
+bool has_cuda_dequant_kernel(DType type) {
+  return dev::visit_quant_block(type, [](auto) {});
+}
+
+void stage_quant_tables() { (void)tables_for_current_device(); }
+
+void launch_dequantize(DType type, const void* src, DType out_dtype, void* out, int64_t n, cudaStream_t stream) {
+  const int64_t block = dtype_info(type).block_elems;
+  RLX_CHECK(n >= 0 && n % block == 0, "dequantize (cuda): ", n, " elements of ", dtype_name(type),
+            " is not a multiple of its block of ", block);
+  if (n == 0) return;
+  const IqTables t = tables_for_current_device();
+  const bool vec_ok = reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  visit_or_throw(type, "dequantize (cuda)", [&](auto q) {
+    using Q = decltype(q);
+    const int64_t units = n / Q::kChunk;
+    dispatch_float(out_dtype, "dequantize (cuda)", [&](auto o) {
+      using TO = decltype(o);
+      dequant_kernel<Q, TO><<<grid_for(units, 256), 256, 0, stream>>>(static_cast<const uint8_t*>(src),
+                                                                      static_cast<TO*>(out), units, vec_ok, t);
+    });
+  });
+  RLX_CUDA_CHECK_LAUNCH("dequantize");
+}
+
+void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
+                       int64_t k, cudaStream_t stream) {
+  RLX_CHECK(m >= 1 && m <= kMaxGemvRows, "quantized gemv: m = ", m, " rows, the fused kernel takes 1..",
+            kMaxGemvRows);
+  const int64_t block = dtype_info(w_type).block_elems;
+  RLX_CHECK(n >= 0 && k > 0 && k % block == 0, "quantized gemv: K = ", k, " is not a positive multiple of ",
+            dtype_name(w_type), "'s block of ", block);
+  RLX_CHECK(n < (int64_t{1} << 31) * kGemvWarps, "quantized gemv: N = ", n, " rows is too many");
+  if (n == 0) return;
+  const FloatKind io = float_kind(x_dtype, "quantized gemv");
+  const IqTables t = tables_for_current_device();
+  const int64_t row_bytes = dtype_bytes(w_type, k);
+  auto launch = [&](auto q, auto rows_tag) {
+    using Q = decltype(q);
+    constexpr int M = decltype(rows_tag)::value;
+    // The largest K-tile (a multiple of 256, so of every block) whose padded
+    // f32 copy of M rows fits the budget; never more than K itself.
+    int tile = std::max(256, kSmemBudget / (M * 36 * 4) * 32 / 256 * 256);
+    if (k < tile) tile = static_cast<int>(k);
+    const size_t smem = static_cast<size_t>(M) * padded(tile) * sizeof(float);
+    const auto blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+    gemv_kernel<Q, M><<<blocks, kGemvWarps * 32, smem, stream>>>(static_cast<const uint8_t*>(w), x, y,
+                                                                  static_cast<int>(m), n, k, row_bytes, tile, io, t);
+  };
+  visit_or_throw(w_type, "quantized gemv", [&](auto q) {
+    if (m == 1) launch(q, std::integral_constant<int, 1>{});
+    else if (m == 2) launch(q, std::integral_constant<int, 2>{});
+    else if (m <= 4) launch(q, std::integral_constant<int, 4>{});
+    else launch(q, std::integral_constant<int, 8>{});
+  });
+  RLX_CUDA_CHECK_LAUNCH("DequantMatMul (gemv)");
+}
+
+void launch_quant_gather(DType type, const void* table, int64_t rows, int64_t row_elems, DType index_dtype,
+                         const void* idx, int64_t n_idx, float* y, int32_t* error_flag, cudaStream_t stream) {
+  const int64_t block = dtype_info(type).block_elems;
+  RLX_CHECK(row_elems > 0 && row_elems % block == 0, "gather (cuda): rows of ", row_elems, " elements are not whole ",
+            dtype_name(type), " blocks of ", block);
+  RLX_CHECK(index_dtype == DType::I32 || index_dtype == DType::I64, "gather (cuda): indices must be i32 or i64, got ",
+            dtype_name(index_dtype));
+  RLX_CHECK(n_idx < (int64_t{1} << 31), "gather (cuda): ", n_idx, " indices is too many for one launch");
+  if (n_idx == 0) return;
+  const IqTables t = tables_for_current_device();
+  const int64_t row_bytes = dtype_bytes(type, row_elems);
+  visit_or_throw(type, "gather (cuda)", [&](auto q) {
+    using Q = decltype(q);
+    quant_gather_kernel<Q><<<static_cast<unsigned>(n_idx), 128, 0, stream>>>(
+        static_cast<const uint8_t*>(table), rows, row_bytes, row_elems, idx, index_dtype == DType::I64, y,
+        error_flag, t);
+  });
+  RLX_CUDA_CHECK_LAUNCH("Gather (quantized table)");
+}
+
+}  // namespace rlx::cuda

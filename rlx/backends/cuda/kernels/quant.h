@@ -1,0 +1,48 @@
+// Quantized-weight launchers (kernels in quant.cu): dequantization of every
+// GGUF block type (and f32/f16/bf16 storage), the fused quantized GEMV for
+// small m, and the gather of rows from a quantized table. Asynchronous on
+// `stream`, no allocation (after stage_quant_tables); launch failures throw
+// rlx::DeviceError naming the op; unsupported dtypes throw rlx::Unsupported.
+//
+// Weights are GGUF rows: W [N, K] with K fastest, each row K / block_elems
+// whole blocks (row_bytes = dtype_bytes(type, K)). Results equal the CPU
+// reference (rlx/formats/quant.h) bit for bit for dequantization and gather;
+// the GEMV accumulates in f32 (order differs from a float64 dot product).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "rlx/core/dtype.h"
+
+namespace rlx::cuda {
+
+// Whether CUDA decodes `type`: every GGUF quant type with a CPU dequantizer
+// (Q4_0 … NVFP4) plus f32, f16 and bf16 storage.
+bool has_cuda_dequant_kernel(DType type);
+
+// Copies the IQ grid / sign / value tables to the current device, once per
+// device (host-synchronous: call it outside CUDA-graph capture, e.g. when a
+// program is lowered). The launchers call it too; after the first call per
+// device it does no CUDA work.
+void stage_quant_tables();
+
+// out[0..n) = dequantize(src) converted to `out_dtype` (f32, f16 or bf16),
+// n a multiple of the block. `out` should be 16-byte aligned for full speed.
+void launch_dequantize(DType type, const void* src, DType out_dtype, void* out, int64_t n, cudaStream_t stream);
+
+inline constexpr int kMaxGemvRows = 8;
+
+// y [m, n] = x [m, k] · W [n, k]ᵀ for 1 ≤ m ≤ kMaxGemvRows; x and y in
+// x_dtype (f32, f16 or bf16), accumulation in f32. Reads each weight byte
+// once for all m rows; W is never expanded to floats in memory.
+void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
+                       int64_t k, cudaStream_t stream);
+
+// y [n_idx, row_elems] (f32) = dequantize(table [rows, row_elems])[idx[j]],
+// idx i32 or i64. An index outside [0, rows) writes a zero row and sets
+// kErrIndexOutOfRange (kernels/movement.h) in `error_flag` (nullable).
+void launch_quant_gather(DType type, const void* table, int64_t rows, int64_t row_elems, DType index_dtype,
+                         const void* idx, int64_t n_idx, float* y, int32_t* error_flag, cudaStream_t stream);
+
+}  // namespace rlx::cuda
