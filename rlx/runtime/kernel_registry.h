@@ -37,6 +37,9 @@ class KernelRegistry {
   void add(KernelKey key, std::any impl, std::string description);
   // Best match for node `id` of `g` on `backend` (exact before wildcard), or null.
   const KernelEntry* find(const std::string& backend, const Graph& g, NodeId id) const;
+  // The entry registered under exactly `key`, or null (to wrap a kernel:
+  // copy its impl, then register the wrapper under the same key).
+  const KernelEntry* find_exact(const KernelKey& key) const;
   // Signature of a node as used for lookup: input dtypes, then output dtype.
   static std::vector<DType> signature(const Graph& g, NodeId id);
   std::vector<KernelKey> keys(const std::string& backend) const;

@@ -48,6 +48,14 @@ class LowerCtx {
     sched_.add(Thunk{id, std::move(kernel), std::move(launch)});
   }
 
+  // Thunks appended so far. A lowering that delegates to another (the cuDNN
+  // path falling back to the built-in one) appends `note` to the names of
+  // what the delegate added, so the dispatch report says why.
+  size_t thunk_count() const { return sched_.thunks.size(); }
+  void note_thunks(size_t from, const std::string& note) {
+    for (size_t i = from; i < sched_.thunks.size(); ++i) sched_.thunks[i].kernel += note;
+  }
+
   // A device int32 that kernels of node `id` set nonzero on bad data (an
   // index out of range, a write past a state); the program checks it after
   // each run and reports the node. Valid once compile finishes; read it
@@ -109,6 +117,9 @@ void register_movement_lowerings();
 void register_attention_lowerings();
 void register_transformer_lowerings();  // rope, glu
 void register_select_lowerings();
+// cuDNN graph path (lower_cudnn.cpp): wraps the attention, matmul and norm
+// lowerings registered before it; runs last.
+void register_cudnn_lowerings();
 void register_all_lowerings();  // idempotent
 
 }  // namespace rlx::cuda
