@@ -1,4 +1,6 @@
-// rlx dequant: one tensor of a weights file converted to f32, as .npy.
+// rlx dequant: one tensor of a weights file converted to f32, as .npy (the
+// values little-endian f32 in GGUF element order, ne[0] fastest, after the
+// .npy header), on the CPU (the reference) or with the CUDA dequantizer.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -8,6 +10,14 @@
 #include "cli/common.h"
 #include "cli/model_file.h"
 #include "rlx/formats/quant.h"
+
+#ifdef RLX_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/kernels/quant.h"
+#include "rlx/backends/cuda/memory.h"
+#endif
 
 namespace rlx::cli {
 namespace {
@@ -19,13 +29,36 @@ struct DequantOptions {
   std::string output;
 };
 
+// The tensor dequantized by the CUDA kernels on device 0.
+Tensor dequantize_on_cuda(const Tensor& src, const std::string& name) {
+#ifdef RLX_HAVE_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw Unsupported("dequant --device cuda: no CUDA device is available (use --device cpu)");
+  RLX_CHECK_AS(Unsupported, cuda::has_cuda_dequant_kernel(src.dtype()), "dequant --device cuda: tensor '", name,
+               "' has type ", src.dtype(), ", which the CUDA dequantizer does not decode (use --device cpu)");
+  Tensor out = Tensor::empty(DType::F32, src.shape());
+  if (out.numel() == 0) return out;
+  RLX_CUDA_CHECK(cudaSetDevice(0));
+  cuda::DeviceBuffer in(0, src.nbytes(), "dequant input"), res(0, out.nbytes(), "dequant output");
+  in.upload(src.raw(), src.nbytes());
+  cuda::launch_dequantize(src.dtype(), in.data(), DType::F32, res.data(), src.numel(), nullptr);
+  RLX_CUDA_CHECK(cudaDeviceSynchronize());
+  res.download(out.raw_mut(), out.nbytes());
+  return out;
+#else
+  (void)name;
+  not_available("dequant", "--device cuda: this build has no CUDA backend");
+  return src;
+#endif
+}
+
 void run_dequant(const DequantOptions& o) {
-  if (o.device != "cpu") not_available("dequant", "--device " + o.device + ": only the CPU reference is built");
   const WeightsFile w = WeightsFile::open(o.file);
   const Tensor src = w.tensor(o.tensor);
   RLX_CHECK(has_cpu_dequant(src.dtype()), "dequant: tensor '", o.tensor, "' has type ", src.dtype(),
             ", which has no f32 conversion");
-  const Tensor out = dequantize(src);
+  const Tensor out = o.device == "cuda" ? dequantize_on_cuda(src, o.tensor) : dequantize(src);
   write_npy_file(o.output, out);
   // A one-line summary on stderr so the .npy on stdout stays clean.
   const float* p = out.data<float>();
@@ -37,7 +70,7 @@ void run_dequant(const DequantOptions& o) {
     hi = std::max(hi, p[i]);
     sum += p[i];
   }
-  std::cerr << o.tensor << ": " << src.dtype() << " " << shape_str(src.shape()) << " -> f32 "
+  std::cerr << o.tensor << ": " << src.dtype() << " " << shape_str(src.shape()) << " -> f32 (" << o.device << ") "
             << (o.output == "-" ? "stdout" : o.output) << " (min " << lo << ", max " << hi << ", mean "
             << (n ? sum / static_cast<double>(n) : 0.0) << ")\n";
 }

@@ -1,0 +1,196 @@
+// Quantized weights on the GPU (launchers in rlx/backends/cuda/kernels/quant.h):
+//   gemv     the fused GEMV, m = 1, x and y f16, for every quant type at
+//            N×K = 4096×4096 and 1024×3072. Cold L2: the weights are copied
+//            until the copies exceed 256 MB and every launch reads the next
+//            copy. GB/s counts quantized weight bytes + x + y per call;
+//            "% of copy" is against the measured 4.22 TB/s (bench_util.h).
+//   dequant  quant → f16 of a 4096×4096 weight (bytes = quant read + f16 written).
+//   prefill  m = 512, N = K = 4096: dequantize to f16 + cuBLASLt (the
+//            DequantMatMul prefill path) in TFLOP/s, next to cuBLASLt f16 on the
+//            already dequantized weights.
+// Timing: CUDA events around groups of 20 launches (per-call time = group / 20),
+// 5 warm-up groups, median of 30 groups. JSON lines (bench "quant", impl "rlx")
+// for bench/compare.py; the peer is bench/quant_torch.py (torch f16 GEMV and
+// matmul on the same shapes).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "rlx/backends/cuda/cublaslt.h"
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/kernels/quant.h"
+#include "rlx/core/dtype.h"
+#include "rlx/core/half.h"
+
+namespace {
+
+using namespace rlx;
+
+constexpr int kGroup = 20, kWarmGroups = 5, kGroups = 30;
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+// Median milliseconds per call of launch(i).
+double time_per_call(const std::function<void(int)>& launch) {
+  cudaEvent_t a, b;
+  RLX_CUDA_CHECK(cudaEventCreate(&a));
+  RLX_CUDA_CHECK(cudaEventCreate(&b));
+  int call = 0;
+  for (int g = 0; g < kWarmGroups; ++g)
+    for (int i = 0; i < kGroup; ++i) launch(call++);
+  RLX_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  for (int g = 0; g < kGroups; ++g) {
+    RLX_CUDA_CHECK(cudaEventRecord(a));
+    for (int i = 0; i < kGroup; ++i) launch(call++);
+    RLX_CUDA_CHECK(cudaEventRecord(b));
+    RLX_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    RLX_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / kGroup);
+  }
+  RLX_CUDA_CHECK(cudaGetLastError());
+  RLX_CUDA_CHECK(cudaEventDestroy(a));
+  RLX_CUDA_CHECK(cudaEventDestroy(b));
+  return bench::median(ms);
+}
+
+// Random weight bytes; every odd byte has its top two bits cleared, which
+// keeps the f16 scale fields (at even offsets in most layouts) finite and
+// below 2. The values do not change the timing.
+std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(rng()) & (i % 2 ? 0x3F : 0xFF);
+  return v;
+}
+
+struct Weights {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;        // one copy
+  size_t bytes_pitch = 0;  // copy to copy, 256-byte aligned
+  int copies = 0;
+  Weights(DType t, int64_t n, int64_t k) {
+    bytes = static_cast<size_t>(dtype_bytes(t, n * k));
+    const size_t pitch = bytes_pitch = (bytes + 255) / 256 * 256;
+    copies = static_cast<int>(std::max<size_t>(2, (kColdBytes + bytes - 1) / bytes));
+    RLX_CUDA_CHECK(cudaMalloc(&base, pitch * copies));
+    const std::vector<uint8_t> host = random_bytes(bytes, 42);
+    for (int c = 0; c < copies; ++c) RLX_CUDA_CHECK(cudaMemcpy(base + pitch * c, host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  ~Weights() { cudaFree(base); }
+  const uint8_t* copy(int i) const { return base + bytes_pitch * (i % copies); }
+};
+
+void* device_f16(int64_t n, float scale) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.0f, scale);
+  for (auto& v : h) v = f32_to_f16(d(rng));
+  void* p = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&p, h.size() * 2));
+  RLX_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  return p;
+}
+
+}  // namespace
+
+int main() {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("quant_bench: no CUDA device; skipped\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  RLX_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  std::printf("hardware limit: copy %.2f TB/s (measured, bench_util.h)\n", bench::kCopyTBps);
+  cuda::stage_quant_tables();
+
+  std::vector<DType> types;
+  for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
+    const auto t = static_cast<DType>(i);
+    if (is_quant(t) && cuda::has_cuda_dequant_kernel(t)) types.push_back(t);
+  }
+
+  // ---- GEMV, m = 1 ----
+  const int64_t shapes[2][2] = {{4096, 4096}, {1024, 3072}};
+  void* x = device_f16(4096, 1.0f);
+  void* y = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&y, 4096 * 2));
+  std::printf("\n%-30s %9s %9s %8s\n", "gemv m=1, x/y f16", "us", "GB/s", "of copy");
+  for (const auto& s : shapes) {
+    const int64_t N = s[0], K = s[1];
+    for (DType t : types) {
+      Weights w(t, N, K);
+      const double ms = time_per_call(
+          [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
+      const double bytes = static_cast<double>(w.bytes) + 2.0 * K + 2.0 * N;
+      const double gbs = bytes / (ms * 1e-3) / 1e9;
+      const std::string key = str("gemv ", N, "x", K, " m=1 ", dtype_name(t));
+      std::printf("%-30s %9.2f %9.1f %7.1f%%\n", key.c_str(), ms * 1e3, gbs, 100.0 * gbs / (bench::kCopyTBps * 1e3));
+      bench::json_line("quant", key, gbs, "GB/s");
+      bench::json_line("quant", key + " % of copy", 100.0 * gbs / (bench::kCopyTBps * 1e3), "%");
+    }
+  }
+
+  // ---- dequantization to f16, 4096 x 4096 ----
+  const int64_t N = 4096, K = 4096;
+  void* wf16 = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&wf16, N * K * 2));
+  std::printf("\n%-30s %9s %9s %8s\n", "dequant -> f16, 4096x4096", "us", "GB/s", "of copy");
+  for (DType t : types) {
+    Weights w(t, N, K);
+    const double ms =
+        time_per_call([&](int i) { cuda::launch_dequantize(t, w.copy(i), DType::F16, wf16, N * K, nullptr); });
+    const double gbs = (static_cast<double>(w.bytes) + 2.0 * N * K) / (ms * 1e-3) / 1e9;
+    const std::string key = str("dequant f16 4096x4096 ", dtype_name(t));
+    std::printf("%-30s %9.2f %9.1f %7.1f%%\n", key.c_str(), ms * 1e3, gbs, 100.0 * gbs / (bench::kCopyTBps * 1e3));
+    bench::json_line("quant", key, gbs, "GB/s");
+  }
+
+  // ---- prefill: m = 512, N = K = 4096 ----
+  const int64_t M = 512;
+  void* xp = device_f16(M * K, 1.0f);
+  void* yp = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&yp, M * N * 2));
+  cuda::GemmEngine engine(0);
+  cuda::GemmArgs g;
+  g.dtype = DType::F16;
+  g.trans_b = true;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = xp;
+  g.lda = K;
+  g.B = wf16;
+  g.ldb = K;
+  g.C = yp;
+  g.ldc = N;
+  engine.plan(g);
+  const double flops = 2.0 * M * N * K;
+  const double cublas_ms = time_per_call([&](int) { engine.run(g, nullptr); });
+  std::printf("\n%-30s %9s %9s\n", "prefill m=512, 4096x4096", "us", "TFLOP/s");
+  std::printf("%-30s %9.2f %9.1f\n", "cuBLASLt f16 (dequantized W)", cublas_ms * 1e3, flops / (cublas_ms * 1e-3) / 1e12);
+  bench::json_line("quant", "prefill m=512 4096x4096 cublas f16", flops / (cublas_ms * 1e-3) / 1e12, "TFLOP/s");
+  for (DType t : types) {
+    Weights w(t, N, K);
+    const double ms = time_per_call([&](int i) {
+      cuda::launch_dequantize(t, w.copy(i), DType::F16, wf16, N * K, nullptr);
+      engine.run(g, nullptr);
+    });
+    const std::string key = str("prefill m=512 4096x4096 ", dtype_name(t));
+    std::printf("%-30s %9.2f %9.1f\n", key.c_str(), ms * 1e3, flops / (ms * 1e-3) / 1e12);
+    bench::json_line("quant", key, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+  }
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(wf16);
+  cudaFree(xp);
+  cudaFree(yp);
+  return 0;
+}

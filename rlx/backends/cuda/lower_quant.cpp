@@ -1,0 +1,124 @@
+// DequantMatMul and Gather from a quantized table → kernels/quant.cu.
+//
+// DequantMatMul (x [..., K] in f32/f16/bf16, W [N, K] GGUF rows):
+//   m ≤ 8 rows of x (decode): the fused GEMV, which reads W once and never
+//     expands it ("gemv <type> m=<m>"). RLX_CUDA_<TYPE>_FUSED_DISABLE=1 sends
+//     these through the path below instead.
+//   larger m (prefill): W is dequantized, a tile of its rows at a time, into
+//     the node's workspace in x's dtype, and cuBLASLt multiplies x by the tile
+//     into the matching columns of y ("dequant+cublaslt <type>").
+// Gather(table [V, ...] quant, ids) → dequantized f32 rows, bad ids flagged.
+#include <cctype>
+
+#include "rlx/backends/cuda/kernels/quant.h"
+#include "rlx/backends/cuda/lowering.h"
+#include "rlx/core/env.h"
+
+namespace rlx::cuda {
+namespace {
+
+// Dequantized-weight workspace per tile: large enough that cuBLASLt sees
+// big GEMMs, small enough not to matter next to the weights.
+constexpr int64_t kTileBudgetBytes = int64_t{64} << 20;
+
+// RLX_CUDA_<TYPE>_FUSED_DISABLE for a quant type (float weights have no knob).
+bool fused_disabled(DType w) {
+  if (!is_quant(w)) return false;
+  std::string name(dtype_name(w));
+  for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return env_bool(str("RLX_CUDA_", name, "_FUSED_DISABLE"));
+}
+
+void lower_dequant_matmul(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const DType xt = c.type(n.inputs[0]).dtype, wt = c.type(n.inputs[1]).dtype;
+  const auto wd = c.dims(n.inputs[1]);
+  const int64_t N = wd[0], K = wd[1];
+  const int64_t M = K > 0 ? static_numel(c.type(n.inputs[0]).shape) / K : 0;
+  const void* x = c.in_ptr(id, 0);
+  const auto* w = static_cast<const uint8_t*>(c.in_ptr(id, 1));
+  void* y = c.ptr(id);
+  if (M == 0 || N == 0) return;
+  RLX_CHECK_AS(Unsupported, has_cuda_dequant_kernel(wt), c.graph.describe(id), ": no cuda decoder for ", wt);
+  stage_quant_tables();  // host-synchronous: here, never inside a captured thunk
+  const std::string tname(dtype_name(wt));
+
+  if (M <= kMaxGemvRows && !fused_disabled(wt)) {
+    c.add(id, str("gemv ", tname, " m=", M), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); });
+    return;
+  }
+
+  const int64_t es = dtype_size(xt), row_bytes = dtype_bytes(wt, K);
+  // Tile rows: a multiple of 64 (keeps y's column offset 16-byte aligned), at least 64.
+  const int64_t tile = std::min(N, std::max<int64_t>(64, kTileBudgetBytes / (K * es) / 64 * 64));
+  c.need_workspace(static_cast<size_t>(tile * K * es));
+  void* const* ws = c.workspace_slot();
+  GemmEngine* engine = &c.gemm;
+  for (int64_t n0 = 0; n0 < N; n0 += tile) {
+    const int64_t rows = std::min(tile, N - n0);
+    GemmArgs g;
+    g.dtype = xt;
+    g.trans_b = true;  // y[:, n0:n0+rows] = x · tileᵀ, the tile row-major [rows, K]
+    g.M = M;
+    g.N = rows;
+    g.K = K;
+    g.A = x;
+    g.lda = K;
+    // The workspace is allocated after lowering; plan with an address of the
+    // same (256-byte) alignment, which is all the cached plan depends on.
+    g.B = reinterpret_cast<const void*>(uintptr_t{256});
+    g.ldb = K;
+    g.C = static_cast<char*>(y) + n0 * es;
+    g.ldc = N;
+    g.allow_tf32 = c.options.allow_tf32;
+    c.gemm.plan(g);
+    const uint8_t* wtile = w + n0 * row_bytes;
+    c.add(id, str("dequant+cublaslt ", tname, " m=", M, " n=", n0, "..", n0 + rows),
+          [=](cudaStream_t s) {
+            launch_dequantize(wt, wtile, xt, *ws, rows * K, s);
+            GemmArgs call = g;
+            call.B = *ws;
+            engine->run(call, s);
+          });
+  }
+}
+
+void lower_quant_gather(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const DType tt = c.type(n.inputs[0]).dtype;
+  const auto table = c.dims(n.inputs[0]);
+  int64_t row_elems = 1;
+  for (size_t i = 1; i < table.size(); ++i) row_elems *= table[i];
+  const int64_t rows = table[0];
+  RLX_CHECK_AS(Unsupported, row_elems % dtype_info(tt).block_elems == 0, c.graph.describe(id), ": rows of ",
+               row_elems, " ", tt, " elements are not whole blocks of ", dtype_info(tt).block_elems);
+  stage_quant_tables();
+  const DType idt = c.type(n.inputs[1]).dtype;
+  const int64_t n_idx = static_numel(c.type(n.inputs[1]).shape);
+  const void* t = c.in_ptr(id, 0);
+  const void* idx = c.in_ptr(id, 1);
+  auto* y = static_cast<float*>(c.ptr(id));
+  int32_t* const* flag = c.error_flag(id);
+  c.add(id, str("gather ", dtype_name(tt), " rows (dequantized)"), [=](cudaStream_t s) {
+    launch_quant_gather(tt, t, rows, row_elems, idt, idx, n_idx, y, *flag, s);
+  });
+}
+
+}  // namespace
+
+void register_quant_lowerings() {
+  for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
+    const auto wt = static_cast<DType>(i);
+    if (!has_cuda_dequant_kernel(wt)) continue;
+    const std::string tname(dtype_name(wt));
+    for (DType xt : {DType::F32, DType::F16, DType::BF16})
+      register_cuda_lowering(OpKind::DequantMatMul, {xt, wt, xt}, lower_dequant_matmul,
+                             str("quantized matmul [", tname, " x ", dtype_name(xt), "]: fused gemv m<=8, else dequant+cuBLASLt"));
+    if (!is_quant(wt)) continue;  // float tables go through the plain gather
+    for (DType it : {DType::I32, DType::I64})
+      register_cuda_lowering(OpKind::Gather, {wt, it, DType::F32}, lower_quant_gather,
+                             str("gather of ", tname, " rows, dequantized"));
+  }
+}
+
+}  // namespace rlx::cuda

