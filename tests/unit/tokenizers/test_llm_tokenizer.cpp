@@ -28,6 +28,19 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
+// Encoding 100 KB must take well under a second; sanitizer builds (-O1 + ASan) get more room.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kHundredKbSeconds = 5.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr double kHundredKbSeconds = 5.0;
+#else
+constexpr double kHundredKbSeconds = 1.0;
+#endif
+#else
+constexpr double kHundredKbSeconds = 1.0;
+#endif
+
 const nlohmann::json& fixture() {
   static const nlohmann::json j =
       load_json_file(std::string(RLX_SOURCE_DIR) + "/tests/data/llm_tokenizer_cases.json");
@@ -193,7 +206,7 @@ TEST(LlmTokenizerGemma, HundredKilobytesIsFast) {
     const Ids ids = t.encode(*s, false);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("gemma: %zu bytes -> %zu tokens in %.1f ms\n", s->size(), ids.size(), sec * 1e3);
-    EXPECT_LT(sec, 1.0);
+    EXPECT_LT(sec, kHundredKbSeconds);
     EXPECT_EQ(t.decode(ids), without_control(*s));
   }
 }
@@ -307,7 +320,7 @@ TEST(LlmTokenizerBpeExtra, HundredKilobytesIsFast) {
     const Ids ids = tok->encode(*s, false);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("bpe: %zu bytes -> %zu tokens in %.1f ms\n", s->size(), ids.size(), sec * 1e3);
-    EXPECT_LT(sec, 1.0);
+    EXPECT_LT(sec, kHundredKbSeconds);
   }
 }
 
