@@ -23,7 +23,10 @@ bool cublaslt_epilogue_supports(Activation act) {
 struct GemmEngine::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  // heuristic order
+  std::vector<GemmAlgo> infos;
+  int chosen = 0;
+  std::string note = "heuristic: algo 0";
   ~Plan() {
     if (desc) cublasLtMatmulDescDestroy(desc);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -49,7 +52,30 @@ uint32_t alignment(const void* p, int64_t stride_elems, int64_t elem) {
   return static_cast<uint32_t>(v & (~v + 1));
 }
 
+// The algorithm's identity, read attribute by attribute (each has its own width).
+std::vector<int64_t> algo_config(const cublasLtMatmulAlgo_t& algo) {
+  static constexpr cublasLtMatmulAlgoConfigAttributes_t kAttrs[] = {
+      CUBLASLT_ALGO_CONFIG_ID,          CUBLASLT_ALGO_CONFIG_TILE_ID,       CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+      CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
+      CUBLASLT_ALGO_CONFIG_STAGES_ID,   CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID};
+  std::vector<int64_t> cfg;
+  for (auto attr : kAttrs) {
+    size_t size = 0;
+    uint64_t v = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS ||
+        size > sizeof v || cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, size, &size) != CUBLAS_STATUS_SUCCESS)
+      v = 0;
+    cfg.push_back(static_cast<int64_t>(v));
+  }
+  return cfg;
+}
+
 }  // namespace
+
+std::string gemm_family(const GemmArgs& a) {
+  if (a.dtype == DType::F32 && a.allow_tf32) return "gemm.tf32";
+  return str("gemm.", dtype_name(a.dtype));
+}
 
 GemmEngine::GemmEngine(int device) : device_(device) {
   DeviceGuard g(device);
@@ -130,13 +156,24 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kMaxCandidates]{};
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, kMaxCandidates,
+                                                     results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw DeviceError(str("cuBLASLt has no algorithm for ", describe(a), " (", cublasLtGetStatusString(st), ")"));
-  p->algo = result.algo;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    p->infos.push_back(GemmAlgo{static_cast<int>(p->algos.size()), algo_config(results[i].algo),
+                                results[i].workspaceSize});
+    p->algos.push_back(results[i].algo);
+  }
+  if (p->algos.empty()) throw DeviceError(str("cuBLASLt has no usable algorithm for ", describe(a)));
+  if (chooser_) {
+    auto [rank, note] = chooser_(a, p->infos);
+    if (rank >= 0 && rank < static_cast<int>(p->algos.size())) p->chosen = rank, p->note = std::move(note);
+  }
   auto& ref = *p;
   plans_.emplace(std::move(k), std::move(p));
   return ref;
@@ -144,15 +181,30 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
 
 void GemmEngine::plan(const GemmArgs& a) { (void)get(a); }
 
-void GemmEngine::run(const GemmArgs& a, cudaStream_t stream) {
+void GemmEngine::run(const GemmArgs& a, cudaStream_t stream) { run_candidate(a, get(a).chosen, stream); }
+
+std::vector<GemmAlgo> GemmEngine::candidates(const GemmArgs& a) { return get(a).infos; }
+
+void GemmEngine::run_candidate(const GemmArgs& a, int rank, cudaStream_t stream) {
   Plan& p = get(a);
+  RLX_CHECK(rank >= 0 && rank < static_cast<int>(p.algos.size()), "cuBLASLt: candidate ", rank, " of ", describe(a),
+            " does not exist (", p.algos.size(), " candidates)");
   // The bias pointer lives in the shared descriptor: set and use it under the lock.
   std::lock_guard lock(mu_);
   const float alpha = 1.0f, beta = 0.0f;
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
-  RLX_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a.B, p.a, a.A, p.b, &beta, a.C, p.c, a.C, p.c, &p.algo,
-                                  workspace_, workspace_bytes_, stream));
+  RLX_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a.B, p.a, a.A, p.b, &beta, a.C, p.c, a.C, p.c,
+                                  &p.algos[static_cast<size_t>(rank)], workspace_, workspace_bytes_, stream));
+}
+
+int GemmEngine::chosen_rank(const GemmArgs& a) { return get(a).chosen; }
+
+std::string GemmEngine::choice_note(const GemmArgs& a) { return get(a).note; }
+
+void GemmEngine::set_algo_chooser(GemmAlgoChooser chooser) {
+  std::lock_guard lock(mu_);
+  chooser_ = std::move(chooser);
 }
 
 }  // namespace rlx::cuda

@@ -7,11 +7,13 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "rlx/core/dtype.h"
 #include "rlx/ir/ops.h"
@@ -37,6 +39,25 @@ struct GemmArgs {
 // Whether cuBLASLt can apply `act` in its epilogue (GELU-erf and SiLU cannot).
 bool cublaslt_epilogue_supports(Activation act);
 
+// One algorithm cuBLASLt's heuristic offers for a problem. `config` holds the
+// algorithm's identity (id, tile, split-k, reduction, swizzle, custom option,
+// stages, inner and cluster shape) so a choice measured on one problem can be
+// found again among the candidates of a similar one.
+struct GemmAlgo {
+  int rank = 0;  // position in the heuristic's list (0 = its first choice)
+  std::vector<int64_t> config;
+  size_t workspace_bytes = 0;
+};
+
+// Calibration family name of a problem: "gemm.f16", "gemm.bf16", "gemm.f32",
+// "gemm.tf32"; its shape is {M·batch, N, K}.
+std::string gemm_family(const GemmArgs& a);
+
+// Picks, among a problem's candidates, the algorithm to run (the engine's
+// default is the heuristic's first). Returns the rank and a note for the
+// dispatch report, e.g. "calibrated: algo 2 won at m=512 n=1536 k=384".
+using GemmAlgoChooser = std::function<std::pair<int, std::string>(const GemmArgs&, const std::vector<GemmAlgo>&)>;
+
 class GemmEngine {
  public:
   explicit GemmEngine(int device);
@@ -52,6 +73,17 @@ class GemmEngine {
   static std::string describe(const GemmArgs& a);
   size_t workspace_bytes() const { return workspace_bytes_; }
 
+  // Up to kMaxCandidates algorithms for the problem, heuristic order.
+  static constexpr int kMaxCandidates = 8;
+  std::vector<GemmAlgo> candidates(const GemmArgs& a);
+  // Launches candidate `rank` instead of the chosen one (calibration, tests).
+  void run_candidate(const GemmArgs& a, int rank, cudaStream_t stream);
+  // The rank run() uses for this problem and how it was chosen.
+  int chosen_rank(const GemmArgs& a);
+  std::string choice_note(const GemmArgs& a);
+  // Set before planning (problems already planned keep their choice).
+  void set_algo_chooser(GemmAlgoChooser chooser);
+
  private:
   struct Plan;
   using Key = std::string;
@@ -64,6 +96,7 @@ class GemmEngine {
   size_t workspace_bytes_ = 32u << 20;  // Hopper's recommended cuBLASLt workspace
   std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  GemmAlgoChooser chooser_;
 };
 
 }  // namespace rlx::cuda

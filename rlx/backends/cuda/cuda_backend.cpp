@@ -4,24 +4,38 @@
 #include <mutex>
 #include <sstream>
 
+#include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/core/log.h"
 #include "rlx/passes/memory_plan.h"
+#include "rlx/runtime/cost_model.h"
 
 namespace rlx::cuda {
 namespace {
 
 // What programs of one backend share: the device, one stream (programs run
 // one at a time on it, so scratch and the cuBLASLt workspace are never shared
-// by work in flight), and the GEMM plan cache.
+// by work in flight), the GEMM plan cache, and the cost model (calibrated
+// per RLX_CALIBRATE, else the built-in heuristic) that picks GEMM algorithms
+// and predicts the dispatch report's times.
 struct DeviceContext {
   int index;
   const DeviceProps& props;
   Stream stream;
   GemmEngine gemm;
   std::mutex run_mu;
-  explicit DeviceContext(int i) : index(i), props(device_props(i)), stream(), gemm(i) {}
+  CostModel cost;
+  explicit DeviceContext(int i)
+      : index(i), props(device_props(i)), stream(), gemm(i), cost(model_for(i, device_calibration(i))) {
+    if (const Calibration* c = cost.calibration()) gemm.set_algo_chooser(gemm_chooser(*c));
+  }
+
+ private:
+  static CostModel model_for(int i, const std::optional<Calibration>& c) {
+    if (!c) return CostModel(heuristic_gpu_rates());
+    return CostModel(gpu_rates_from(*c, str("cuda:", i)), *c);
+  }
 };
 
 // The backend-agnostic plan, plus the Narrows attention reads in place as views.
@@ -165,10 +179,20 @@ class CudaProgram final : public Program {
     os << "dispatch report (cuda:" << dc_.index << " " << dc_.props.name << ", " << schedule_.thunks.size()
        << " thunks, arena " << plan_.arena_bytes << " bytes, cuda graphs "
        << (encoder_.uses_graphs() ? "on" : "off") << "):\n";
+    os << "  cost model: " << (dc_.cost.rates().calibrated ? "calibrated" : "heuristic (no calibration)")
+       << "; per node: predicted vs measured (the node's thunks summed)\n";
+    std::vector<double> node_us(static_cast<size_t>(graph_.size()), 0.0);
+    for (size_t t = 0; t < schedule_.thunks.size() && t < times_ms_.size(); ++t)
+      if (schedule_.thunks[t].node >= 0) node_us[static_cast<size_t>(schedule_.thunks[t].node)] += times_ms_[t] * 1e3;
     for (size_t t = 0; t < schedule_.thunks.size(); ++t) {
       const Thunk& th = schedule_.thunks[t];
       os << "  " << (th.node >= 0 ? graph_.describe(th.node) : std::string("program")) << " -> " << th.kernel;
       if (t < times_ms_.size()) os << "  " << times_ms_[t] * 1000.0f << " us";
+      // The node's prediction, once, on its last thunk.
+      const bool last_of_node = th.node >= 0 && (t + 1 == schedule_.thunks.size() || schedule_.thunks[t + 1].node != th.node);
+      if (last_of_node && !graph_.node(th.node).is_leaf())
+        os << "  [node predicted " << dc_.cost.predict_node(graph_, th.node).value << " us, measured "
+           << node_us[static_cast<size_t>(th.node)] << " us]";
       os << "\n";
     }
     return os.str();

@@ -116,7 +116,8 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
   for (const auto& call : calls) {
     c.gemm.plan(call);
     GemmEngine* engine = &c.gemm;
-    c.add(id, "cublasLt " + GemmEngine::describe(call), [engine, call](cudaStream_t s) { engine->run(call, s); });
+    c.add(id, str("cublasLt ", GemmEngine::describe(call), " [", c.gemm.choice_note(call), "]"),
+          [engine, call](cudaStream_t s) { engine->run(call, s); });
   }
   // What the epilogue could not do: a bias of another dtype (cast into the
   // workspace, then added), or the activation (in place).
