@@ -1,0 +1,151 @@
+#include "rlx/models/llm/blocks.h"
+
+#include <cmath>
+
+namespace rlx::llm::detail {
+
+Blocks::Blocks(Graph& g, const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o)
+    : g_(g), c_(cfg), f_(f), o_(o) {
+  RLX_CHECK(o.ctx >= 1, "llm: context size must be at least 1, got ", o.ctx);
+  RLX_CHECK(o.kv_dtype == DType::F16 || o.kv_dtype == DType::BF16 || o.kv_dtype == DType::F32,
+            "llm: KV cache dtype must be f16, bf16 or f32, got ", o.kv_dtype);
+  RLX_CHECK(o.logits || o.token, "llm: the graph needs at least one output (logits or token)");
+  tokens_ = input(g, kInputNames[0], DType::I32, {1, "L"});
+  positions_ = input(g, kInputNames[1], DType::I32, {"L"});
+  offset_ = input(g, kInputNames[2], DType::I32, {1});
+  kv_len_ = input(g, kInputNames[3], DType::I32, {1});
+  step_ = input(g, kInputNames[4], DType::I32, {1});
+}
+
+void Blocks::check_weights() const {
+  std::string missing;
+  auto need = [&](const std::string& name, std::vector<int64_t> shape) {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t) missing += str("\n  ", name, " is missing");
+    else if (t->shape() != shape)
+      missing += str("\n  ", name, " has shape ", shape_str(t->shape()), ", expected ", shape_str(shape));
+  };
+  const int64_t H = c_.hidden, D = c_.head_dim;
+  need(names::kTokenEmbd, {c_.vocab, H});
+  need(names::kOutputNorm, {H});
+  if (!c_.tied_output) need(names::kOutput, {c_.vocab, H});
+  for (int64_t i = 0; i < c_.n_layers; ++i)
+    for (const LayerWeight& w : layer_weights(c_.arch)) {
+      const std::string s = w.suffix;
+      const std::string name = names::blk(i, w.suffix);
+      if (!w.required && !has(name)) continue;
+      std::vector<int64_t> shape;
+      if (s == "attn_q.weight") shape = {c_.n_heads * D, H};
+      else if (s == "attn_k.weight" || s == "attn_v.weight") shape = {c_.n_kv_heads * D, H};
+      else if (s == "attn_q.bias") shape = {c_.n_heads * D};
+      else if (s == "attn_k.bias" || s == "attn_v.bias") shape = {c_.n_kv_heads * D};
+      else if (s == "attn_output.weight") shape = {H, c_.n_heads * D};
+      else if (s == "attn_q_norm.weight" || s == "attn_k_norm.weight") shape = {D};
+      else if (s == "ffn_gate.weight" || s == "ffn_up.weight") shape = {c_.ffn, H};
+      else if (s == "ffn_down.weight") shape = {H, c_.ffn};
+      else shape = {H};  // the per-layer norms
+      need(name, shape);
+    }
+  RLX_FORMAT_CHECK(missing.empty(), f_.source(), ": tensors missing or mis-shaped for ", c_.arch_key, ":", missing);
+}
+
+Value Blocks::weight(const std::string& name, std::vector<int64_t> shape) {
+  if (NodeId id = g_.find_leaf(OpKind::Param, name); id >= 0) return Value{&g_, id};  // tied head
+  const GgufTensorInfo& t = f_.tensor(name);
+  // Packed and fp8 weights stay as stored; float ones compute in f32 (the
+  // precision policy may store them in half).
+  const DType dt = is_float(t.type) ? DType::F32 : t.type;
+  Shape s(shape.begin(), shape.end());
+  return param(g_, name, dt, s);
+}
+
+Value Blocks::embed() {
+  return gather(weight(names::kTokenEmbd, {c_.vocab, c_.hidden}), tokens_);
+}
+
+Value Blocks::linear(Value x, const std::string& name, int64_t out, int64_t in) {
+  Value w = weight(name, {out, in});
+  Value y = is_float(w.dtype()) ? matmul(x, w, MatMulAttrs{false, true}) : dequant_matmul(x, w);
+  const std::string bias = name.substr(0, name.size() - std::string(".weight").size()) + ".bias";
+  if (has(bias)) y = y + weight(bias, {out});
+  return y;
+}
+
+Value Blocks::gated_ffn(Value x, int64_t layer, bool gelu_tanh) {
+  const std::string gate = names::blk(layer, "ffn_gate.weight"), up = names::blk(layer, "ffn_up.weight");
+  Value h;
+  if (f_.tensor(gate).type == f_.tensor(up).type) {
+    // One projection to [gate | up] and one fused GLU instead of two
+    // matmuls, an activation and a multiply.
+    Value gu = linear_fused(x, names::blk(layer, names::kGateUpSuffix), f_.tensor(gate).type);
+    h = gelu_tanh ? geglu(gu, true) : swiglu(gu);
+  } else {
+    Value g = linear(x, gate, c_.ffn, c_.hidden);
+    h = (gelu_tanh ? rlx::gelu_tanh(g) : silu(g)) * linear(x, up, c_.ffn, c_.hidden);
+  }
+  return linear(h, names::blk(layer, "ffn_down.weight"), c_.hidden, c_.ffn);
+}
+
+Value Blocks::linear_fused(Value x, const std::string& name, DType stored) {
+  const DType dt = is_float(stored) ? DType::F32 : stored;
+  Value w = param(g_, name, dt, {2 * c_.ffn, c_.hidden});
+  return is_float(dt) ? matmul(x, w, MatMulAttrs{false, true}) : dequant_matmul(x, w);
+}
+
+Value Blocks::rms(Value x, const std::string& name, int64_t width) {
+  return rms_norm(x, weight(name, {width}), c_.rms_eps);
+}
+
+Value Blocks::head_rms(Value x, const std::string& name, int64_t heads) {
+  const int64_t D = c_.head_dim;
+  Value per_head = reshape(x, {1, "L", heads, D});
+  return reshape(rms_norm(per_head, weight(name, {D}), c_.rms_eps), {1, "L", heads * D});
+}
+
+Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing) {
+  RopeAttrs a;
+  a.num_heads = static_cast<int>(heads);
+  a.head_dim = static_cast<int>(c_.head_dim);
+  a.n_rot = static_cast<int>(c_.n_rot);
+  a.pairing = pairing;
+  a.freq_base = base;
+  a.freq_scale = c_.rope_freq_scale;
+  return rlx::rope(x, positions_, a);
+}
+
+Value Blocks::attend(int64_t layer, Value q, Value k, Value v, bool local, float scale) {
+  const DType kv = o_.kv_dtype;
+  const int64_t width = c_.n_kv_heads * c_.head_dim;
+  Value kc = state(g_, str("cache.", layer, ".k"), kv, {1, o_.ctx, width});
+  Value vc = state(g_, str("cache.", layer, ".v"), kv, {1, o_.ctx, width});
+  kc = write_slice(kc, as(k, kv), offset_, 1);
+  vc = write_slice(vc, as(v, kv), offset_, 1);
+  AttentionAttrs a;
+  a.num_heads = static_cast<int>(c_.n_heads);
+  a.num_kv_heads = static_cast<int>(c_.n_kv_heads);
+  a.head_dim = static_cast<int>(c_.head_dim);
+  a.scale = scale;
+  a.softcap = c_.attn_softcap;
+  a.mask = local ? MaskKind::SlidingWindow : MaskKind::Causal;
+  a.window = local ? c_.sliding_window : 0;
+  a.kv_len_input = true;  // keys past kv_len are not yet written
+  Value o = op(OpKind::Attention, a, {as(q, kv), kc, vc, kv_len_}, str("blk.", layer, ".attention"));
+  return as(o, DType::F32);
+}
+
+void Blocks::head(Value x) {
+  // Row L-1 of x, where L - 1 = kv_len - offset - 1, computed in the graph so
+  // the same program serves every step.
+  Value last = kv_len_ - offset_ - constant(g_, Tensor::from(std::vector<int32_t>{1}, {1}));
+  Value h = gather(reshape(x, {"L", c_.hidden}), last);  // [1, hidden]
+  h = rms(h, names::kOutputNorm, c_.hidden);
+  Value logits = linear(h, c_.tied_output ? names::kTokenEmbd : names::kOutput, c_.vocab, c_.hidden);
+  if (c_.final_softcap > 0) {
+    Value cap = scalar(g_, c_.final_softcap);
+    logits = unary(UnaryFn::Tanh, logits / cap) * cap;
+  }
+  if (o_.logits) output("logits", logits);
+  if (o_.token) output("token", sample(logits, o_.sampling, step_));
+}
+
+}  // namespace rlx::llm::detail

@@ -1,0 +1,59 @@
+// Pieces shared by the architecture builders (gemma3.cpp, qwen3.cpp,
+// llama.cpp): graph inputs, weights declared with their GGUF dtype, linear
+// layers (DequantMatMul for packed weights, MatMul for float ones), norms,
+// RoPE, attention over the KV cache and the output head.
+#pragma once
+#include <string>
+
+#include "rlx/models/llm/model.h"
+
+namespace rlx::llm::detail {
+
+class Blocks {
+ public:
+  Blocks(Graph& g, const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
+
+  // Fails with one FormatError listing every missing or mis-shaped tensor the
+  // architecture needs.
+  void check_weights() const;
+
+  // token_embd rows for the input tokens, f32 [1, L, hidden].
+  Value embed();
+  // x · Wᵀ (+ bias when the file has "<name minus .weight>.bias").
+  Value linear(Value x, const std::string& name, int64_t out, int64_t in);
+  // The gated FFN: act(gate(x)) · up(x), then down. Gate and up share one
+  // fused projection when their dtypes match.
+  Value gated_ffn(Value x, int64_t layer, bool gelu_tanh);
+  Value rms(Value x, const std::string& name, int64_t width);
+  // RMS norm of each head of x [1, L, heads·head_dim] with one [head_dim] weight.
+  Value head_rms(Value x, const std::string& name, int64_t heads);
+  Value rope(Value x, int64_t heads, float base, RopePairing pairing);
+  // Writes k, v at `offset` into this layer's cache and attends over the
+  // first kv_len rows; returns f32 [1, L, heads·head_dim].
+  Value attend(int64_t layer, Value q, Value k, Value v, bool local, float scale);
+  // Last position → output_norm → head (token_embd when tied) → softcap → outputs.
+  void head(Value x);
+
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+ private:
+  Value weight(const std::string& name, std::vector<int64_t> shape);
+  Value linear_fused(Value x, const std::string& name, DType stored);
+  Value as(Value x, DType t) const { return x.dtype() == t ? x : cast(x, t); }
+
+  Graph& g_;
+  const LlmConfig& c_;
+  const GgufFile& f_;
+  const BuildOptions& o_;
+  Value tokens_, positions_, offset_, kv_len_, step_;
+};
+
+// One builder and one weight table per architecture file.
+Graph build_gemma3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
+Graph build_qwen3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
+Graph build_llama(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);  // llama, qwen2
+extern const std::vector<LayerWeight> kGemma3Weights;
+extern const std::vector<LayerWeight> kQwen3Weights;
+extern const std::vector<LayerWeight> kLlamaWeights;
+
+}  // namespace rlx::llm::detail

@@ -1,0 +1,122 @@
+#include "rlx/models/llm/config.h"
+
+#include <cmath>
+
+#include "rlx/core/error.h"
+
+namespace rlx::llm {
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Gemma3: return "gemma3";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Llama: return "llama";
+  }
+  return "?";
+}
+
+namespace {
+
+// "<arch>.<key>" with a message naming the full key when it is missing.
+struct Meta {
+  const GgufFile& f;
+  std::string arch;
+  std::string key(const char* k) const { return arch + "." + k; }
+  int64_t need_int(const char* k) const {
+    const std::string full = key(k);
+    RLX_FORMAT_CHECK(f.contains(full), f.source(), ": metadata key '", full, "' is missing (needed for ", arch,
+                     " models)");
+    return f.get_int(full);
+  }
+  int64_t int_or(const char* k, int64_t fallback) const {
+    const std::string full = key(k);
+    return f.contains(full) ? f.get_int(full) : fallback;
+  }
+  float float_or(const char* k, double fallback) const {
+    const std::string full = key(k);
+    return static_cast<float>(f.contains(full) ? f.get_float(full) : fallback);
+  }
+};
+
+}  // namespace
+
+LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
+  RLX_FORMAT_CHECK(f.contains("general.architecture"), f.source(), ": metadata key 'general.architecture' is missing");
+  const std::string arch = f.get<std::string>("general.architecture");
+  LlmConfig c;
+  c.arch_key = arch;
+  if (arch == "gemma3") c.arch = Arch::Gemma3;
+  else if (arch == "qwen3") c.arch = Arch::Qwen3;
+  else if (arch == "qwen2") c.arch = Arch::Qwen2;
+  else if (arch == "llama") c.arch = Arch::Llama;
+  else
+    throw Unsupported(str(f.source(), ": architecture '", arch,
+                          "' is not supported (rlx generates with gemma3, qwen3, qwen2 and llama)"));
+  const Meta m{f, arch};
+  c.n_layers = m.need_int("block_count");
+  c.hidden = m.need_int("embedding_length");
+  c.ffn = m.need_int("feed_forward_length");
+  c.n_heads = m.need_int("attention.head_count");
+  c.n_kv_heads = m.int_or("attention.head_count_kv", c.n_heads);
+  c.context_length = m.need_int("context_length");
+  RLX_FORMAT_CHECK(c.n_layers > 0 && c.n_layers <= 1024 && c.hidden > 0 && c.ffn > 0 && c.n_heads > 0 &&
+                       c.n_kv_heads > 0 && c.context_length > 0,
+                   f.source(), ": implausible sizes (block_count ", c.n_layers, ", embedding_length ", c.hidden,
+                   ", feed_forward_length ", c.ffn, ", head_count ", c.n_heads, ", head_count_kv ", c.n_kv_heads,
+                   ", context_length ", c.context_length, ")");
+  RLX_FORMAT_CHECK(c.n_heads % c.n_kv_heads == 0, f.source(), ": ", m.key("attention.head_count"), " ", c.n_heads,
+                   " is not a multiple of ", m.key("attention.head_count_kv"), " ", c.n_kv_heads);
+  c.head_dim = m.int_or("attention.key_length", c.hidden / c.n_heads);
+  const int64_t value_dim = m.int_or("attention.value_length", c.head_dim);
+  RLX_FORMAT_CHECK(c.head_dim > 0 && c.head_dim <= 1024 && c.head_dim % 2 == 0, f.source(), ": ",
+                   m.key("attention.key_length"), " ", c.head_dim, " must be even and in [2, 1024]");
+  if (value_dim != c.head_dim)
+    throw Unsupported(str(f.source(), ": value_length ", value_dim, " differs from key_length ", c.head_dim,
+                          " (not supported)"));
+  const std::string eps_key = m.key("attention.layer_norm_rms_epsilon");
+  RLX_FORMAT_CHECK(f.contains(eps_key), f.source(), ": metadata key '", eps_key, "' is missing (needed for ", arch,
+                   " models)");
+  c.rms_eps = static_cast<float>(f.get_float(eps_key));
+  c.rope_base = m.float_or("rope.freq_base", 10000.0);
+  c.rope_base_local = c.rope_base;
+  c.n_rot = m.int_or("rope.dimension_count", c.head_dim);
+  RLX_FORMAT_CHECK(c.n_rot >= 2 && c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f.source(), ": ",
+                   m.key("rope.dimension_count"), " ", c.n_rot, " must be even and at most the head size ",
+                   c.head_dim);
+  const std::string scaling = f.get_or<std::string>(m.key("rope.scaling.type"), "none");
+  if (scaling == "linear") c.rope_freq_scale = 1.0f / m.float_or("rope.scaling.factor", 1.0);
+  else if (scaling != "none")
+    throw Unsupported(str(f.source(), ": ", m.key("rope.scaling.type"), " '", scaling,
+                          "' is not supported (none, linear)"));
+  c.attn_softcap = m.float_or("attn_logit_softcapping", 0.0);
+  c.final_softcap = m.float_or("final_logit_softcapping", 0.0);
+  RLX_FORMAT_CHECK(std::isfinite(c.rms_eps) && c.rms_eps > 0 && std::isfinite(c.rope_base) && c.rope_base > 0 &&
+                       c.attn_softcap >= 0 && c.final_softcap >= 0,
+                   f.source(), ": implausible epsilon, rope base or softcap");
+  if (c.arch == Arch::Gemma3) {
+    // llama.cpp and transformers: 5 local layers (RoPE base 10000, sliding
+    // window) then 1 global layer (rope.freq_base, full causal attention).
+    c.sliding_window = m.int_or("attention.sliding_window", 0);
+    c.swa_pattern = 6;
+    c.rope_base_local = 10000.0f;
+    RLX_FORMAT_CHECK(c.sliding_window >= 0, f.source(), ": negative sliding window");
+  }
+  const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
+  RLX_FORMAT_CHECK(emb != nullptr, f.source(), ": tensor 'token_embd.weight' is missing");
+  const auto emb_shape = emb->shape();
+  RLX_FORMAT_CHECK(emb_shape.size() == 2 && emb_shape[1] == c.hidden, f.source(),
+                   ": tensor 'token_embd.weight' must be [vocab, ", c.hidden, "]");
+  c.vocab = emb_shape[0];
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+std::string LlmConfig::summary() const {
+  return str(arch_key, ": ", n_layers, " layers, hidden ", hidden, ", ffn ", ffn, ", heads ", n_heads, "/", n_kv_heads,
+             " x ", head_dim, ", vocab ", vocab, ", context ", context_length,
+             sliding_window > 0 ? str(", sliding window ", sliding_window) : std::string(),
+             tied_output ? ", tied output" : "");
+}
+
+}  // namespace rlx::llm

@@ -1,0 +1,47 @@
+// GGUF decoder-only LLMs: the typed configuration read from GGUF metadata
+// ("<arch>.block_count", "<arch>.attention.head_count", ...), one struct for
+// every supported architecture.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "rlx/formats/gguf.h"
+
+namespace rlx::llm {
+
+enum class Arch { Gemma3, Qwen3, Qwen2, Llama };
+const char* arch_name(Arch a);
+
+struct LlmConfig {
+  Arch arch = Arch::Llama;
+  std::string arch_key;          // general.architecture as written ("gemma3", "qwen3", ...)
+  int64_t n_layers = 0;
+  int64_t hidden = 0;            // embedding_length
+  int64_t ffn = 0;               // feed_forward_length
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;          // attention.key_length (= value_length), default hidden / n_heads
+  int64_t vocab = 0;             // rows of token_embd
+  int64_t context_length = 0;
+  float rms_eps = 1e-6f;
+  float rope_base = 10000.0f;        // global layers
+  float rope_base_local = 10000.0f;  // sliding-window layers (Gemma 3)
+  float rope_freq_scale = 1.0f;      // linear scaling: positions × this
+  int64_t n_rot = 0;                 // rope.dimension_count, default head_dim
+  int64_t sliding_window = 0;        // 0 = every layer global
+  int64_t swa_pattern = 0;           // every swa_pattern-th layer is global (Gemma 3: 6)
+  float attn_softcap = 0.0f;         // attention logit softcapping, 0 = off
+  float final_softcap = 0.0f;        // final logit softcapping, 0 = off
+  bool tied_output = true;           // no output.weight: the head is token_embd
+
+  // Reads and checks the metadata; a missing key is a FormatError naming it,
+  // an architecture other than gemma3/qwen3/qwen2/llama is Unsupported.
+  static LlmConfig from_gguf(const GgufFile& f);
+  // Gemma 3 interleaves 5 sliding-window layers with 1 global one.
+  bool is_local_layer(int64_t layer) const {
+    return sliding_window > 0 && swa_pattern > 0 && (layer + 1) % swa_pattern != 0;
+  }
+  std::string summary() const;
+};
+
+}  // namespace rlx::llm

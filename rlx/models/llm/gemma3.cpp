@@ -1,0 +1,50 @@
+// Gemma 3 (llama.cpp's "gemma3"): embeddings × √hidden; per layer RMS norm
+// before and after attention and FFN, per-head RMS norm on Q and K, NeoX RoPE,
+// GELU-tanh gated FFN; 5 sliding-window layers (RoPE base 10000) then one
+// global layer (rope.freq_base); output tied to token_embd.
+//
+// GGUF norm weights already include Gemma's "+1" (llama.cpp's converter adds
+// it; transformers' GGUF loader subtracts it again), so they are used as is.
+#include <cmath>
+
+#include "rlx/models/llm/blocks.h"
+
+namespace rlx::llm::detail {
+
+const std::vector<LayerWeight> kGemma3Weights = {
+    {"attn_norm.weight", true},     {"attn_q.weight", true},       {"attn_k.weight", true},
+    {"attn_v.weight", true},        {"attn_q_norm.weight", true},  {"attn_k_norm.weight", true},
+    {"attn_output.weight", true},   {"post_attention_norm.weight", true}, {"ffn_norm.weight", true},
+    {"ffn_gate.weight", true},      {"ffn_up.weight", true},       {"ffn_down.weight", true},
+    {"post_ffw_norm.weight", true},
+};
+
+Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) {
+  Graph g;
+  Blocks b(g, c, f, o);
+  b.check_weights();
+  const int64_t H = c.hidden, QW = c.n_heads * c.head_dim, KW = c.n_kv_heads * c.head_dim;
+  // Scores are scaled by query_pre_attn_scalar^-1/2: head_dim, except the
+  // 27B model (62 layers) which uses hidden / heads (as llama.cpp does).
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.n_layers == 62 ? H / c.n_heads : c.head_dim));
+  Value x = b.embed() * scalar(g, std::sqrt(static_cast<float>(H)));
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    auto w = [&](const char* s) { return names::blk(i, s); };
+    const bool local = c.is_local_layer(i);
+    const float base = local ? c.rope_base_local : c.rope_base;
+    Value h = b.rms(x, w("attn_norm.weight"), H);
+    Value q = b.head_rms(b.linear(h, w("attn_q.weight"), QW, H), w("attn_q_norm.weight"), c.n_heads);
+    Value k = b.head_rms(b.linear(h, w("attn_k.weight"), KW, H), w("attn_k_norm.weight"), c.n_kv_heads);
+    Value v = b.linear(h, w("attn_v.weight"), KW, H);
+    q = b.rope(q, c.n_heads, base, RopePairing::NeoX);
+    k = b.rope(k, c.n_kv_heads, base, RopePairing::NeoX);
+    Value a = b.linear(b.attend(i, q, k, v, local, scale), w("attn_output.weight"), H, QW);
+    x = x + b.rms(a, w("post_attention_norm.weight"), H);
+    Value m = b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/true);
+    x = x + b.rms(m, w("post_ffw_norm.weight"), H);
+  }
+  b.head(x);
+  return g;
+}
+
+}  // namespace rlx::llm::detail

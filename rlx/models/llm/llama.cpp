@@ -1,0 +1,38 @@
+// Llama family (llama.cpp's "llama") and Qwen2 ("qwen2"): pre-norm layers,
+// GQA, optional Q/K/V biases (Qwen2 has them), SwiGLU FFN; output tied to
+// token_embd unless the file has output.weight. llama.cpp's converter permutes
+// Llama's Q/K rows for pairwise ("normal") RoPE; Qwen2 keeps NeoX halves.
+#include <cmath>
+
+#include "rlx/models/llm/blocks.h"
+
+namespace rlx::llm::detail {
+
+const std::vector<LayerWeight> kLlamaWeights = {
+    {"attn_norm.weight", true}, {"attn_q.weight", true},   {"attn_k.weight", true},  {"attn_v.weight", true},
+    {"attn_q.bias", false},     {"attn_k.bias", false},    {"attn_v.bias", false},   {"attn_output.weight", true},
+    {"ffn_norm.weight", true},  {"ffn_gate.weight", true}, {"ffn_up.weight", true},  {"ffn_down.weight", true},
+};
+
+Graph build_llama(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) {
+  Graph g;
+  Blocks b(g, c, f, o);
+  b.check_weights();
+  const int64_t H = c.hidden, QW = c.n_heads * c.head_dim, KW = c.n_kv_heads * c.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const RopePairing pairing = c.arch == Arch::Llama ? RopePairing::Interleaved : RopePairing::NeoX;
+  Value x = b.embed();
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    auto w = [&](const char* s) { return names::blk(i, s); };
+    Value h = b.rms(x, w("attn_norm.weight"), H);
+    Value q = b.rope(b.linear(h, w("attn_q.weight"), QW, H), c.n_heads, c.rope_base, pairing);
+    Value k = b.rope(b.linear(h, w("attn_k.weight"), KW, H), c.n_kv_heads, c.rope_base, pairing);
+    Value v = b.linear(h, w("attn_v.weight"), KW, H);
+    x = x + b.linear(b.attend(i, q, k, v, false, scale), w("attn_output.weight"), H, QW);
+    x = x + b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/false);
+  }
+  b.head(x);
+  return g;
+}
+
+}  // namespace rlx::llm::detail

@@ -1,0 +1,271 @@
+// Tiny random-weight GGUF LLMs for tests (one per supported architecture),
+// written with rlx's GgufWriter, and an independent float64 reference forward
+// pass in plain loops (no rlx ops) to check rlx's logits against.
+//
+// Weights mix F32, F16, Q8_0 and Q4_K; the reference reads back the very
+// values the file holds (dequantized), so the comparison measures the model
+// math, not quantization error.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rlx/core/half.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/formats/quant.h"
+
+namespace rlx::test {
+
+struct TinySpec {
+  std::string arch;  // gemma3 | qwen3 | qwen2 | llama
+  int64_t layers = 2;
+  int64_t hidden = 256;  // a multiple of 256 so matrices with K = hidden can be Q4_K
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 32;
+  int64_t ffn = 512;
+  int64_t vocab = 320;
+  int64_t context = 256;
+  int64_t window = 0;  // gemma3: sliding window of the local layers
+  float eps = 1e-6f;
+  float rope_base = 10000.0f;
+  bool biases = false;        // Q/K/V biases (qwen2)
+  bool tied = true;           // no output.weight
+  bool fused_ffn = true;      // gate and up share a dtype (the builder fuses them)
+  DType embd_type = DType::Q8_0;
+};
+
+inline TinySpec tiny_spec(const std::string& arch) {
+  TinySpec s;
+  s.arch = arch;
+  if (arch == "gemma3") {
+    // Six layers so that layer 5 is global (Gemma 3 interleaves 5 local : 1
+    // global); a window of 3 is crossed by the tests' sequences.
+    s.layers = 6;
+    s.window = 3;
+    s.rope_base = 1e6f;
+    s.kv_heads = 1;
+  } else if (arch == "qwen3") {
+    s.embd_type = DType::F16;
+    s.rope_base = 1e6f;
+  } else if (arch == "qwen2") {
+    s.biases = true;
+    s.tied = false;
+    s.embd_type = DType::Q8_0;
+  } else if (arch == "llama") {
+    s.tied = false;
+    s.fused_ffn = false;
+    s.embd_type = DType::F32;
+    s.kv_heads = 1;
+  }
+  return s;
+}
+
+// The model as the reference sees it: every tensor as f64 values.
+struct TinyModel {
+  TinySpec spec;
+  std::map<std::string, std::vector<double>> w;
+  const std::vector<double>& at(const std::string& name) const { return w.at(name); }
+};
+
+inline std::string blk(int64_t i, const std::string& s) { return "blk." + std::to_string(i) + "." + s; }
+
+// Writes the GGUF to `path` and returns the values it holds.
+inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  GgufWriter gw;
+  TinyModel m{s, {}};
+  const std::string a = s.arch;
+  gw.set("general.architecture", GgufValue(a));
+  gw.set(a + ".block_count", GgufValue(static_cast<uint32_t>(s.layers)));
+  gw.set(a + ".context_length", GgufValue(static_cast<uint32_t>(s.context)));
+  gw.set(a + ".embedding_length", GgufValue(static_cast<uint32_t>(s.hidden)));
+  gw.set(a + ".feed_forward_length", GgufValue(static_cast<uint32_t>(s.ffn)));
+  gw.set(a + ".attention.head_count", GgufValue(static_cast<uint32_t>(s.heads)));
+  gw.set(a + ".attention.head_count_kv", GgufValue(static_cast<uint32_t>(s.kv_heads)));
+  gw.set(a + ".attention.key_length", GgufValue(static_cast<uint32_t>(s.head_dim)));
+  gw.set(a + ".attention.value_length", GgufValue(static_cast<uint32_t>(s.head_dim)));
+  gw.set(a + ".attention.layer_norm_rms_epsilon", GgufValue(s.eps));
+  gw.set(a + ".rope.freq_base", GgufValue(s.rope_base));
+  if (s.window > 0) gw.set(a + ".attention.sliding_window", GgufValue(static_cast<uint32_t>(s.window)));
+
+  // `scale` sets the spread; `offset` centres norm weights near 1.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, DType type, float scale, float offset = 0) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = offset + scale * uni(rng);
+    Tensor f32 = Tensor::from(v, shape);
+    Tensor stored = type == DType::F32 ? f32 : type == DType::F16 ? f32.to(DType::F16) : quantize(f32, type);
+    gw.add_tensor(name, stored);
+    Tensor back = type == DType::F32 ? f32 : dequantize(stored);
+    const float* p = back.data<float>();
+    m.w[name] = std::vector<double>(p, p + n);
+  };
+  const int64_t H = s.hidden, D = s.head_dim, QW = s.heads * D, KW = s.kv_heads * D;
+  const float wh = 1.0f / std::sqrt(static_cast<float>(H));
+  add("token_embd.weight", {s.vocab, H}, s.embd_type, a == "gemma3" ? 0.1f : 1.0f);
+  add("output_norm.weight", {H}, DType::F32, 0.2f, 1.0f);
+  if (!s.tied) add("output.weight", {s.vocab, H}, DType::Q8_0, wh);
+  for (int64_t i = 0; i < s.layers; ++i) {
+    add(blk(i, "attn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
+    add(blk(i, "attn_q.weight"), {QW, H}, DType::Q4_K, 2 * wh);
+    add(blk(i, "attn_k.weight"), {KW, H}, DType::Q8_0, 2 * wh);
+    add(blk(i, "attn_v.weight"), {KW, H}, DType::F16, wh);
+    if (s.biases) {
+      add(blk(i, "attn_q.bias"), {QW}, DType::F32, 0.2f);
+      add(blk(i, "attn_k.bias"), {KW}, DType::F32, 0.2f);
+      add(blk(i, "attn_v.bias"), {KW}, DType::F32, 0.2f);
+    }
+    if (a == "gemma3" || a == "qwen3") {
+      add(blk(i, "attn_q_norm.weight"), {D}, DType::F32, 0.2f, 1.0f);
+      add(blk(i, "attn_k_norm.weight"), {D}, DType::F32, 0.2f, 1.0f);
+    }
+    add(blk(i, "attn_output.weight"), {H, QW}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(QW)));
+    add(blk(i, "ffn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
+    add(blk(i, "ffn_gate.weight"), {s.ffn, H}, s.fused_ffn ? DType::Q4_K : DType::Q8_0, 2 * wh);
+    add(blk(i, "ffn_up.weight"), {s.ffn, H}, DType::Q4_K, 2 * wh);
+    add(blk(i, "ffn_down.weight"), {H, s.ffn}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(s.ffn)));
+    if (a == "gemma3") {
+      add(blk(i, "post_attention_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
+      add(blk(i, "post_ffw_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
+    }
+  }
+  gw.write(path);
+  return m;
+}
+
+// ---- float64 reference forward ---------------------------------------------
+
+namespace ref {
+
+inline void rms(std::vector<double>& x, size_t off, size_t n, const std::vector<double>& w, double eps) {
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[off + i] * x[off + i];
+  const double r = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (size_t i = 0; i < n; ++i) x[off + i] = x[off + i] * r * w[i];
+}
+
+// y[out] = W[out, in] · x (+ bias)
+inline std::vector<double> linear(const std::vector<double>& x, const std::vector<double>& W, int64_t out,
+                                  int64_t in, const std::vector<double>* bias = nullptr) {
+  std::vector<double> y(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    double acc = bias ? (*bias)[static_cast<size_t>(o)] : 0.0;
+    for (int64_t k = 0; k < in; ++k) acc += W[static_cast<size_t>(o * in + k)] * x[static_cast<size_t>(k)];
+    y[static_cast<size_t>(o)] = acc;
+  }
+  return y;
+}
+
+inline void rope(std::vector<double>& x, int64_t heads, int64_t D, int64_t pos, double base, bool neox) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      const size_t a = static_cast<size_t>(h * D + (neox ? i : 2 * i));
+      const size_t b = static_cast<size_t>(h * D + (neox ? i + D / 2 : 2 * i + 1));
+      const double x0 = x[a], x1 = x[b];
+      x[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+      x[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+}
+
+inline double round_f16(double v) { return f16_to_f32(f32_to_f16(static_cast<float>(v))); }
+
+}  // namespace ref
+
+// Logits [vocab] of the last of `tokens` (positions 0..n-1). With kv_f16,
+// Q, K, V and the attention output are rounded to f16 as rlx's attention over
+// an f16 KV cache sees and writes them.
+inline std::vector<double> reference_logits(const TinyModel& m, const std::vector<int32_t>& tokens,
+                                            bool kv_f16 = false) {
+  const TinySpec& s = m.spec;
+  const bool gemma = s.arch == "gemma3", qk_norm = gemma || s.arch == "qwen3";
+  const bool neox = s.arch != "llama";
+  const int64_t H = s.hidden, D = s.head_dim, QW = s.heads * D, KW = s.kv_heads * D, T = static_cast<int64_t>(tokens.size());
+  const auto uH = static_cast<size_t>(H);
+  const std::vector<double>& emb = m.at("token_embd.weight");
+  std::vector<std::vector<double>> x(static_cast<size_t>(T), std::vector<double>(uH));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < H; ++j)
+      x[static_cast<size_t>(t)][static_cast<size_t>(j)] =
+          emb[static_cast<size_t>(tokens[static_cast<size_t>(t)] * H + j)] * (gemma ? std::sqrt(static_cast<double>(H)) : 1.0);
+  auto bias = [&](const std::string& n) { return m.w.count(n) ? &m.at(n) : nullptr; };
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const bool local = gemma && s.window > 0 && (i + 1) % 6 != 0;
+    const double base = gemma && local ? 10000.0 : s.rope_base;
+    std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> h = x[static_cast<size_t>(t)];
+      ref::rms(h, 0, uH, m.at(blk(i, "attn_norm.weight")), s.eps);
+      auto& qt = q[static_cast<size_t>(t)];
+      auto& kt = k[static_cast<size_t>(t)];
+      auto& vt = v[static_cast<size_t>(t)];
+      qt = ref::linear(h, m.at(blk(i, "attn_q.weight")), QW, H, bias(blk(i, "attn_q.bias")));
+      kt = ref::linear(h, m.at(blk(i, "attn_k.weight")), KW, H, bias(blk(i, "attn_k.bias")));
+      vt = ref::linear(h, m.at(blk(i, "attn_v.weight")), KW, H, bias(blk(i, "attn_v.bias")));
+      if (qk_norm) {
+        for (int64_t hh = 0; hh < s.heads; ++hh) ref::rms(qt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_q_norm.weight")), s.eps);
+        for (int64_t hh = 0; hh < s.kv_heads; ++hh) ref::rms(kt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_k_norm.weight")), s.eps);
+      }
+      ref::rope(qt, s.heads, D, t, base, neox);
+      ref::rope(kt, s.kv_heads, D, t, base, neox);
+      if (kv_f16) {  // rlx attends in the cache dtype: Q, K and V in f16
+        for (double& e : qt) e = ref::round_f16(e);
+        for (double& e : kt) e = ref::round_f16(e);
+        for (double& e : vt) e = ref::round_f16(e);
+      }
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> o(static_cast<size_t>(QW), 0.0);
+      for (int64_t hh = 0; hh < s.heads; ++hh) {
+        const int64_t kh = hh / (s.heads / s.kv_heads);
+        std::vector<double> p(static_cast<size_t>(t + 1), -INFINITY);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= t; ++j) {
+          if (local && t - j >= s.window) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * D + d)] * k[static_cast<size_t>(j)][static_cast<size_t>(kh * D + d)];
+          p[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, p[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (double& e : p) sum += (e = std::isinf(e) ? 0.0 : std::exp(e - mx));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t d = 0; d < D; ++d)
+            o[static_cast<size_t>(hh * D + d)] += p[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j)][static_cast<size_t>(kh * D + d)];
+      }
+      if (kv_f16)
+        for (double& e : o) e = ref::round_f16(e);
+      std::vector<double> a = ref::linear(o, m.at(blk(i, "attn_output.weight")), H, QW);
+      if (gemma) ref::rms(a, 0, uH, m.at(blk(i, "post_attention_norm.weight")), s.eps);
+      auto& xt = x[static_cast<size_t>(t)];
+      for (size_t j = 0; j < uH; ++j) xt[j] += a[j];
+      std::vector<double> h = xt;
+      ref::rms(h, 0, uH, m.at(blk(i, "ffn_norm.weight")), s.eps);
+      std::vector<double> g = ref::linear(h, m.at(blk(i, "ffn_gate.weight")), s.ffn, H);
+      const std::vector<double> u = ref::linear(h, m.at(blk(i, "ffn_up.weight")), s.ffn, H);
+      for (size_t j = 0; j < g.size(); ++j) {
+        const double z = g[j];
+        const double act = gemma ? 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)))
+                                 : z / (1.0 + std::exp(-z));
+        g[j] = act * u[j];
+      }
+      std::vector<double> dn = ref::linear(g, m.at(blk(i, "ffn_down.weight")), H, s.ffn);
+      if (gemma) ref::rms(dn, 0, uH, m.at(blk(i, "post_ffw_norm.weight")), s.eps);
+      for (size_t j = 0; j < uH; ++j) xt[j] += dn[j];
+    }
+  }
+  std::vector<double> h = x.back();
+  ref::rms(h, 0, uH, m.at("output_norm.weight"), s.eps);
+  return ref::linear(h, m.at(s.tied ? "token_embd.weight" : "output.weight"), s.vocab, H);
+}
+
+}  // namespace rlx::test
