@@ -198,7 +198,7 @@ NvrtcBinary compile_now(const NvrtcRequest& r) {
   RLX_NVRTC_CHECK(nvrtcCreateProgram(&prog, r.source.c_str(), file.c_str(), 0, nullptr, nullptr));
   ProgramGuard guard(prog);
   RLX_NVRTC_CHECK(nvrtcAddNameExpression(prog, r.entry.c_str()));
-  std::vector<std::string> opts = {"--gpu-arch=" + arch_of(r)};
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch_of(r)};
   opts.insert(opts.end(), r.options.begin(), r.options.end());
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
