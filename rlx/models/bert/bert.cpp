@@ -4,11 +4,14 @@
 #include <filesystem>
 
 #include "rlx/formats/hf_config.h"
+#include "rlx/formats/quant.h"
 #include "rlx/formats/safetensors.h"
+#include "rlx/models/bert/bert_internal.h"
 
 namespace rlx::bert {
 
 namespace fs = std::filesystem;
+using namespace detail;
 
 std::string names::layer(int64_t i, const char* suffix) { return str("encoder.layer.", i, ".", suffix); }
 
@@ -17,8 +20,14 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   RLX_FORMAT_CHECK(fs::exists(path), dir, ": no config.json (is this a Hugging Face model folder?)");
   const auto j = load_json_file(path);
   const auto type = json_get_or<std::string>(j, "model_type", "", path);
+  if (type == "nomic_bert") {
+    BertConfig c = nomic_config_from_json(j, path);
+    read_sentence_transformers_modules(dir, c);
+    return c;
+  }
   if (type != "bert")
-    throw Unsupported(str(path, ": model_type '", type, "' is not supported (rlx embeds BERT-family models: 'bert')"));
+    throw Unsupported(str(path, ": model_type '", type,
+                          "' is not supported (rlx embeds BERT-family models: 'bert', 'nomic_bert')"));
   BertConfig c;
   c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
   c.hidden = json_get<int64_t>(j, "hidden_size", path);
@@ -39,13 +48,19 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
                    " is not a multiple of num_attention_heads ", c.heads);
   RLX_FORMAT_CHECK(c.layers > 0 && c.layers < 1000 && c.vocab_size > 0 && c.intermediate > 0 && c.max_position > 0,
                    path, ": implausible sizes");
+  read_sentence_transformers_modules(dir, c);
+  return c;
+}
 
+namespace detail {
+
+void read_sentence_transformers_modules(const std::string& dir, BertConfig& c) {
   // sentence-transformers: pooling and normalization come from modules.json.
   const std::string modules = (fs::path(dir) / "modules.json").string();
   if (!fs::exists(modules)) {
     c.pooling = Pooling::Mean;  // plain HF model: mean pooling, as most embedding servers do
     c.normalize = false;
-    return c;
+    return;
   }
   const auto mj = load_json_file(modules);
   RLX_FORMAT_CHECK(mj.is_array(), modules, ": expected a JSON array of modules");
@@ -61,44 +76,19 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
     else if (json_get_or<bool>(pj, "pooling_mode_cls_token", false, pc)) c.pooling = Pooling::Cls;
     else throw Unsupported(str(pc, ": only mean and CLS pooling are supported"));
   }
-  return c;
 }
 
-Graph build_graph(const BertConfig& c) {
-  Graph g;
+Value project(Graph& g, Value x, const std::string& name, int64_t out, int64_t in, const BertConfig& c) {
+  if (is_quant(c.linear_dtype)) return dequant_matmul(x, param(g, name, c.linear_dtype, {out, in}));
+  return matmul(x, param(g, name, DType::F32, {out, in}), MatMulAttrs{false, true});  // HF Linear: [out, in]
+}
+
+void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
   const DType f = DType::F32;
-  const int64_t H = c.hidden, D = c.hidden / c.heads;
-  auto ids = input(g, "input_ids", DType::I32, {"B", "L"});
-  auto types = input(g, "token_type_ids", DType::I32, {"B", "L"});
-  auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
-  auto pos = input(g, "positions", DType::I32, {"L"});
-
-  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) +
-             gather(param(g, names::kPosEmb, f, {c.max_position, H}), pos);
-  emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
-  Value x = layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
-
-  const MatMulAttrs wt{false, true};  // HF Linear weights are [out, in]
-  auto linear = [&](Value v, int64_t layer, const char* w, const char* b, int64_t out, int64_t in) {
-    return matmul(v, param(g, names::layer(layer, w), f, {out, in}), wt) + param(g, names::layer(layer, b), f, {out});
-  };
-  for (int64_t i = 0; i < c.layers; ++i) {
-    auto qkv = linear(x, i, "attention.self.qkv.weight", "attention.self.qkv.bias", 3 * H, H);
-    AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(D)};
-    a.mask = MaskKind::Custom;
-    auto ctx = attention(narrow(qkv, 2, 0, H), narrow(qkv, 2, H, H), narrow(qkv, 2, 2 * H, H), a, mask);
-    auto attn = linear(ctx, i, "attention.output.dense.weight", "attention.output.dense.bias", H, H);
-    x = layer_norm(attn + x, param(g, names::layer(i, "attention.output.LayerNorm.weight"), f, {H}),
-                   param(g, names::layer(i, "attention.output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
-    auto h = linear(x, i, "intermediate.dense.weight", "intermediate.dense.bias", c.intermediate, H);
-    h = c.gelu_tanh ? gelu_tanh(h) : gelu(h);
-    auto y = linear(h, i, "output.dense.weight", "output.dense.bias", H, c.intermediate);
-    x = layer_norm(y + x, param(g, names::layer(i, "output.LayerNorm.weight"), f, {H}),
-                   param(g, names::layer(i, "output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
-  }
+  const int64_t H = c.hidden;
   if (c.pooling == Pooling::None) {
     output("hidden_states", x);
-    return g;
+    return;
   }
   Value pooled;
   if (c.pooling == Pooling::Cls) {
@@ -115,24 +105,104 @@ Graph build_graph(const BertConfig& c) {
     pooled = pooled / binary(BinaryFn::Max, norm, scalar(g, 1e-12f));
   }
   output("embeddings", pooled);
+}
+
+}  // namespace detail
+
+Graph build_graph(const BertConfig& c) {
+  if (c.arch == Arch::NomicBert) return build_nomic_graph(c);
+  Graph g;
+  const DType f = DType::F32;
+  const int64_t H = c.hidden, D = c.hidden / c.heads;
+  auto ids = input(g, "input_ids", DType::I32, {"B", "L"});
+  auto types = input(g, "token_type_ids", DType::I32, {"B", "L"});
+  auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
+  auto pos = input(g, "positions", DType::I32, {"L"});
+
+  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) +
+             gather(param(g, names::kPosEmb, f, {c.max_position, H}), pos);
+  emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
+  Value x = layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
+
+  auto linear = [&](Value v, int64_t layer, const char* w, const char* b, int64_t out, int64_t in) {
+    return project(g, v, names::layer(layer, w), out, in, c) + param(g, names::layer(layer, b), f, {out});
+  };
+  for (int64_t i = 0; i < c.layers; ++i) {
+    auto qkv = linear(x, i, "attention.self.qkv.weight", "attention.self.qkv.bias", 3 * H, H);
+    AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(D)};
+    a.mask = MaskKind::Custom;
+    auto ctx = attention(narrow(qkv, 2, 0, H), narrow(qkv, 2, H, H), narrow(qkv, 2, 2 * H, H), a, mask);
+    auto attn = linear(ctx, i, "attention.output.dense.weight", "attention.output.dense.bias", H, H);
+    x = layer_norm(attn + x, param(g, names::layer(i, "attention.output.LayerNorm.weight"), f, {H}),
+                   param(g, names::layer(i, "attention.output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
+    auto h = linear(x, i, "intermediate.dense.weight", "intermediate.dense.bias", c.intermediate, H);
+    h = c.gelu_tanh ? gelu_tanh(h) : gelu(h);
+    auto y = linear(h, i, "output.dense.weight", "output.dense.bias", H, c.intermediate);
+    x = layer_norm(y + x, param(g, names::layer(i, "output.LayerNorm.weight"), f, {H}),
+                   param(g, names::layer(i, "output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
+  }
+  add_pooling_output(g, x, mask, c);
   return g;
 }
 
+namespace detail {
+
+Tensor WeightSource::get(const std::string& name, const std::vector<int64_t>& shape) const {
+  std::optional<Tensor> t = find(name);
+  RLX_FORMAT_CHECK(t.has_value(), describe(name), " is missing");
+  RLX_FORMAT_CHECK(t->shape() == shape, describe(name), " has shape ", shape_str(t->shape()), ", expected ",
+                   shape_str(shape));
+  if (t->dtype() == DType::F32) return *t;
+  RLX_FORMAT_CHECK(is_float(t->dtype()) || is_quant(t->dtype()), describe(name), " has non-float dtype ",
+                   t->dtype());
+  return is_quant(t->dtype()) ? dequantize(*t) : t->to(DType::F32);
+}
+
+Tensor WeightSource::get_linear(const std::string& name, const std::vector<int64_t>& shape,
+                                const BertConfig& c) const {
+  if (!is_quant(c.linear_dtype)) return get(name, shape);
+  std::optional<Tensor> t = find(name);
+  RLX_FORMAT_CHECK(t.has_value(), describe(name), " is missing");
+  RLX_FORMAT_CHECK(t->shape() == shape, describe(name), " has shape ", shape_str(t->shape()), ", expected ",
+                   shape_str(shape));
+  RLX_FORMAT_CHECK(t->dtype() == c.linear_dtype, describe(name), " is stored as ", t->dtype(),
+                   " but the other linear weights as ", c.linear_dtype, " (mixed weight types are not supported)");
+  return *t;
+}
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  std::vector<int64_t> shape = parts[0].shape();
+  int64_t rows = 0;
+  for (const auto& p : parts) {
+    RLX_ASSERT(p.dtype() == parts[0].dtype() && p.rank() == parts[0].rank());
+    rows += p.shape()[0];
+  }
+  shape[0] = rows;
+  Tensor out = Tensor::empty(parts[0].dtype(), shape);
+  char* dst = static_cast<char*>(out.raw_mut());
+  for (const auto& p : parts) {
+    std::memcpy(dst, p.raw(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+}  // namespace detail
+
 namespace {
 
-class WeightSource {
+// model.safetensors in a HF folder, with or without a "bert." prefix.
+class SafetensorsSource : public WeightSource {
  public:
-  explicit WeightSource(const std::string& dir) : st_(open(dir)) {
+  explicit SafetensorsSource(const std::string& dir) : st_(open(dir)) {
     prefix_ = st_.contains(std::string("bert.") + names::kWordEmb) ? "bert." : "";
   }
-  Tensor get(const std::string& name, const std::vector<int64_t>& shape) const {
-    const std::string full = prefix_ + name;
-    RLX_FORMAT_CHECK(st_.contains(full), st_.path(), ": tensor '", full, "' is missing");
-    Tensor t = st_.tensor(full);
-    RLX_FORMAT_CHECK(t.shape() == shape, st_.path(), ": tensor '", full, "' has shape ", shape_str(t.shape()),
-                     ", expected ", shape_str(shape));
-    RLX_FORMAT_CHECK(is_float(t.dtype()), st_.path(), ": tensor '", full, "' has non-float dtype ", t.dtype());
-    return t.dtype() == DType::F32 ? t : t.to(DType::F32);
+  std::optional<Tensor> find(const std::string& name) const override {
+    if (!st_.contains(prefix_ + name)) return std::nullopt;
+    return st_.tensor(prefix_ + name);
+  }
+  std::string describe(const std::string& name) const override {
+    return str(st_.path(), ": tensor '", prefix_, name, "'");
   }
 
  private:
@@ -145,24 +215,14 @@ class WeightSource {
   std::string prefix_;
 };
 
-Tensor concat_rows(const std::vector<Tensor>& parts) {
-  std::vector<int64_t> shape = parts[0].shape();
-  int64_t rows = 0;
-  for (const auto& p : parts) rows += p.shape()[0];
-  shape[0] = rows;
-  Tensor out = Tensor::empty(DType::F32, shape);
-  char* dst = static_cast<char*>(out.raw_mut());
-  for (const auto& p : parts) {
-    std::memcpy(dst, p.raw(), p.nbytes());
-    dst += p.nbytes();
-  }
-  return out;
-}
-
 }  // namespace
 
 std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::string& dir) {
-  WeightSource src(dir);
+  SafetensorsSource src(dir);
+  return c.arch == Arch::NomicBert ? load_nomic_weights(c, src) : load_bert_weights(c, src);
+}
+
+std::map<std::string, Tensor> detail::load_bert_weights(const BertConfig& c, const WeightSource& src) {
   const int64_t H = c.hidden;
   std::map<std::string, Tensor> w;
   w[names::kWordEmb] = src.get(names::kWordEmb, {c.vocab_size, H});
@@ -172,20 +232,23 @@ std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::strin
   w[names::kEmbLnB] = src.get(names::kEmbLnB, {H});
   for (int64_t i = 0; i < c.layers; ++i) {
     auto get = [&](const char* s, std::vector<int64_t> shape) { return src.get(names::layer(i, s), shape); };
+    auto linear = [&](const char* s, std::vector<int64_t> shape) {
+      return src.get_linear(names::layer(i, s), shape, c);
+    };
     w[names::layer(i, "attention.self.qkv.weight")] =
-        concat_rows({get("attention.self.query.weight", {H, H}), get("attention.self.key.weight", {H, H}),
-                     get("attention.self.value.weight", {H, H})});
+        concat_rows({linear("attention.self.query.weight", {H, H}), linear("attention.self.key.weight", {H, H}),
+                     linear("attention.self.value.weight", {H, H})});
     w[names::layer(i, "attention.self.qkv.bias")] =
         concat_rows({get("attention.self.query.bias", {H}), get("attention.self.key.bias", {H}),
                      get("attention.self.value.bias", {H})});
-    for (const char* s : {"attention.output.dense.weight"}) w[names::layer(i, s)] = get(s, {H, H});
+    w[names::layer(i, "attention.output.dense.weight")] = linear("attention.output.dense.weight", {H, H});
     for (const char* s : {"attention.output.dense.bias", "attention.output.LayerNorm.weight",
                           "attention.output.LayerNorm.bias", "output.dense.bias", "output.LayerNorm.weight",
                           "output.LayerNorm.bias"})
       w[names::layer(i, s)] = get(s, {H});
-    w[names::layer(i, "intermediate.dense.weight")] = get("intermediate.dense.weight", {c.intermediate, H});
+    w[names::layer(i, "intermediate.dense.weight")] = linear("intermediate.dense.weight", {c.intermediate, H});
     w[names::layer(i, "intermediate.dense.bias")] = get("intermediate.dense.bias", {c.intermediate});
-    w[names::layer(i, "output.dense.weight")] = get("output.dense.weight", {H, c.intermediate});
+    w[names::layer(i, "output.dense.weight")] = linear("output.dense.weight", {H, c.intermediate});
   }
   return w;
 }

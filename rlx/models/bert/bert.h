@@ -1,17 +1,30 @@
-// BERT-family encoders (BERT, MiniLM, ...) as rlx graphs: post-LN layers,
-// GELU (erf or tanh as config.json says), absolute position embeddings,
-// optional mean/CLS pooling and L2 normalization (sentence-transformers).
+// BERT-family encoders as rlx graphs, from a Hugging Face folder (config.json
+// + model.safetensors) or a GGUF file written by llama.cpp's converter:
+//  - BERT (MiniLM, ...): post-LN layers, GELU (erf or tanh as config.json
+//    says), absolute position embeddings (bert.cpp);
+//  - Nomic BERT (nomic-embed-text): rotary positions, SwiGLU FFN, no biases,
+//    post-LN (nomic_bert.cpp);
+// then optional mean/CLS pooling and L2 normalization (sentence-transformers).
 #pragma once
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "rlx/ir/builder.h"
 
+namespace rlx {
+class GgufFile;
+class WordPieceTokenizer;
+}  // namespace rlx
+
 namespace rlx::bert {
 
 enum class Pooling { None, Mean, Cls };
+enum class Arch { Bert, NomicBert };
 
 struct BertConfig {
+  Arch arch = Arch::Bert;
   int64_t vocab_size = 30522;
   int64_t hidden = 768;
   int64_t layers = 12;
@@ -23,11 +36,23 @@ struct BertConfig {
   bool gelu_tanh = false;  // hidden_act "gelu_new"/"gelu_pytorch_tanh"
   Pooling pooling = Pooling::Mean;
   bool normalize = true;
+  // NomicBert: rotary embedding over the first `rope_dims` of each head.
+  float rope_base = 10000.0f;
+  int64_t rope_dims = 0;
+  bool rope_interleaved = false;
+  // Storage type of the linear layers' weights: F32 (any float file is
+  // converted), or a GGUF quant type (then they stay packed and run through
+  // DequantMatMul).
+  DType linear_dtype = DType::F32;
 
-  // From a HF config.json (and, when present beside it, sentence-transformers'
-  // modules.json and 1_Pooling/config.json). Unsupported architectures and
-  // settings are FormatError/Unsupported naming the file and key.
+  // From a HF config.json (model_type "bert" or "nomic_bert"; and, when
+  // present beside it, sentence-transformers' modules.json and
+  // 1_Pooling/config.json). Unsupported architectures and settings are
+  // FormatError/Unsupported naming the file and key.
   static BertConfig from_dir(const std::string& dir);
+  // From a GGUF file's metadata (general.architecture "bert" or "nomic-bert",
+  // as llama.cpp's convert_hf_to_gguf.py writes them).
+  static BertConfig from_gguf(const GgufFile& file);
 };
 
 // Weight names, HF layout ("encoder.layer.3.attention.self.query.weight"). The
@@ -42,6 +67,18 @@ inline const char* kEmbLnB = "embeddings.LayerNorm.bias";
 std::string layer(int64_t i, const char* suffix);
 }  // namespace names
 
+// Nomic BERT weight names (nomic-ai's HF layout, as in model.safetensors):
+// "encoder.layers.N.attn.Wqkv.weight" (Q, K, V rows), "attn.out_proj",
+// "mlp.fc11" (up), "mlp.fc12" (gate: y = fc11(x) · silu(fc12(x))), "mlp.fc2",
+// "norm1", "norm2", and "emb_ln" after the embeddings. The builder uses a
+// fused "encoder.layers.N.mlp.gate_up.weight" = [fc12; fc11] (gate first, as
+// FusedSwiGLU wants) that the loader assembles.
+namespace nomic_names {
+inline const char* kEmbLnW = "emb_ln.weight";
+inline const char* kEmbLnB = "emb_ln.bias";
+std::string layer(int64_t i, const char* suffix);
+}  // namespace nomic_names
+
 // Inputs: input_ids, token_type_ids, attention_mask (i32 [B, L]) and
 // positions (i32 [L]). Output "embeddings": [B, hidden] when pooled, else
 // "hidden_states" [B, L, hidden].
@@ -51,5 +88,12 @@ Graph build_graph(const BertConfig& cfg);
 // (with or without a "bert." prefix), fusing Q/K/V. Missing or mis-shaped
 // tensors are FormatError naming the tensor.
 std::map<std::string, Tensor> load_weights(const BertConfig& cfg, const std::string& dir);
+// The same from a GGUF file (llama.cpp names: token_embd, blk.N.attn_q, ...).
+std::map<std::string, Tensor> load_weights(const BertConfig& cfg, const GgufFile& file);
+// The WordPiece tokenizer stored in a GGUF file (tokenizer.ggml.model "bert":
+// llama.cpp's "phantom space" spelling of the vocabulary is undone).
+WordPieceTokenizer tokenizer_from_gguf(const GgufFile& file);
+// True when `path` is a file starting with the GGUF magic.
+bool is_gguf_file(const std::string& path);
 
 }  // namespace rlx::bert

@@ -6,15 +6,28 @@
 #include <numeric>
 
 #include "rlx/core/log.h"
+#include "rlx/formats/gguf.h"
 
 namespace rlx::bert {
 
 int64_t length_bucket(int64_t n, int64_t max) { return std::min(max, std::max<int64_t>(8, (n + 7) / 8 * 8)); }
 
+ModelFiles ModelFiles::load(const std::string& path) {
+  if (is_gguf_file(path)) {
+    const GgufFile f = GgufFile::open(path);
+    BertConfig config = BertConfig::from_gguf(f);
+    auto weights = load_weights(config, f);
+    return ModelFiles{config, tokenizer_from_gguf(f), std::move(weights)};
+  }
+  BertConfig config = BertConfig::from_dir(path);
+  return ModelFiles{config, WordPieceTokenizer::from_dir(path), load_weights(config, path)};
+}
+
 SentenceEmbedder::SentenceEmbedder(const std::string& model, EmbedOptions options)
-    : options_(std::move(options)),
-      config_(BertConfig::from_dir(model)),
-      tokenizer_(WordPieceTokenizer::from_dir(model)) {
+    : SentenceEmbedder(ModelFiles::load(model), std::move(options)) {}
+
+SentenceEmbedder::SentenceEmbedder(ModelFiles files, EmbedOptions options)
+    : options_(std::move(options)), config_(std::move(files.config)), tokenizer_(std::move(files.tokenizer)) {
   session_ = std::make_unique<Session>(options_.device);
   const bool gpu = session_->device().backend != "cpu";
   if (options_.dtype == DType::Count_) options_.dtype = gpu ? DType::F16 : DType::F32;
@@ -30,7 +43,7 @@ SentenceEmbedder::SentenceEmbedder(const std::string& model, EmbedOptions option
   CompileOptions co;
   co.precision = options_.dtype;
   exe_ = session_->compile(build_graph(config_), co);
-  for (auto& [name, t] : load_weights(config_, model)) exe_->set_param(name, t);
+  for (auto& [name, t] : files.weights) exe_->set_param(name, t);
   log_verbose("embedder: ", config_.layers, " layers, hidden ", config_.hidden, ", ", dtype_name(options_.dtype),
               " on ", session_->device().name);
 }

@@ -29,9 +29,19 @@ struct EmbedStats {
   double seconds = 0;      // tokenization + inference
 };
 
+// A model's config, tokenizer and weights, from a folder or a GGUF file.
+struct ModelFiles {
+  BertConfig config;
+  WordPieceTokenizer tokenizer;
+  std::map<std::string, Tensor> weights;
+  // `path`: a sentence-transformers / HF folder (BERT or Nomic BERT), or a
+  // BERT / nomic-bert GGUF file (see bert.h).
+  static ModelFiles load(const std::string& path);
+};
+
 class SentenceEmbedder {
  public:
-  // `model` is a sentence-transformers / HF BERT folder.
+  // `model` is a sentence-transformers / HF folder or a GGUF file (ModelFiles).
   SentenceEmbedder(const std::string& model, EmbedOptions options);
   // [texts.size(), dim()] f32, row i for texts[i].
   Tensor embed(const std::vector<std::string>& texts);
@@ -44,6 +54,7 @@ class SentenceEmbedder {
   const BertConfig& config() const { return config_; }
 
  private:
+  SentenceEmbedder(ModelFiles files, EmbedOptions options);
   EmbedOptions options_;
   BertConfig config_;
   WordPieceTokenizer tokenizer_;

@@ -1,0 +1,219 @@
+// BERT-family GGUF files as llama.cpp's convert_hf_to_gguf.py writes them.
+//
+// What is read:
+//  1. general.architecture: "bert" or "nomic-bert" (ARCH below).
+//  2. ARCH.{embedding_length, block_count, feed_forward_length, context_length,
+//     attention.head_count, attention.layer_norm_epsilon}, ARCH.pooling_type
+//     (1 mean, 2 CLS; absent = mean), nomic-bert: ARCH.rope.freq_base.
+//  3. Tensors, ne[0] fastest (so a linear weight [out, in] has ne = {in, out}):
+//     token_embd, token_types, position_embd (bert), token_embd_norm;
+//     blk.N.{attn_q, attn_k, attn_v (bert) | attn_qkv (nomic-bert),
+//     attn_output, attn_output_norm, ffn_up, ffn_gate (nomic-bert: the SwiGLU
+//     gate, HF fc12), ffn_down, layer_output_norm}. Each maps to the Hugging
+//     Face name the builders use. Weights are F32, F16, BF16 or a quant type
+//     (linear weights then stay packed and run through DequantMatMul;
+//     embedding tables are dequantized once at load).
+//  4. tokenizer.ggml.{model = "bert", tokens, token_type, unknown_token_id,
+//     seperator_token_id (else eos_token_id), padding_token_id, cls_token_id
+//     (else bos_token_id)}: the converter's
+//     "phantom space" spelling (word-initial pieces get U+2581, "##"
+//     continuations lose the "##", control tokens are left alone) is undone.
+//
+// Not recorded in the file, so chosen here: GELU is the erf form (what the
+// HF BERT models use), and embeddings are L2-normalized (as llama.cpp's
+// embedding tool and sentence-transformers' Normalize module return them).
+// Lowercasing and accent stripping are on, as in llama.cpp's WPM tokenizer.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "rlx/formats/gguf.h"
+#include "rlx/models/bert/bert_internal.h"
+#include "rlx/models/tokenizers/wordpiece.h"
+
+namespace rlx::bert {
+
+using namespace detail;
+
+namespace {
+
+struct NameMap {
+  const char* hf;
+  const char* gguf;
+};
+
+// Global tensors, then per-layer suffixes ("encoder.layer.N." → "blk.N.").
+constexpr NameMap kBertGlobal[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight"},
+    {"embeddings.position_embeddings.weight", "position_embd.weight"},
+    {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+    {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
+    {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
+};
+constexpr NameMap kBertLayer[] = {
+    {"attention.self.query.weight", "attn_q.weight"}, {"attention.self.query.bias", "attn_q.bias"},
+    {"attention.self.key.weight", "attn_k.weight"},   {"attention.self.key.bias", "attn_k.bias"},
+    {"attention.self.value.weight", "attn_v.weight"}, {"attention.self.value.bias", "attn_v.bias"},
+    {"attention.output.dense.weight", "attn_output.weight"},
+    {"attention.output.dense.bias", "attn_output.bias"},
+    {"attention.output.LayerNorm.weight", "attn_output_norm.weight"},
+    {"attention.output.LayerNorm.bias", "attn_output_norm.bias"},
+    {"intermediate.dense.weight", "ffn_up.weight"},   {"intermediate.dense.bias", "ffn_up.bias"},
+    {"output.dense.weight", "ffn_down.weight"},       {"output.dense.bias", "ffn_down.bias"},
+    {"output.LayerNorm.weight", "layer_output_norm.weight"},
+    {"output.LayerNorm.bias", "layer_output_norm.bias"},
+};
+constexpr NameMap kNomicGlobal[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight"},
+    {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+    {"emb_ln.weight", "token_embd_norm.weight"},
+    {"emb_ln.bias", "token_embd_norm.bias"},
+};
+constexpr NameMap kNomicLayer[] = {
+    {"attn.Wqkv.weight", "attn_qkv.weight"},     {"attn.out_proj.weight", "attn_output.weight"},
+    {"norm1.weight", "attn_output_norm.weight"}, {"norm1.bias", "attn_output_norm.bias"},
+    {"mlp.fc11.weight", "ffn_up.weight"},        {"mlp.fc12.weight", "ffn_gate.weight"},
+    {"mlp.fc2.weight", "ffn_down.weight"},       {"norm2.weight", "layer_output_norm.weight"},
+    {"norm2.bias", "layer_output_norm.bias"},
+};
+
+const char* arch_name(Arch a) { return a == Arch::NomicBert ? "nomic-bert" : "bert"; }
+
+Arch gguf_arch(const GgufFile& f) {
+  const std::string& arch = f.get<std::string>("general.architecture");
+  if (arch == "bert") return Arch::Bert;
+  if (arch == "nomic-bert") return Arch::NomicBert;
+  throw Unsupported(str(f.source(), ": general.architecture '", arch,
+                        "' is not an embedding model rlx supports ('bert', 'nomic-bert')"));
+}
+
+class GgufSource : public WeightSource {
+ public:
+  explicit GgufSource(const GgufFile& f) : f_(f), arch_(gguf_arch(f)) {}
+  std::optional<Tensor> find(const std::string& hf) const override {
+    const GgufTensorInfo* t = f_.find_tensor(gguf_name(hf));
+    if (!t) return std::nullopt;
+    return f_.view(*t);
+  }
+  std::string describe(const std::string& hf) const override {
+    return str(f_.source(), ": tensor '", gguf_name(hf), "' (", hf, ")");
+  }
+
+ private:
+  // llama.cpp's name for a Hugging Face one ("" when there is none).
+  std::string gguf_name(const std::string& hf) const {
+    const bool nomic = arch_ == Arch::NomicBert;
+    for (const auto& m : nomic ? std::span<const NameMap>(kNomicGlobal) : std::span<const NameMap>(kBertGlobal))
+      if (hf == m.hf) return m.gguf;
+    const std::string prefix = nomic ? "encoder.layers." : "encoder.layer.";
+    if (!hf.starts_with(prefix)) return "";
+    const size_t dot = hf.find('.', prefix.size());
+    if (dot == std::string::npos) return "";
+    const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+    const std::string suffix = hf.substr(dot + 1);
+    for (const auto& m : nomic ? std::span<const NameMap>(kNomicLayer) : std::span<const NameMap>(kBertLayer))
+      if (suffix == m.hf) return str("blk.", layer, ".", m.gguf);
+    return "";
+  }
+  const GgufFile& f_;
+  Arch arch_;
+};
+
+}  // namespace
+
+bool is_gguf_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+BertConfig BertConfig::from_gguf(const GgufFile& f) {
+  BertConfig c;
+  c.arch = gguf_arch(f);
+  const std::string a = arch_name(c.arch);
+  c.hidden = f.get_int(a + ".embedding_length");
+  c.layers = f.get_int(a + ".block_count");
+  c.heads = f.get_int(a + ".attention.head_count");
+  c.intermediate = f.get_int(a + ".feed_forward_length");
+  c.max_position = f.get_int(a + ".context_length");
+  c.layer_norm_eps = static_cast<float>(f.get_float(a + ".attention.layer_norm_epsilon"));
+  RLX_FORMAT_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0, f.source(), ": ", a,
+                   ".embedding_length ", c.hidden, " is not a multiple of ", a, ".attention.head_count ", c.heads);
+  RLX_FORMAT_CHECK(c.layers > 0 && c.layers < 1000 && c.intermediate > 0 && c.max_position > 0, f.source(),
+                   ": implausible sizes");
+  // Table sizes come from the tensors themselves.
+  c.vocab_size = f.tensor("token_embd.weight").shape()[0];
+  const GgufTensorInfo* types = f.find_tensor("token_types.weight");
+  c.type_vocab = types ? types->shape()[0] : 0;
+  RLX_FORMAT_CHECK(c.arch == Arch::NomicBert || c.type_vocab > 0, f.source(), ": tensor 'token_types.weight' is missing");
+
+  const int64_t pooling = f.contains(a + ".pooling_type") ? f.get_int(a + ".pooling_type") : 1;
+  if (pooling == 1) c.pooling = Pooling::Mean;
+  else if (pooling == 2) c.pooling = Pooling::Cls;
+  else throw Unsupported(str(f.source(), ": ", a, ".pooling_type ", pooling,
+                             " is not supported for sentence embeddings (1 = mean, 2 = CLS)"));
+  c.normalize = true;
+  if (c.arch == Arch::NomicBert) {
+    c.rope_base = static_cast<float>(f.get_float(a + ".rope.freq_base"));
+    c.rope_dims = c.hidden / c.heads;  // the converter accepts rotary_emb_fraction 1.0 only
+  }
+  // Linear weights keep the first one's storage type when it is packed.
+  const DType lt = f.tensor("blk.0.attn_output.weight").type;
+  c.linear_dtype = is_quant(lt) ? lt : DType::F32;
+  return c;
+}
+
+std::map<std::string, Tensor> load_weights(const BertConfig& c, const GgufFile& f) {
+  GgufSource src(f);
+  return c.arch == Arch::NomicBert ? load_nomic_weights(c, src) : load_bert_weights(c, src);
+}
+
+WordPieceTokenizer tokenizer_from_gguf(const GgufFile& f) {
+  const std::string& model = f.get<std::string>("tokenizer.ggml.model");
+  if (model != "bert")
+    throw Unsupported(str(f.source(), ": tokenizer.ggml.model '", model, "' is not supported (bert: WordPiece)"));
+  const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
+  const auto& kinds = f.get_array<int32_t>("tokenizer.ggml.token_type");
+  RLX_FORMAT_CHECK(kinds.size() == tokens.size(), f.source(), ": tokenizer.ggml.token_type has ", kinds.size(),
+                   " entries for ", tokens.size(), " tokens");
+  constexpr int32_t kControl = 3;  // llama.cpp's LLAMA_TOKEN_TYPE_CONTROL
+  const std::string phantom = "\u2581";
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  std::vector<WordPieceTokenizer::AddedToken> added;
+  vocab.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    const auto id = static_cast<int32_t>(i);
+    if (kinds[i] == kControl) {
+      vocab.emplace_back(t, id);
+      added.push_back({t, id, false});  // special tokens match verbatim, as HF's added tokens do
+    } else if (t.starts_with(phantom)) {
+      vocab.emplace_back(t.substr(phantom.size()), id);
+    } else if (t.size() > 2 && t.front() == '[' && t.back() == ']') {
+      vocab.emplace_back(t, id);  // older converters kept every "[...]" token unprefixed
+    } else {
+      vocab.emplace_back("##" + t, id);
+    }
+  }
+  // Older files (and gguf-py versions without a cls handler) store [CLS] and
+  // [SEP] as BOS and EOS, which is how llama.cpp reads them for BERT.
+  auto token_at = [&](const char* key, const char* fallback_key = nullptr) {
+    if (fallback_key && !f.contains(key)) key = fallback_key;
+    const int64_t id = f.get_int(key);
+    RLX_FORMAT_CHECK(id >= 0 && id < static_cast<int64_t>(vocab.size()), f.source(), ": ", key, " ", id,
+                     " is outside the vocabulary of ", vocab.size());
+    return vocab[static_cast<size_t>(id)].first;
+  };
+  WordPieceConfig cfg;
+  cfg.unk_token = token_at("tokenizer.ggml.unknown_token_id");
+  cfg.sep_token = token_at("tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eos_token_id");
+  cfg.cls_token = token_at("tokenizer.ggml.cls_token_id", "tokenizer.ggml.bos_token_id");
+  cfg.pad_token = token_at("tokenizer.ggml.padding_token_id");
+  const std::string a = arch_name(gguf_arch(f));
+  cfg.model_max_length = f.get_int(a + ".context_length");
+  return WordPieceTokenizer(std::move(vocab), cfg, std::move(added), f.source());
+}
+
+}  // namespace rlx::bert
