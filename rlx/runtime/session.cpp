@@ -128,6 +128,10 @@ std::shared_ptr<Executable> Session::compile(const Graph& g, const CompileOption
     why = str(backend_->device_info().name, ": the graph has symbolic dims (sizes unknown until run)");
   } else {
     const Graph lowered = lower_for(*backend_, g, options);
+    {
+      std::lock_guard lock(mu_);  // compile_on finds it when the GPU is chosen
+      lowered_.emplace(std::make_tuple(g.fingerprint(), options.key(), backend_->name()), lowered);
+    }
     const DeviceChoice c = choose_device(lowered, CostModel(measured_cpu_rates()), gpu_cost_model(*backend_));
     if (!c.use_gpu) target = cpu_;
     why = c.reason;
