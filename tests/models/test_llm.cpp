@@ -283,23 +283,27 @@ TEST(Gemma3Real, FirstStepLogitsAndGreedyMatchTransformers) {
   o.logits = true;
   llm::Generator gen(model, o);
   for (const auto& c : cases) {
-    // Both sides dequantize the same blocks to f32, so the logits differ only
-    // by f32 summation order over 18 layers: well under 0.05 on logits ~20.
+    // Both sides dequantize the same blocks to f32 and keep K/V in f32, so the
+    // logits differ only by f32 summation order over 18 layers (measured:
+    // below the reference's 1e-5 rounding); 0.01 on logits near 20 leaves room
+    // for other BLAS builds and thread counts.
     const Tensor logits = gen.forward(c.prompt_ids, 0).logits;
+    double worst = 0;
     for (size_t k = 0; k < c.top5_ids.size(); ++k) {
       const double got = logits.data<float>()[c.top5_ids[k]];
-      EXPECT_NEAR(got, c.top5_logits[k], 0.05 + 2e-3 * std::abs(c.top5_logits[k]))
+      worst = std::max(worst, std::abs(got - c.top5_logits[k]));
+      EXPECT_NEAR(got, c.top5_logits[k], 0.01)
           << "'" << c.prompt << "': logit of token " << c.top5_ids[k] << " (reference top-" << k + 1 << ")";
     }
     EXPECT_EQ(argmax(logits), c.top5_ids[0]) << "'" << c.prompt << "': first greedy token";
 
     const auto ids = gen.generate(c.prompt_ids, static_cast<int64_t>(c.greedy_ids.size()), {0.0f, 0, 1.0f, 0});
-    // f32 rounding can flip a near-tie late in a long greedy run; the first
-    // tokens must agree exactly.
+    // f32 rounding can flip a near-tie late in a long greedy run (measured: all
+    // 32 agree here); the first 16 must.
     size_t same = 0;
     while (same < ids.size() && same < c.greedy_ids.size() && ids[same] == c.greedy_ids[same]) ++same;
     const std::string text = pieces_text(gen.file(), ids);
-    EXPECT_GE(same, 12u) << "'" << c.prompt << "': rlx '" << text << "' vs transformers '" << c.greedy_text
+    EXPECT_GE(same, 16u) << "'" << c.prompt << "': rlx '" << text << "' vs transformers '" << c.greedy_text
                          << "' agree on " << same << " tokens";
     // Coherent English: mostly letters and spaces, several words.
     size_t letters = 0, spaces = 0;
@@ -309,7 +313,8 @@ TEST(Gemma3Real, FirstStepLogitsAndGreedyMatchTransformers) {
     }
     EXPECT_GT(letters, text.size() * 6 / 10) << text;
     EXPECT_GE(spaces, 5u) << text;
-    std::printf("%s ->%s\n", c.prompt.c_str(), text.c_str());
+    std::printf("%s ->%s\n  [top-5 logits within %.1e of transformers; greedy ids equal for %zu of %zu]\n",
+                c.prompt.c_str(), text.c_str(), worst, same, c.greedy_ids.size());
   }
 }
 
