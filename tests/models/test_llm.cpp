@@ -157,6 +157,40 @@ TEST_P(TinyLlm, GenerateGreedyAndSeeded) {
   fs::remove(path);
 }
 
+// bf16 compute over a bf16 cache (the caches are then stored by the
+// precision policy, with no casts around attention): still the reference's
+// logits, within bf16's 2^-8 relative precision accumulated over the layers.
+TEST_P(TinyLlm, Bf16ComputeAndCache) {
+  const std::string arch = GetParam();
+  const std::string path = temp_path(arch + "_bf16.gguf");
+  const test::TinyModel model = test::write_tiny_gguf(test::tiny_spec(arch), path);
+  llm::GeneratorOptions o;
+  o.device = "cpu";
+  o.ctx = 16;
+  o.dtype = DType::BF16;
+  o.kv_dtype = DType::BF16;
+  o.logits = true;
+  llm::Generator gen(path, o);
+  std::vector<int32_t> seq = kPrompt;
+  auto step = gen.forward(kPrompt, 0);
+  for (size_t i = 0;; ++i) {
+    const Diff d = compare(step.logits, test::reference_logits(model, seq));
+    EXPECT_LE(d.max_abs, 0.05 * std::max(1.0, d.scale))
+        << arch << " bf16: logits after " << seq.size() << " tokens differ from the f64 reference by " << d.max_abs
+        << " (largest |logit| " << d.scale << ")";
+    if (i == kDecode.size()) break;
+    seq.push_back(kDecode[i]);
+    step = gen.forward({kDecode[i]}, static_cast<int64_t>(seq.size()) - 1);
+  }
+  // No casts per layer: at most the quantized embedding rows (f32) entering
+  // and the logits leaving.
+  const std::string lowered = print_graph(gen.executable().graph());
+  int casts = 0;
+  for (size_t p = lowered.find("Cast{"); p != std::string::npos; p = lowered.find("Cast{", p + 1)) ++casts;
+  EXPECT_LE(casts, 2) << arch << ": casts in the lowered bf16 graph:\n" << lowered;
+  fs::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "qwen3", "qwen2", "llama"),
                          [](const auto& info) { return info.param; });
 

@@ -114,7 +114,7 @@ Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing) {
 }
 
 Value Blocks::attend(int64_t layer, Value q, Value k, Value v, bool local, float scale) {
-  const DType kv = o_.kv_dtype;
+  const DType kv = o_.kv_dtype == o_.compute ? DType::F32 : o_.kv_dtype;
   const int64_t width = c_.n_kv_heads * c_.head_dim;
   Value kc = state(g_, str("cache.", layer, ".k"), kv, {1, o_.ctx, width});
   Value vc = state(g_, str("cache.", layer, ".v"), kv, {1, o_.ctx, width});

@@ -33,6 +33,7 @@ void Generator::compile() {
   BuildOptions bo;
   bo.ctx = ctx_;
   bo.kv_dtype = options_.kv_dtype;
+  bo.compute = options_.dtype;
   bo.logits = options_.logits;
   bo.token = true;
   bo.sampling = SampleAttrs{sampling_.temperature, sampling_.top_k, sampling_.top_p, sampling_.seed};

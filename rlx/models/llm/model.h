@@ -26,6 +26,10 @@ namespace rlx::llm {
 struct BuildOptions {
   int64_t ctx = 0;               // KV cache rows; 1 ≤ ctx
   DType kv_dtype = DType::F16;   // f16, bf16 or f32
+  // The precision policy the graph will be compiled with (CompileOptions::
+  // precision). When it equals kv_dtype the caches are declared f32 and the
+  // policy stores them in that dtype, so no casts surround the attention.
+  DType compute = DType::F32;
   bool logits = true;            // output "logits"
   bool token = true;             // output "token"
   SampleAttrs sampling{0.0f, 0, 1.0f, 0};
