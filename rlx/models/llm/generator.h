@@ -71,7 +71,7 @@ class Generator {
   const LlmConfig& config() const { return config_; }
   const GgufFile& file() const { return file_; }
   int64_t ctx() const { return ctx_; }
-  DeviceInfo device() const { return session_->device(); }
+  DeviceInfo device() const { return exe_->backend().device_info(); }  // where the model runs
   const GenerationStats& stats() const { return stats_; }
   Executable& executable() { return *exe_; }
 
