@@ -35,8 +35,9 @@ void print_summary(const Calibration& c, const std::string& path, bool measured)
             << c.identity.cuda_runtime << ", cuBLASLt " << c.identity.cublaslt << ", rlx " << c.identity.rlx << "\n"
             << (measured ? "measured in " : "loaded from cache (measured ") << std::fixed << std::setprecision(1)
             << c.measure_s << " s" << (measured ? "" : str(" at ", c.created_utc, ")"))
-            << (c.complete ? "" : ", budget ran out: some shapes not measured") << "\n"
-            << "file: " << path << "\n\n"
+            << (c.complete ? "" : ", incomplete:") << "\n";
+  for (const auto& p : c.problems) std::cout << "  " << p << "\n";
+  std::cout << "file: " << path << "\n\n"
             << std::setprecision(2) << "launch " << c.launch_us << " us, graph node " << c.graph_node_us
             << " us, sync " << c.sync_us << " us; copy d2d " << std::setprecision(0) << c.d2d_gbps << " GB/s, h2d "
             << c.h2d_gbps << " GB/s, d2h " << c.d2h_gbps << " GB/s\n\n";

@@ -80,6 +80,7 @@ std::string calibration_to_json(const Calibration& c) {
   j["created_utc"] = c.created_utc;
   j["measure_s"] = c.measure_s;
   j["complete"] = c.complete;
+  j["problems"] = c.problems;
   j["launch_us"] = c.launch_us;
   j["graph_node_us"] = c.graph_node_us;
   j["sync_us"] = c.sync_us;
@@ -142,6 +143,7 @@ Calibration calibration_from_json(std::string_view text) {
   c.created_utc = field<std::string>(j, "created_utc", top);
   c.measure_s = positive_or_zero(j, "measure_s", top);
   c.complete = field<bool>(j, "complete", top);
+  c.problems = field<std::vector<std::string>>(j, "problems", top);
   c.launch_us = positive_or_zero(j, "launch_us", top);
   c.graph_node_us = positive_or_zero(j, "graph_node_us", top);
   c.sync_us = positive_or_zero(j, "sync_us", top);

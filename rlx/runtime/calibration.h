@@ -52,12 +52,13 @@ struct ShapeBucket {
 };
 
 struct Calibration {
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;  // 2: `problems`; power-of-2 GEMM m buckets
 
   CalibrationIdentity identity;
   std::string created_utc;    // ISO 8601
   double measure_s = 0;       // how long measuring took
-  bool complete = true;       // false when the time budget cut measuring short
+  bool complete = true;       // false when a family failed or the time budget cut measuring short
+  std::vector<std::string> problems;  // one line per reason `complete` is false
 
   // Device-wide overheads and bandwidths.
   double launch_us = 0;       // host cost of one direct kernel launch

@@ -87,6 +87,10 @@ class CostModel {
   // Variant choice: the fastest measured variant of `family` at the bucket
   // nearest to `shape`, accepted only within `max_distance` (sum of |log2|
   // ratios over the dims). nullopt without a close enough calibrated bucket.
+  // Kernel libraries switch kernels between shapes a factor 2 apart, so a
+  // winner is only borrowed from a bucket within kBorrowDistance (m within
+  // ~1.4x, n and k equal); further away the library's own heuristic is better.
+  static constexpr double kBorrowDistance = 0.5;
   struct Choice {
     const VariantTiming* timing;   // into the calibration
     const ShapeBucket* bucket;

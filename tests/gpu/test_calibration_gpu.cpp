@@ -57,7 +57,10 @@ TEST(CalibrationGpu, FinishesWithinBudgetWritesAndReloads) {
   EXPECT_LE(wall, 31.0) << "calibration took longer than its 30 s budget";
   save_calibration(c, calibration_path(c.identity.gpu_uuid));
   EXPECT_LE(c.measure_s, 30.5) << "calibration took longer than its 30 s budget";
-  EXPECT_TRUE(c.complete) << "the budget ran out before every shape was measured";
+  std::string problems;
+  for (const auto& p : c.problems) problems += "\n  " + p;
+  EXPECT_TRUE(c.complete) << "calibration incomplete:" << problems;
+  EXPECT_TRUE(c.problems.empty()) << problems;
   EXPECT_GT(c.launch_us, 0.1);
   EXPECT_LT(c.launch_us, 100);
   EXPECT_GT(c.graph_node_us, 0.0);
@@ -65,7 +68,7 @@ TEST(CalibrationGpu, FinishesWithinBudgetWritesAndReloads) {
   EXPECT_GT(c.d2d_gbps, 500) << "device copy bandwidth implausibly low";
   EXPECT_GT(c.h2d_gbps, 1);
   EXPECT_GT(c.d2h_gbps, 1);
-  for (const char* fam : {"gemm.f16", "gemm.bf16", "gemm.f32", "attention.f16"}) {
+  for (const char* fam : {"gemm.f16", "gemm.bf16", "gemm.f32", "attention.f16", "attention.bf16", "attention.f32"}) {
     const auto fams = c.families();
     EXPECT_NE(std::find(fams.begin(), fams.end(), fam), fams.end()) << fam << " was not measured";
   }
@@ -88,27 +91,38 @@ TEST(CalibrationGpu, FinishesWithinBudgetWritesAndReloads) {
   EXPECT_LT(s, 2.0) << "loading took " << s << " s: it measured again";
 }
 
-// GPU time of one call, from CUDA-graph replays of `calls` back-to-back calls (median of 7).
-double replay_us(cudaStream_t s, const std::function<void(cudaStream_t)>& fn, int calls) {
-  fn(s);
-  cudaGraph_t graph = nullptr;
-  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  for (int i = 0; i < calls; ++i) fn(s);
-  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  GraphExec exec(graph);
-  cudaGraphDestroy(graph);
-  exec.launch(s);
-  Event a, b;
-  std::vector<double> t;
-  for (int r = 0; r < 7; ++r) {
-    a.record(s);
-    exec.launch(s);
-    b.record(s);
-    b.synchronize();
-    t.push_back(b.elapsed_ms_since(a) * 1e3 / calls);
+// GPU time of one call of each function: each is captured `calls` times back
+// to back into its own CUDA graph, the graphs are replayed in turn for
+// `rounds` rounds (so clock changes hit them alike), median per function.
+std::vector<double> replay_each_us(cudaStream_t s, const std::vector<std::function<void(cudaStream_t)>>& fns,
+                                   int calls, int rounds) {
+  std::vector<GraphExec> execs;
+  for (const auto& fn : fns) {
+    fn(s);
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (int i = 0; i < calls; ++i) fn(s);
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    execs.emplace_back(graph);
+    cudaGraphDestroy(graph);
+    execs.back().launch(s);
   }
-  std::sort(t.begin(), t.end());
-  return t[3];
+  Event a, b;
+  std::vector<std::vector<double>> t(fns.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < execs.size(); ++i) {
+      a.record(s);
+      execs[i].launch(s);
+      b.record(s);
+      b.synchronize();
+      t[i].push_back(b.elapsed_ms_since(a) * 1e3 / calls);
+    }
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  return med;
 }
 
 TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
@@ -172,15 +186,30 @@ TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
         single = std::max(1e-3, b.elapsed_ms_since(a) * 1e3);
       }
       const int calls = std::clamp(static_cast<int>(500.0 / single), 1, 100);
-      std::vector<double> t(static_cast<size_t>(std::max(n_cand, chosen + 1)), 0.0);
-      for (int r = 0; r < static_cast<int>(t.size()); ++r)
-        if (r < n_cand || r == chosen)
-          t[static_cast<size_t>(r)] =
-              replay_us(stream.get(), [&, r](cudaStream_t s) { engine.run_candidate(g, r, s); }, calls);
-      int best = 0;
-      for (int r = 0; r < static_cast<int>(t.size()); ++r)
-        if (t[static_cast<size_t>(r)] > 0 && t[static_cast<size_t>(r)] < t[static_cast<size_t>(best)]) best = r;
-      const double ratio = t[static_cast<size_t>(chosen)] / t[static_cast<size_t>(best)];
+      auto run_rank = [&](int r) { return [&engine, g, r](cudaStream_t s) { engine.run_candidate(g, r, s); }; };
+      std::vector<int> ranks;
+      for (int r = 0; r < std::max(n_cand, chosen + 1); ++r)
+        if (r < n_cand || r == chosen) ranks.push_back(r);
+      std::vector<std::function<void(cudaStream_t)>> fns;
+      for (int r : ranks) fns.push_back(run_rank(r));
+      const std::vector<double> us = replay_each_us(stream.get(), fns, calls, 7);
+      std::vector<double> t(static_cast<size_t>(ranks.back() + 1), 0.0);
+      for (size_t i = 0; i < ranks.size(); ++i) t[static_cast<size_t>(ranks[i])] = us[i];
+      int best = chosen;
+      for (int r : ranks)
+        if (t[static_cast<size_t>(r)] < t[static_cast<size_t>(best)]) best = r;
+      double ratio = t[static_cast<size_t>(chosen)] / t[static_cast<size_t>(best)];
+      if (ratio > 1.05) {
+        // Confirm with the two alone and more rounds, so that a noisy round
+        // does not fail the test; the confirmed times are the ones reported.
+        const auto again = replay_each_us(stream.get(), {run_rank(chosen), run_rank(best)}, calls, 21);
+        std::printf("(re-measured %s %s m=%ld: chosen algo%d %.2f -> %.2f us, best algo%d %.2f -> %.2f us)\n",
+                    std::string(dtype_name(dt)).c_str(), cs.name, static_cast<long>(cs.m), chosen,
+                    t[static_cast<size_t>(chosen)], again[0], best, t[static_cast<size_t>(best)], again[1]);
+        t[static_cast<size_t>(chosen)] = again[0];
+        t[static_cast<size_t>(best)] = again[1];
+        ratio = again[0] / again[1];
+      }
       const bool ok = ratio <= 1.05;
       failures += !ok;
       std::printf("%-6s %-14s %6ld %6ld %5ld | algo%-4d %9.2f | algo%-2d %9.2f | %5.3f%s %s\n",
@@ -199,20 +228,40 @@ TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
 TEST(CalibrationGpu, DispatchReportShowsPredictedAndMeasured) {
   SKIP_WITHOUT_GPU();
   calibration();
-  setenv("RLX_DISPATCH_REPORT", "1", 1);
+  // A MiniLM up-projection x·Wᵀ at a calibrated bucket (m=512 n=1536 k=384),
+  // on cuBLASLt (not the optional cuDNN matmul path). Inputs are declared one
+  // statement each: run() takes them in declaration order, and the order
+  // function arguments are evaluated in is unspecified.
+  setenv("RLX_CUDNN_MATMUL", "0", 1);
+  auto graph = [] {
+    Graph g;
+    auto x = input(g, "x", DType::F16, {512, 384});
+    auto w = input(g, "w", DType::F16, {1536, 384});
+    output("y", matmul(x, w, MatMulAttrs{false, true}));
+    return g;
+  };
+  const std::vector<Tensor> in = {Tensor::zeros(DType::F16, {512, 384}), Tensor::zeros(DType::F16, {1536, 384})};
   Session s("cuda");
-  Graph g;
-  output("y", matmul(input(g, "x", DType::F16, {512, 384}), input(g, "w", DType::F16, {384, 1536})));
-  auto exe = s.compile(g);
-  exe->run({Tensor::zeros(DType::F16, {512, 384}), Tensor::zeros(DType::F16, {384, 1536})});
+  setenv("RLX_DISPATCH_REPORT", "1", 1);
+  auto exe = s.compile(graph());
+  exe->run(in);
   const std::string report = exe->dispatch_report();
   unsetenv("RLX_DISPATCH_REPORT");
   std::printf("%s", report.c_str());
   EXPECT_NE(report.find("cost model: calibrated"), std::string::npos) << report;
   EXPECT_NE(report.find("node predicted"), std::string::npos) << report;
   EXPECT_NE(report.find(" us, measured "), std::string::npos) << report;
-  EXPECT_TRUE(report.find("calibrated: algo") != std::string::npos ||
-              report.find("heuristic: algo") != std::string::npos) << report;
+  EXPECT_EQ(report.find("not measured"), std::string::npos) << report;
+  EXPECT_NE(report.find("calibrated: algo"), std::string::npos)
+      << "the GEMM at a calibrated bucket did not use the calibration:\n" << report;
+  // Without RLX_DISPATCH_REPORT nothing is timed, and the report says so instead of "measured 0 us".
+  auto quiet = s.compile(graph());
+  quiet->run(in);
+  const std::string untimed = quiet->dispatch_report();
+  std::printf("%s", untimed.c_str());
+  EXPECT_NE(untimed.find("node predicted"), std::string::npos) << untimed;
+  EXPECT_NE(untimed.find("not measured"), std::string::npos) << untimed;
+  EXPECT_EQ(untimed.find("measured 0 us"), std::string::npos) << untimed;
 }
 
 TEST(CalibrationGpu, AutoDevicePicksCpuForTinyAndGpuForLarge) {
@@ -221,7 +270,9 @@ TEST(CalibrationGpu, AutoDevicePicksCpuForTinyAndGpuForLarge) {
   Session s("auto");
   auto graph = [](int64_t m, int64_t n, int64_t k) {
     Graph g;
-    output("y", matmul(input(g, "x", DType::F32, {m, k}), input(g, "w", DType::F32, {k, n})));
+    auto x = input(g, "x", DType::F32, {m, k});  // declared first: run() takes x, then w
+    auto w = input(g, "w", DType::F32, {k, n});
+    output("y", matmul(x, w));
     return g;
   };
   auto tiny = s.compile(graph(1, 8, 8));

@@ -38,14 +38,22 @@ class CalibContext {
   size_t scratch_bytes() const { return scratch_bytes_; }
 
   // True once this family's share of the budget is spent: measure nothing more.
-  bool out_of_time() const { return Clock::now() >= deadline_; }
+  // A family that saw true is recorded as cut short (cut_short()).
+  bool out_of_time() {
+    if (Clock::now() >= deadline_) cut_short_ = true;
+    return cut_short_;
+  }
+  bool cut_short() const { return cut_short_; }
   // Reports progress within the family (0..1) and what is being measured.
   void progress(double fraction, const std::string& what) const { progress_(fraction, what); }
 
   // GPU time of one call of `launch`, in microseconds: the calls are captured
-  // back to back into a CUDA graph (as programs run them) and the fastest of a
-  // few replays is divided by the number of calls.
-  double time_us(const std::function<void(cudaStream_t)>& launch);
+  // back to back into a CUDA graph (as programs run them, ~300 us of work per
+  // graph) and the median of `rounds` replays is divided by the number of calls.
+  double time_us(const std::function<void(cudaStream_t)>& launch, int rounds = 5);
+  // The same for competing variants of one problem, replayed in turn round
+  // after round so that clock changes affect them all alike.
+  std::vector<double> time_each_us(const std::vector<std::function<void(cudaStream_t)>>& launches, int rounds = 5);
 
  private:
   int device_;
@@ -54,6 +62,7 @@ class CalibContext {
   void* scratch_;
   size_t scratch_bytes_;
   Clock::time_point deadline_;
+  bool cut_short_ = false;
   std::function<void(double, const std::string&)> progress_;
 };
 
@@ -80,9 +89,11 @@ Calibration measure_calibration(int device, const CalibrateRequest& req = {});
 const std::optional<Calibration>& device_calibration(int device);
 
 // The GEMM algorithm chooser built from a calibration (what the backend gives
-// its GemmEngine): the cost model's variant choice for the problem's family
-// and shape — the config that won at the nearest measured bucket, when that is
-// close (sum of |log2| ratios of m, n, k ≤ 2) and among the problem's candidates.
+// its GemmEngine): for unbatched x·Wᵀ problems (the layout measured), the
+// config that won at the nearest measured bucket, when
+// that bucket is very close (CostModel::kBorrowDistance) and the config is
+// among the problem's candidates (found by its config: a rank in another
+// shape's list may name another kernel); otherwise cuBLASLt's first choice.
 GemmAlgoChooser gemm_chooser(const Calibration& c);
 
 }  // namespace rlx::cuda

@@ -181,18 +181,26 @@ class CudaProgram final : public Program {
        << (encoder_.uses_graphs() ? "on" : "off") << "):\n";
     os << "  cost model: " << (dc_.cost.rates().calibrated ? "calibrated" : "heuristic (no calibration)")
        << "; per node: predicted vs measured (the node's thunks summed)\n";
+    // Thunks are timed only on a run with RLX_DISPATCH_REPORT set; a node none
+    // of whose thunks was timed says so instead of showing 0.
     std::vector<double> node_us(static_cast<size_t>(graph_.size()), 0.0);
+    std::vector<bool> node_timed(static_cast<size_t>(graph_.size()), false);
     for (size_t t = 0; t < schedule_.thunks.size() && t < times_ms_.size(); ++t)
-      if (schedule_.thunks[t].node >= 0) node_us[static_cast<size_t>(schedule_.thunks[t].node)] += times_ms_[t] * 1e3;
+      if (schedule_.thunks[t].node >= 0) {
+        node_us[static_cast<size_t>(schedule_.thunks[t].node)] += times_ms_[t] * 1e3;
+        node_timed[static_cast<size_t>(schedule_.thunks[t].node)] = true;
+      }
     for (size_t t = 0; t < schedule_.thunks.size(); ++t) {
       const Thunk& th = schedule_.thunks[t];
       os << "  " << (th.node >= 0 ? graph_.describe(th.node) : std::string("program")) << " -> " << th.kernel;
       if (t < times_ms_.size()) os << "  " << times_ms_[t] * 1000.0f << " us";
       // The node's prediction, once, on its last thunk.
       const bool last_of_node = th.node >= 0 && (t + 1 == schedule_.thunks.size() || schedule_.thunks[t + 1].node != th.node);
-      if (last_of_node && !graph_.node(th.node).is_leaf())
-        os << "  [node predicted " << dc_.cost.predict_node(graph_, th.node).value << " us, measured "
-           << node_us[static_cast<size_t>(th.node)] << " us]";
+      if (last_of_node && !graph_.node(th.node).is_leaf()) {
+        os << "  [node predicted " << dc_.cost.predict_node(graph_, th.node).value << " us, ";
+        if (node_timed[static_cast<size_t>(th.node)]) os << "measured " << node_us[static_cast<size_t>(th.node)] << " us]";
+        else os << "not measured (thunks are timed on a run with RLX_DISPATCH_REPORT=1)]";
+      }
       os << "\n";
     }
     return os.str();

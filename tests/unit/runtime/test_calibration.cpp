@@ -70,6 +70,8 @@ TEST(CalibrationStore, RoundTripGivesEqualData) {
   const Calibration& d = *r.calibration;
   EXPECT_EQ(d.identity, c.identity);
   EXPECT_EQ(d.created_utc, c.created_utc);
+  EXPECT_EQ(d.complete, c.complete);
+  EXPECT_EQ(d.problems, c.problems);
   EXPECT_EQ(d.launch_us, c.launch_us);
   EXPECT_EQ(d.graph_node_us, c.graph_node_us);
   EXPECT_EQ(d.sync_us, c.sync_us);
@@ -92,6 +94,20 @@ TEST(CalibrationStore, RoundTripGivesEqualData) {
   }
   // And the text is stable: writing what was read gives the same bytes.
   EXPECT_EQ(calibration_to_json(d), calibration_to_json(c));
+}
+
+TEST(CalibrationStore, ProblemsSayWhyItIsIncomplete) {
+  TempDir dir;
+  Calibration c = fake_calibration();
+  c.complete = false;
+  c.problems = {"attention: failed: attention: null q or out pointer",
+                "gemm: its 22.5 s share of the 30 s budget ran out after 17 shape buckets"};
+  const std::string path = dir.file("cal.json");
+  save_calibration(c, path);
+  const LoadResult r = load_calibration(path, fake_identity());
+  ASSERT_EQ(r.status, CalibrationLoad::Loaded) << r.why;
+  EXPECT_FALSE(r.calibration->complete);
+  EXPECT_EQ(r.calibration->problems, c.problems);
 }
 
 TEST(CalibrationStore, UnitsAreInTheFieldNames) {
@@ -144,7 +160,9 @@ TEST(CalibrationStore, CorruptFilesAreIgnoredWithAWarning) {
       {"truncated", good.substr(0, good.size() / 2)},
       {"empty", ""},
       {"binary garbage", std::string("\x00\xff\x13garbage", 10)},
-      {"wrong schema", replaced("\"schema_version\": 1", "\"schema_version\": 99")},
+      {"wrong schema", replaced(str("\"schema_version\": ", Calibration::kSchemaVersion), "\"schema_version\": 99")},
+      {"older schema", replaced(str("\"schema_version\": ", Calibration::kSchemaVersion), "\"schema_version\": 1")},
+      {"no problems list", replaced("\"problems\"", "\"problem\"")},
       {"not an object", "[1, 2, 3]"},
       {"missing field", replaced("\"launch_us\"", "\"launch_ms\"")},
       {"wrong type", replaced("\"variant\": \"algo0\"", "\"variant\": 7")},
@@ -287,6 +305,23 @@ TEST(CostModel, ChoosesTheFastestVariantOfANearbyBucket) {
   // Too far from anything measured: no choice (the engine keeps its default).
   EXPECT_FALSE(model.choose_variant("gemm.f32", {8, 64, 64}, 2.0).has_value());
   EXPECT_FALSE(model.choose_variant("gemm.bf16", {1024, 1024, 1024}, 2.0).has_value());
+}
+
+TEST(CostModel, BorrowsAWinnerOnlyFromAVeryCloseBucket) {
+  const Calibration c = fake_calibration();
+  const CostModel model(gpu_rates_from(c, "cuda:0"), c);
+  const double near = CostModel::kBorrowDistance;
+  // The measured shape itself, and m 1.25x away (|log2 1.25| = 0.32): the bucket's winner.
+  for (int64_t m : {1024, 1280, 820}) {
+    const auto ch = model.choose_variant("gemm.f32", {m, 1024, 1024}, near);
+    ASSERT_TRUE(ch.has_value()) << m;
+    EXPECT_EQ(ch->timing->variant, "algo1") << m;
+    EXPECT_DOUBLE_EQ(ch->predicted.value, 200.0 * static_cast<double>(m) / 1024.0) << m;
+  }
+  // m a factor 2 away, or n and k each 1.3x away (0.38 + 0.38): cuBLASLt's heuristic decides.
+  EXPECT_FALSE(model.choose_variant("gemm.f32", {2048, 1024, 1024}, near).has_value());
+  EXPECT_FALSE(model.choose_variant("gemm.f32", {512, 1024, 1024}, near).has_value());
+  EXPECT_FALSE(model.choose_variant("gemm.f32", {1024, 1331, 1331}, near).has_value());
 }
 
 TEST(CostModel, AttentionUsesItsCalibratedRate) {
