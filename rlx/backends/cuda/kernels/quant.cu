@@ -6,13 +6,8 @@
 //   dequantize: one (block, chunk) unit per thread-iteration, grid-stride;
 //     consecutive threads decode consecutive units, so a warp reads a
 //     contiguous run of blocks; the 32 outputs leave as 16-byte stores.
-//   gemv: one warp per weight row, four rows per 128-thread block. x (m ≤ 8
-//     rows, converted to f32) is staged in shared memory one K-tile at a time,
-//     with 4 floats of padding per 32 so the lanes' 16-byte reads of their
-//     own 32-element runs fall in distinct banks. Lane l decodes units l,
-//     l + 32, … of its row into registers and accumulates Σ w·x for all m
-//     rows at once (each weight byte is read once, from global memory, never
-//     written anywhere); a warp shuffle reduces the 32 partial sums per row.
+//   gemv: groups of up to 256 threads share a few weight rows and stride over
+//     their units; activations come straight from L1/L2 (see gemv_kernel).
 //   gather: one block per looked-up row, threads over the row's units.
 #include "rlx/backends/cuda/kernels/quant.h"
 
@@ -114,6 +109,21 @@ __device__ __forceinline__ void store_from_f32(void* p, int64_t i, float v, Floa
   }
 }
 
+int sm_count() {
+  static std::mutex mu;
+  static std::map<int, int> counts;
+  int device = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard lock(mu);
+  auto it = counts.find(device);
+  if (it == counts.end()) {
+    int sms = 0;
+    RLX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    it = counts.emplace(device, sms).first;
+  }
+  return it->second;
+}
+
 int grid_for(int64_t work, int threads) {
   const int64_t blocks = (work + threads - 1) / threads;
   return static_cast<int>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 20));
@@ -150,65 +160,127 @@ __global__ void __launch_bounds__(256)
 
 // ---- GEMV ------------------------------------------------------------------------
 
-constexpr int kGemvWarps = 4;
-constexpr int kSmemBudget = 40 * 1024;  // x tile bytes per block: several blocks per SM stay resident
+constexpr int kGemvMaxThreads = 256;
+constexpr int kGemvMaxRowsPerGroup = 4;
 
-// Padded position of element k of an x tile (4 floats after every 32).
-__host__ __device__ __forceinline__ int padded(int k) { return k + (k >> 5) * 4; }
-
-template <class Q, int M>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
-                int64_t k, int64_t row_bytes, int tile_k, FloatKind io, IqTables t) {
-  extern __shared__ float4 xs_raw[];  // float4: 16-byte aligned for the vector reads
-  float* xs = reinterpret_cast<float*>(xs_raw);  // [M][padded(tile_k)]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  const int pitch = padded(tile_k);
-  const uint8_t* wr = w + row * row_bytes;
-  float acc[M];
+// kChunk consecutive activations x[i .. i + kChunk) as f32. Block-type chunks
+// start at multiples of 32 elements, so with a 16-byte-aligned x the loads
+// are 16 bytes wide (`vec`); x is small and shared by every row, so these
+// reads hit L1/L2, not DRAM.
+template <int N>
+__device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, bool vec, float (&o)[N]) {
+  if constexpr (N % 8 == 0) {
+    if (vec) {
+      if (io == FloatKind::F32) {
 #pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
-
-  for (int64_t k0 = 0; k0 < k; k0 += tile_k) {
-    const int tk = static_cast<int>(std::min<int64_t>(tile_k, k - k0));
-    __syncthreads();  // the previous tile is consumed
-    for (int i = threadIdx.x; i < M * tk; i += blockDim.x) {
-      const int r = i / tk, kk = i - r * tk;
-      xs[r * pitch + padded(kk)] = r < m ? load_as_f32(x, r * k + k0 + kk, io) : 0.0f;
+        for (int j = 0; j < N; j += 4) {
+          const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + j));
+          o[j] = v.x, o[j + 1] = v.y, o[j + 2] = v.z, o[j + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; j += 8) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i + j));
+          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            const uint16_t lo = static_cast<uint16_t>(w[h] & 0xFFFF), hi = static_cast<uint16_t>(w[h] >> 16);
+            if (io == FloatKind::F16) {
+              o[j + 2 * h] = __half2float(__ushort_as_half(lo));
+              o[j + 2 * h + 1] = __half2float(__ushort_as_half(hi));
+            } else {
+              o[j + 2 * h] = __uint_as_float(static_cast<uint32_t>(lo) << 16);
+              o[j + 2 * h + 1] = __uint_as_float(static_cast<uint32_t>(hi) << 16);
+            }
+          }
+        }
+      }
+      return;
     }
-    __syncthreads();
-    if (row < n) {
-      const int units = tk / Q::kChunk;
-#pragma unroll 2
-      for (int u = lane; u < units; u += 32) {
-        const int64_t e = k0 + static_cast<int64_t>(u) * Q::kChunk;
-        float v[Q::kChunk];
-        Q::decode(wr + (e / Q::kBlockElems) * Q::kBlockBytes, static_cast<int>((e % Q::kBlockElems) / Q::kChunk), t,
-                  v);
-        const int xo = padded(u * Q::kChunk);
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) o[j] = load_as_f32(x, i + j, io);
+}
+
+// y[r, row] = Σ_k x[r, k] · W[row, k] for r < m ≤ M.
+//
+// Layout: a block is `groups` groups of `tpr` threads (tpr a multiple of 32);
+// group g owns rows [row0, row0 + rpg) and its threads stride over the
+// row's kChunk-element units, so one weight row is read by up to 256 threads
+// at once (short rows: K = 640 has 20 units of Q8_0 → one warp per group,
+// eight groups per block). Each thread decodes the unit of every row of its
+// group with the activations loaded once (m = 1: kept in registers across
+// the group's rows), accumulates in f32, then warps reduce by shuffles and
+// the group's warps through shared memory. Weights are read once, straight
+// from global memory into registers; nothing is staged or written but y.
+template <class Q, int M>
+__global__ void __launch_bounds__(kGemvMaxThreads)
+    gemv_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
+                int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t) {
+  constexpr int R = kGemvMaxRowsPerGroup;
+  constexpr int kPer = Q::kBlockElems / Q::kChunk;
+  __shared__ float red[kGemvMaxThreads / 32][M * R];
+  const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
+  const int groups = blockDim.x / tpr;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * rpg;
+  const int64_t units = k / Q::kChunk;
+
+  float acc[M][R];
+#pragma unroll
+  for (int r = 0; r < M; ++r)
+#pragma unroll
+    for (int q = 0; q < R; ++q) acc[r][q] = 0.0f;
+
+  for (int64_t u = gt; u < units; u += tpr) {
+    const int64_t blk = u / kPer;
+    const int chunk = static_cast<int>(u % kPer);
+    const int64_t e = u * Q::kChunk;
+    float xr[M == 1 ? Q::kChunk : 1];
+    if constexpr (M == 1) load_x(x, e, io, x_vec, xr);
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      if (q >= rpg || row0 + q >= n) break;
+      float v[Q::kChunk];
+      Q::decode(w + (row0 + q) * row_bytes + blk * Q::kBlockBytes, chunk, t, v);
+      if constexpr (M == 1) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < Q::kChunk; ++i) s = fmaf(v[i], xr[i], s);
+        acc[0][q] += s;
+      } else {
 #pragma unroll
         for (int r = 0; r < M; ++r) {
-          const float* xr = xs + r * pitch + xo;
-          if constexpr (Q::kChunk % 4 == 0) {
+          if (r >= m) break;
+          float xm[Q::kChunk];
+          load_x(x, r * k + e, io, x_vec, xm);
+          float s = 0.0f;
 #pragma unroll
-            for (int i = 0; i < Q::kChunk; i += 4) {
-              const float4 xv = *reinterpret_cast<const float4*>(xr + i);
-              acc[r] += v[i] * xv.x + v[i + 1] * xv.y + v[i + 2] * xv.z + v[i + 3] * xv.w;
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < Q::kChunk; ++i) acc[r] += v[i] * xr[i];
-          }
+          for (int i = 0; i < Q::kChunk; ++i) s = fmaf(v[i], xm[i], s);
+          acc[r][q] += s;
         }
       }
     }
   }
-  if (row >= n) return;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-  for (int r = 0; r < M; ++r) {
-    const float s = dev::warp_sum(acc[r]);
-    if (lane == 0 && r < m) store_from_f32(y, r * n + row, s, io);
+  for (int r = 0; r < M; ++r)
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      const float s = dev::warp_sum(acc[r][q]);
+      if (lane == 0) red[warp][r * R + q] = s;
+    }
+  __syncthreads();
+  // The group's first warp sums its warps' partials and writes y.
+  const int wpg = tpr / 32;
+  if (gt < M * R) {
+    const int r = gt / R, q = gt % R;
+    const int64_t row = row0 + q;
+    if (r < m && q < rpg && row < n) {
+      float s = 0.0f;
+      for (int j = 0; j < wpg; ++j) s += red[group * wpg + j][gt];
+      store_from_f32(y, r * n + row, s, io);
+    }
   }
 }
 
@@ -272,22 +344,27 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
   const int64_t block = dtype_info(w_type).block_elems;
   RLX_CHECK(n >= 0 && k > 0 && k % block == 0, "quantized gemv: K = ", k, " is not a positive multiple of ",
             dtype_name(w_type), "'s block of ", block);
-  RLX_CHECK(n < (int64_t{1} << 31) * kGemvWarps, "quantized gemv: N = ", n, " rows is too many");
+  RLX_CHECK(n < (int64_t{1} << 31), "quantized gemv: N = ", n, " rows is too many");
   if (n == 0) return;
   const FloatKind io = float_kind(x_dtype, "quantized gemv");
   const IqTables t = tables_for_current_device();
   const int64_t row_bytes = dtype_bytes(w_type, k);
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   auto launch = [&](auto q, auto rows_tag) {
     using Q = decltype(q);
     constexpr int M = decltype(rows_tag)::value;
-    // The largest K-tile (a multiple of 256, so of every block) whose padded
-    // f32 copy of M rows fits the budget; never more than K itself.
-    int tile = std::max(256, kSmemBudget / (M * 36 * 4) * 32 / 256 * 256);
-    if (k < tile) tile = static_cast<int>(k);
-    const size_t smem = static_cast<size_t>(M) * padded(tile) * sizeof(float);
-    const auto blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
-    gemv_kernel<Q, M><<<blocks, kGemvWarps * 32, smem, stream>>>(static_cast<const uint8_t*>(w), x, y,
-                                                                  static_cast<int>(m), n, k, row_bytes, tile, io, t);
+    // Threads per row group: enough to cover a row's units in one pass, at
+    // most 256; rows per group: as many as keep ≥ 32 warps per SM busy.
+    const int64_t units = k / Q::kChunk;
+    const int tpr = static_cast<int>(std::min<int64_t>(kGemvMaxThreads, (units + 31) / 32 * 32));
+    const int64_t want_warps = int64_t{32} * sm_count();
+    int rpg = kGemvMaxRowsPerGroup;
+    while (rpg > 1 && (n + rpg - 1) / rpg * (tpr / 32) < want_warps) rpg /= 2;
+    const int groups = std::max(1, kGemvMaxThreads / tpr);
+    const int64_t rows_per_block = int64_t{groups} * rpg;
+    const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+    gemv_kernel<Q, M><<<blocks, groups * tpr, 0, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
+                                                          n, k, row_bytes, tpr, rpg, x_vec, io, t);
   };
   visit_or_throw(w_type, "quantized gemv", [&](auto q) {
     if (m == 1) launch(q, std::integral_constant<int, 1>{});
