@@ -4,11 +4,12 @@
 // execution plan finalizes, runs once and survives a test CUDA-graph capture
 // is kept. Plans are cached per (device, spec key) for the process.
 //
-// Attention is the composite graph cuDNN's fused flash-attention engine
-// matches: S = Q·Kᵀ (f32) → ·scale → [causal select] → softmax as max, sub,
-// exp, sum, div → P (io dtype) → O = P·V. Matmul is one MATMUL followed by
-// pointwise ADD (bias) and an activation. Norms are one NORM_FORWARD op in
-// the inference phase.
+// Attention is the composite graph cuDNN's fused flash-attention engines
+// match (the one cudnn-frontend's SDPA node builds): S = Q·Kᵀ (f32) → ·scale
+// → [causal select] → softmax as max, sub, exp, sum, div, with its statistics
+// branch (log, add → a virtual tensor) → P (io dtype) → O = P·V. Matmul is one
+// MATMUL followed by pointwise ADD (bias) and an activation. Norms are one
+// NORM_FORWARD op in the inference phase.
 #include "rlx/backends/cuda/cudnn_graph.h"
 
 #include <array>
@@ -97,8 +98,28 @@ struct Refused {
   std::string what;
 };
 
+// cuDNN's own explanation of the last failure on this thread (e.g. which
+// support check an engine failed), one line and bounded, or "".
+std::string last_error_text() {
+  char buf[1024] = {};
+  cudnnGetLastErrorString(buf, sizeof buf);
+  std::string s(buf);
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  const size_t end = s.find_last_not_of(' ');
+  s.resize(end == std::string::npos ? 0 : end + 1);
+  if (s.size() > 300) s = s.substr(0, 300) + "...";
+  return s;
+}
+
+// "what: CUDNN_STATUS_X" plus cuDNN's last error text when it has one.
+std::string status_text(cudnnStatus_t st, const char* what) {
+  const std::string detail = last_error_text();
+  return str(what, ": ", cudnnGetErrorString(st), detail.empty() ? std::string() : str(" (", detail, ")"));
+}
+
 void check(cudnnStatus_t st, const char* what) {
-  if (st != CUDNN_STATUS_SUCCESS) throw Refused{str(what, ": ", cudnnGetErrorString(st))};
+  if (st != CUDNN_STATUS_SUCCESS) throw Refused{status_text(st, what)};
 }
 
 // Owns one backend descriptor.
@@ -290,20 +311,33 @@ class Plan {
     graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
         .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()), raw.data())
         .finalize("operation graph");
-    std::string last = "no engine found";
+    // Why each heuristics mode gave nothing usable, for the refusal reason.
+    std::vector<std::string> reasons;
     for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "heuristics fallback";
       Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
       heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
       try {
-        heur.finalize("engine heuristics");
+        heur.finalize("finalize");
       } catch (const Refused& r) {
-        last = r.what;
+        reasons.push_back(str(mode_name, " ", r.what));
         continue;
       }
+      // cuDNN 9 drops configs that fail its support checks here: a count of 0
+      // means none passed (the debug log, CUDNN_LOGLEVEL_DBG=2, lists why).
       int64_t count = 0;
-      if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                   nullptr) != CUDNN_STATUS_SUCCESS || count == 0)
+      const cudnnStatus_t st =
+          cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+      if (st != CUDNN_STATUS_SUCCESS) {
+        reasons.push_back(str(mode_name, " ", status_text(st, "results")));
         continue;
+      }
+      if (count == 0) {
+        const std::string detail = last_error_text();
+        reasons.push_back(str(mode_name, ": no viable engine config",
+                              detail.empty() ? std::string() : str(" (", detail, ")")));
+        continue;
+      }
       std::vector<std::unique_ptr<Desc>> cfgs;
       std::vector<cudnnBackendDescriptor_t> cfg_raw;
       for (int64_t i = 0; i < count; ++i) {
@@ -329,11 +363,14 @@ class Plan {
           engine = engine_index(*cfgs[static_cast<size_t>(i)]);
           return;
         } catch (const Refused& r) {
-          last = r.what;
+          reasons.push_back(str(mode_name, " config ", i, "/", got, " ", r.what));
         }
       }
     }
-    throw Refused{last};
+    std::string why = "no engine found";
+    for (size_t i = 0; i < reasons.size(); ++i) why += str(i ? "; " : ": ", reasons[i]);
+    if (why.size() > 700) why = why.substr(0, 700) + "...";
+    throw Refused{why};
   }
 
  private:
@@ -482,9 +519,17 @@ std::string version() {
 }
 
 std::shared_ptr<const Plan> attention_plan(int device, const AttentionSpec& s, std::string* why) {
+  // The graph is the one cudnn-frontend's SDPA node expands to for a plain
+  // (no bias, no dropout, no padding) forward pass, since that is what the
+  // fused flash-attention engines' pattern matcher recognizes. In particular
+  // the softmax keeps its statistics branch (log Σ + max → a virtual f32
+  // [B, H, Lq, 1] tensor) even in inference: without it the matcher does not
+  // find the softmax and every engine refuses ("Dropout set of ops not
+  // configured correctly ... tag_mha_graph" in the cuDNN debug log).
   return cached_plan(device, s.key(), why, [&](Plan& p) {
-    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32;
     const int64_t B = s.B, H = s.H, G = s.Hkv, Lq = s.Lq, Lk = s.Lk, D = s.D;
+    // [B, heads, seq, D] views of the BSHD buffers; K is bound transposed.
     const Desc& q = p.io(s.dtype, {B, H, Lq, D}, {s.q_batch_stride, D, s.q_row_stride, 1});
     const Desc& kt = p.io(s.dtype, {B, G, D, Lk}, {s.k_batch_stride, D, 1, s.k_row_stride});
     const Desc& v = p.io(s.dtype, {B, G, Lk, D}, {s.v_batch_stride, D, s.v_row_stride, 1});
@@ -494,33 +539,31 @@ std::shared_ptr<const Plan> attention_plan(int device, const AttentionSpec& s, s
 
     const Desc& scores = p.virt(f32, sd, ss);
     p.matmul(q, kt, scores);
-    const Desc& scale = p.scalar(f32, s.scale, 4);
-    const Desc* last = &p.virt(f32, sd, ss);
-    p.pointwise(CUDNN_POINTWISE_MUL, f32, scores, &scale, nullptr, *last);
+    const Desc& scaled = p.virt(f32, sd, ss);
+    p.pointwise(CUDNN_POINTWISE_MUL, f32, scores, &p.scalar(f32, s.scale, 4), nullptr, scaled);
+    const Desc* last = &scaled;
     if (s.causal) {
-      // Key j is visible to query i when i + (Lk − Lq) ≥ j (bottom-right aligned).
-      const Desc& row = p.virt(CUDNN_DATA_INT32, sd, ss);
-      const Desc& col = p.virt(CUDNN_DATA_INT32, sd, ss);
-      p.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, *last, nullptr, nullptr, row, 2);
-      p.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, *last, nullptr, nullptr, col, 3);
-      const Desc* pos = &row;
+      // Key j is visible to query i when i + Lk − Lq ≥ j (bottom-right aligned).
+      // Index math in int32, the comparison in boolean, as the frontend does.
+      const Desc* row = &p.virt(i32, sd, ss);
+      p.pointwise(CUDNN_POINTWISE_GEN_INDEX, i32, *last, nullptr, nullptr, *row, 2);
       if (Lk != Lq) {
-        const Desc& plus_k = p.virt(CUDNN_DATA_INT32, sd, ss);
-        p.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row, &p.scalar(CUDNN_DATA_INT32, static_cast<int32_t>(Lk), 4),
-                    nullptr, plus_k);
-        const Desc& minus_q = p.virt(CUDNN_DATA_INT32, sd, ss);
-        p.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, plus_k,
-                    &p.scalar(CUDNN_DATA_INT32, static_cast<int32_t>(Lq), 4), nullptr, minus_q);
-        pos = &minus_q;
+        const Desc& plus_k = p.virt(i32, sd, ss);
+        p.pointwise(CUDNN_POINTWISE_ADD, i32, *row, &p.scalar(i32, static_cast<int32_t>(Lk), 4), nullptr, plus_k);
+        const Desc& minus_q = p.virt(i32, sd, ss);
+        p.pointwise(CUDNN_POINTWISE_SUB, i32, plus_k, &p.scalar(i32, static_cast<int32_t>(Lq), 4), nullptr, minus_q);
+        row = &minus_q;
       }
+      const Desc& col = p.virt(i32, sd, ss);
+      p.pointwise(CUDNN_POINTWISE_GEN_INDEX, i32, *last, nullptr, nullptr, col, 3);
       const Desc& visible = p.virt(CUDNN_DATA_BOOLEAN, sd, ss);
-      p.pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, *pos, &col, nullptr, visible);
+      p.pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, *row, &col, nullptr, visible);
       const Desc& lowest = p.scalar(f32, std::numeric_limits<float>::lowest(), 4);
       const Desc& masked = p.virt(f32, sd, ss);
       p.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, *last, &lowest, &visible, masked);
       last = &masked;
     }
-    // Softmax over keys: exp(s − max) / Σ exp(s − max).
+    // Softmax over keys: exp(s − max) / Σ exp(s − max), plus its statistics.
     const Desc& mx = p.virt(f32, rd, rs);
     p.reduction(CUDNN_REDUCE_TENSOR_MAX, *last, mx);
     const Desc& centered = p.virt(f32, sd, ss);
@@ -529,6 +572,10 @@ std::shared_ptr<const Plan> attention_plan(int device, const AttentionSpec& s, s
     p.pointwise(CUDNN_POINTWISE_EXP, f32, centered, nullptr, nullptr, ex);
     const Desc& sum = p.virt(f32, rd, rs);
     p.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum);
+    const Desc& log_sum = p.virt(f32, rd, rs);
+    p.pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, log_sum);
+    const Desc& stats = p.virt(f32, rd, rs);  // log-sum-exp; virtual: inference does not keep it
+    p.pointwise(CUDNN_POINTWISE_ADD, f32, mx, &log_sum, nullptr, stats);
     const Desc& probs = p.virt(to_cudnn(s.dtype), sd, ss);  // the second matmul reads P in the io dtype
     p.pointwise(CUDNN_POINTWISE_DIV, f32, ex, &sum, nullptr, probs);
     p.matmul(probs, v, o);
