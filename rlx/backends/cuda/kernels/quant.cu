@@ -205,49 +205,39 @@ __device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, b
 // y[r, row] = Σ_k x[r, k] · W[row, k] for r < m ≤ M.
 //
 // Layout: a block is `groups` groups of `tpr` threads (tpr a multiple of 32);
-// group g owns rows [row0, row0 + rpg) and its threads stride over the
-// row's kChunk-element units, so one weight row is read by up to 256 threads
-// at once (short rows: K = 640 has 20 units of Q8_0 → one warp per group,
-// eight groups per block). Each thread decodes the unit of every row of its
-// group with the activations loaded once (m = 1: kept in registers across
-// the group's rows), accumulates in f32, then warps reduce by shuffles and
-// the group's warps through shared memory. Weights are read once, straight
-// from global memory into registers; nothing is staged or written but y.
+// group g owns rows [row0, row0 + rpg), taken one after another, and its
+// threads stride over a row's kChunk-element units, so one weight row is read
+// by up to 256 threads at once (short rows: K = 640 has 20 units of Q8_0 →
+// one warp per group, eight groups per block). Each thread decodes its units
+// into registers and accumulates Σ w·x in f32 for every x row; warps reduce by
+// shuffles and a group's warps through shared memory. Weights are read once,
+// straight from global memory; activations come through L1/L2. The row loop
+// is deliberately not unrolled: one copy of each decoder per kernel keeps
+// the 28 types × 4 row counts of this file compiling in reasonable time.
 template <class Q, int M>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
                 int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t) {
-  constexpr int R = kGemvMaxRowsPerGroup;
   constexpr int kPer = Q::kBlockElems / Q::kChunk;
-  __shared__ float red[kGemvMaxThreads / 32][M * R];
+  __shared__ float red[kGemvMaxThreads / 32][M];
   const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
   const int groups = blockDim.x / tpr;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * rpg;
   const int64_t units = k / Q::kChunk;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
 
-  float acc[M][R];
+#pragma unroll 1
+  for (int q = 0; q < rpg; ++q) {
+    const int64_t row = row0 + q;
+    float acc[M];
 #pragma unroll
-  for (int r = 0; r < M; ++r)
-#pragma unroll
-    for (int q = 0; q < R; ++q) acc[r][q] = 0.0f;
-
-  for (int64_t u = gt; u < units; u += tpr) {
-    const int64_t blk = u / kPer;
-    const int chunk = static_cast<int>(u % kPer);
-    const int64_t e = u * Q::kChunk;
-    float xr[M == 1 ? Q::kChunk : 1];
-    if constexpr (M == 1) load_x(x, e, io, x_vec, xr);
-#pragma unroll
-    for (int q = 0; q < R; ++q) {
-      if (q >= rpg || row0 + q >= n) break;
-      float v[Q::kChunk];
-      Q::decode(w + (row0 + q) * row_bytes + blk * Q::kBlockBytes, chunk, t, v);
-      if constexpr (M == 1) {
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < Q::kChunk; ++i) s = fmaf(v[i], xr[i], s);
-        acc[0][q] += s;
-      } else {
+    for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+    if (row < n) {
+      const uint8_t* wr = w + row * row_bytes;
+      for (int64_t u = gt; u < units; u += tpr) {
+        float v[Q::kChunk];
+        Q::decode(wr + (u / kPer) * Q::kBlockBytes, static_cast<int>(u % kPer), t, v);
+        const int64_t e = u * Q::kChunk;
 #pragma unroll
         for (int r = 0; r < M; ++r) {
           if (r >= m) break;
@@ -256,31 +246,22 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
           float s = 0.0f;
 #pragma unroll
           for (int i = 0; i < Q::kChunk; ++i) s = fmaf(v[i], xm[i], s);
-          acc[r][q] += s;
+          acc[r] += s;
         }
       }
     }
-  }
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-  for (int r = 0; r < M; ++r)
-#pragma unroll
-    for (int q = 0; q < R; ++q) {
-      const float s = dev::warp_sum(acc[r][q]);
-      if (lane == 0) red[warp][r * R + q] = s;
+    for (int r = 0; r < M; ++r) {
+      const float s = dev::warp_sum(acc[r]);
+      if (lane == 0) red[warp][r] = s;
     }
-  __syncthreads();
-  // The group's first warp sums its warps' partials and writes y.
-  const int wpg = tpr / 32;
-  if (gt < M * R) {
-    const int r = gt / R, q = gt % R;
-    const int64_t row = row0 + q;
-    if (r < m && q < rpg && row < n) {
+    __syncthreads();
+    if (gt < M && gt < m && row < n) {
       float s = 0.0f;
       for (int j = 0; j < wpg; ++j) s += red[group * wpg + j][gt];
-      store_from_f32(y, r * n + row, s, io);
+      store_from_f32(y, gt * n + row, s, io);
     }
+    __syncthreads();  // red is reused by the next row
   }
 }
 
