@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -86,8 +87,13 @@ INSTANTIATE_TEST_SUITE_P(Archs, TinyLlmGpu, ::testing::Values("gemma3", "qwen3",
                          [](const auto& info) { return info.param; });
 
 // The prompt ids of tests/data/gemma_reference.json (BOS first).
+std::string gemma_reference_path() {
+  const char* env = std::getenv("RLX_SOURCE_DIR");  // set by ctest; the build-time path otherwise
+  return std::string(env && *env ? env : RLX_SOURCE_DIR) + "/tests/data/gemma_reference.json";
+}
+
 std::vector<std::vector<int32_t>> gemma_prompts() {
-  std::ifstream f(std::string(RLX_SOURCE_DIR) + "/tests/data/gemma_reference.json");
+  std::ifstream f(gemma_reference_path());
   std::vector<std::vector<int32_t>> out;
   if (!f) return out;
   for (const auto& c : nlohmann::json::parse(f)["cases"]) out.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
@@ -103,7 +109,7 @@ TEST(Gemma3Gpu, GreedyCudaMatchesCpu32Tokens) {
   auto gpu = make(model, "cuda", 128, false);
   const llm::SamplingParams greedy{0.0f, 0, 1.0f, 0};
   const auto prompts = gemma_prompts();
-  ASSERT_FALSE(prompts.empty()) << "tests/data/gemma_reference.json is missing";
+  ASSERT_FALSE(prompts.empty()) << gemma_reference_path() << " is missing, unreadable or has no cases";
   for (const auto& prompt : prompts) {
     const auto a = cpu.generate(prompt, 32, greedy);
     const auto b = gpu.generate(prompt, 32, greedy);
