@@ -480,16 +480,14 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     if constexpr (Q::kChunk > 1) {  // block types; plain f32/f16/bf16 rows need no staging
       if (staged) {
         if (m == 1) launch_staged(q, std::integral_constant<int, 1>{});
-        else if (m == 2) launch_staged(q, std::integral_constant<int, 2>{});
-        else if (m <= 4) launch_staged(q, std::integral_constant<int, 4>{});
-        else launch_staged(q, std::integral_constant<int, 8>{});
+        else launch_staged(q, std::integral_constant<int, kMaxGemvRows>{});
         return;
       }
     }
+    // Two row counts only (1, and up to 8 with the rows past m skipped):
+    // 28 types × 2 kernels × 2 variants already make this file the slowest to compile.
     if (m == 1) launch(q, std::integral_constant<int, 1>{});
-    else if (m == 2) launch(q, std::integral_constant<int, 2>{});
-    else if (m <= 4) launch(q, std::integral_constant<int, 4>{});
-    else launch(q, std::integral_constant<int, 8>{});
+    else launch(q, std::integral_constant<int, kMaxGemvRows>{});
   });
   RLX_CUDA_CHECK_LAUNCH("DequantMatMul (gemv)");
 }
