@@ -55,7 +55,9 @@ std::vector<DType> cuda_types() {
 TEST(CudaQuant, CoversEveryQuantTypeWithACpuDequantizer) {
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
     const auto t = static_cast<DType>(i);
-    if (is_quant(t)) EXPECT_EQ(cuda::has_cuda_dequant_kernel(t), has_cpu_dequant(t)) << dtype_name(t);
+    if (is_quant(t)) {
+      EXPECT_EQ(cuda::has_cuda_dequant_kernel(t), has_cpu_dequant(t)) << dtype_name(t);
+    }
   }
   for (DType t : {DType::F32, DType::F16, DType::BF16}) EXPECT_TRUE(cuda::has_cuda_dequant_kernel(t));
   EXPECT_FALSE(cuda::has_cuda_dequant_kernel(DType::I32));
