@@ -96,7 +96,10 @@ std::vector<std::vector<int32_t>> gemma_prompts() {
   std::ifstream f(gemma_reference_path());
   std::vector<std::vector<int32_t>> out;
   if (!f) return out;
-  for (const auto& c : nlohmann::json::parse(f)["cases"]) out.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+  // Keep the parsed document alive: a range-for over parse(f)["cases"] would
+  // iterate a member of a destroyed temporary.
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  for (const auto& c : doc.at("cases")) out.push_back(c.at("prompt_ids").get<std::vector<int32_t>>());
   return out;
 }
 
