@@ -25,8 +25,6 @@ const std::vector<EnvKnob>& env_knobs() {
        "Run the IR verifier between passes also in release builds (always on in debug builds)."},
       {"RLX_CUDA_GRAPHS", EnvType::Bool, "1",
        "Capture each CUDA schedule segment once per shape bucket and replay it."},
-      {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",
-       "Quantized GEMV stages weight tiles through shared memory with 16-byte loads (0: decode from global memory)."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
       {"RLX_CALIBRATE", EnvType::String, "off",

@@ -22,7 +22,6 @@
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/backends/cuda/kernels/movement.h"
-#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 #include "rlx/formats/quant_tables.h"
 
@@ -266,108 +265,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   }
 }
 
-// Staged variant (the default; RLX_CUDA_GEMV_STAGED=0 selects the one above).
-// Decoding straight from global memory issues 2- and 4-byte loads at the
-// block stride (18, 34, 210 … bytes), so every warp load touches ~9 cache
-// lines and the L1 tag rate — not DRAM — bounds the kernel. Here the block
-// first copies a K-tile of its rows into shared memory with 16-byte loads
-// (whole cache lines, all issued before the first store), then decodes from
-// shared memory. Rows keep their offset modulo 16, so the decoders' 2-byte
-// alignment still holds. A block owns `rpb` rows, `wpr` warps per row.
-constexpr int kStageBytes = 32 * 1024;
-
-template <class Q, int M>
-__global__ void __launch_bounds__(kGemvMaxThreads)
-    gemv_staged_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
-                       int64_t n, int64_t k, int64_t row_bytes, int wpr, int tile_units, int slot_bytes, bool x_vec,
-                       FloatKind io, IqTables t) {
-  constexpr int kPer = Q::kBlockElems / Q::kChunk;
-  extern __shared__ uint4 stage_raw[];
-  uint8_t* stage = reinterpret_cast<uint8_t*>(stage_raw);
-  __shared__ float red[kGemvMaxThreads / 32][M];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int rpb = (blockDim.x >> 5) / wpr;
-  const int my_row = warp / wpr, rt = (warp % wpr) * 32 + lane, rthreads = wpr * 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * rpb;
-  const int64_t row = row0 + my_row;
-  const int64_t units = k / Q::kChunk;
-  const uintptr_t w_end = reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(n * row_bytes);
-
-  float acc[M];
-#pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
-
-  for (int64_t u0 = 0; u0 < units; u0 += tile_units) {
-    const int tu = static_cast<int>(min(static_cast<int64_t>(tile_units), units - u0));
-    // Stage rows [row0, row0 + rpb): bytes of blocks [u0/kPer, (u0+tu)/kPer),
-    // from the 16-byte boundary at or below each row's start. Four loads per
-    // thread are in flight before their stores.
-    const int64_t b0 = u0 / kPer, nb = (tu + kPer - 1) / kPer;
-    const int maxvec = static_cast<int>((nb * Q::kBlockBytes + 15) / 16) + 1;
-    const int total = rpb * maxvec;
-    for (int i0 = threadIdx.x; i0 < total; i0 += 4 * blockDim.x) {
-      uint4 v[4];
-      uint4* d[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        d[q] = nullptr;
-        const int i = i0 + q * blockDim.x;
-        if (i >= total) continue;
-        const int r = i / maxvec, j = i % maxvec;
-        if (row0 + r >= n) continue;
-        const uintptr_t start = reinterpret_cast<uintptr_t>(w + (row0 + r) * row_bytes + b0 * Q::kBlockBytes);
-        const uintptr_t a = (start & ~uintptr_t{15}) + 16 * static_cast<uintptr_t>(j);
-        if (a >= start + static_cast<uintptr_t>(nb * Q::kBlockBytes)) continue;
-        d[q] = reinterpret_cast<uint4*>(stage + r * slot_bytes) + j;
-        if (a + 16 <= w_end) {
-          v[q] = __ldg(reinterpret_cast<const uint4*>(a));
-        } else {  // the buffer's last bytes: never read past its end
-          alignas(16) uint8_t b[16];
-          for (int e = 0; e < 16; ++e) b[e] = a + e < w_end ? *reinterpret_cast<const uint8_t*>(a + e) : 0;
-          v[q] = *reinterpret_cast<const uint4*>(b);
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if (d[q]) *d[q] = v[q];
-    }
-    __syncthreads();
-    if (row < n) {
-      const uintptr_t start = reinterpret_cast<uintptr_t>(w + row * row_bytes + b0 * Q::kBlockBytes);
-      const uint8_t* base = stage + my_row * slot_bytes + (start & 15);
-      for (int j = rt; j < tu; j += rthreads) {
-        const int64_t u = u0 + j;
-        float v[Q::kChunk];
-        Q::decode(base + (u / kPer - b0) * Q::kBlockBytes, static_cast<int>(u % kPer), t, v);
-        const int64_t e = u * Q::kChunk;
-#pragma unroll
-        for (int r = 0; r < M; ++r) {
-          if (r >= m) break;
-          float xm[Q::kChunk];
-          load_x(x, r * k + e, io, x_vec, xm);
-          float s = 0.0f;
-#pragma unroll
-          for (int i = 0; i < Q::kChunk; ++i) s = fmaf(v[i], xm[i], s);
-          acc[r] += s;
-        }
-      }
-    }
-    __syncthreads();  // the stage is refilled next tile
-  }
-
-#pragma unroll
-  for (int r = 0; r < M; ++r) {
-    const float s = dev::warp_sum(acc[r]);
-    if (lane == 0) red[warp][r] = s;
-  }
-  __syncthreads();
-  if (warp % wpr == 0 && lane < M && lane < m && row < n) {
-    float s = 0.0f;
-    for (int j = 0; j < wpr; ++j) s += red[warp + j][lane];
-    store_from_f32(y, lane * n + row, s, io);
-  }
-}
-
 // ---- gather ------------------------------------------------------------------------
 
 template <class Q>
@@ -450,42 +347,9 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     gemv_kernel<Q, M><<<blocks, groups * tpr, 0, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
                                                           n, k, row_bytes, tpr, rpg, x_vec, io, t);
   };
-  auto launch_staged = [&](auto q, auto rows_tag) {
-    using Q = decltype(q);
-    constexpr int M = decltype(rows_tag)::value;
-    constexpr int kPer = Q::kBlockElems / Q::kChunk;
-    // Warps per row: 1 when there are rows enough for ≥ 2 blocks per SM,
-    // else more (a short N still fills the GPU); 8 warps per block.
-    int wpr = 1;
-    while (wpr < 8 && (n * wpr + 7) / 8 < int64_t{2} * sm_count()) wpr *= 2;
-    const int rpb = 8 / wpr;
-    // K-tile: as many whole blocks per row as fit the stage (+16 bytes of
-    // alignment slack per row).
-    const int64_t units = k / Q::kChunk;
-    const int slot_budget = kStageBytes / rpb;
-    int blocks_per_tile = std::max(1, (slot_budget - 32) / Q::kBlockBytes);
-    const int64_t row_blocks = units / kPer;
-    if (blocks_per_tile > row_blocks) blocks_per_tile = static_cast<int>(row_blocks);
-    const int tile_units = blocks_per_tile * kPer;
-    const int slot_bytes = (blocks_per_tile * Q::kBlockBytes + 32 + 15) / 16 * 16;
-    const size_t smem = static_cast<size_t>(rpb) * slot_bytes;
-    const auto blocks = static_cast<unsigned>((n + rpb - 1) / rpb);
-    gemv_staged_kernel<Q, M><<<blocks, kGemvMaxThreads, smem, stream>>>(
-        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, wpr, tile_units, slot_bytes,
-        x_vec, io, t);
-  };
-  static const bool staged = env_bool("RLX_CUDA_GEMV_STAGED");
   visit_or_throw(w_type, "quantized gemv", [&](auto q) {
-    using Q = decltype(q);
-    if constexpr (Q::kChunk > 1) {  // block types; plain f32/f16/bf16 rows need no staging
-      if (staged) {
-        if (m == 1) launch_staged(q, std::integral_constant<int, 1>{});
-        else launch_staged(q, std::integral_constant<int, kMaxGemvRows>{});
-        return;
-      }
-    }
     // Two row counts only (1, and up to 8 with the rows past m skipped):
-    // 28 types × 2 kernels × 2 variants already make this file the slowest to compile.
+    // 28 types × 2 row counts already make this file the slowest to compile.
     if (m == 1) launch(q, std::integral_constant<int, 1>{});
     else launch(q, std::integral_constant<int, kMaxGemvRows>{});
   });
