@@ -22,6 +22,7 @@
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/custom_kernels.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 // tests/gpu/custom_launcher.cu
 void launch_bias_sq_relu_precompiled(const rlx::CudaKernelArgs& a, CUstream_st* stream);
@@ -31,15 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::test::error_of;
 
 // Sets an environment variable for the guard's lifetime.
 class EnvGuard {

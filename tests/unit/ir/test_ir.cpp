@@ -2,20 +2,13 @@
 
 #include "rlx/ir/builder.h"
 #include "rlx/ir/custom_op.h"
+#include "tests/test_util.h"
 
 using namespace rlx;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::test::error_of;
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 using namespace rlx;
 
@@ -32,15 +33,7 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
   return s.compile(g, o)->run(inputs);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::test::error_of;
 
 int64_t numel(const Dims& d) { return shape_numel(d); }
 

@@ -10,20 +10,13 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/custom_kernels.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 using namespace rlx;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::test::error_of;
 
 // y = scale · relu(x + b)², b broadcast over x's last dim.
 TensorType infer_bias_sq_relu(const std::vector<TensorType>& in, const CustomAttrs&) {

@@ -6,20 +6,13 @@
 
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 using namespace rlx;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::test::error_of;
 
 Graph affine() {
   Graph g;
