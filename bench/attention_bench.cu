@@ -20,53 +20,18 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_cuda.cuh"
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/kernels/attention.h"
 
 namespace {
 
-template <typename T>
-__global__ void fill_uniform(T* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * static_cast<size_t>(blockDim.x)) {
-    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 29;
-    const float u = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    p[i] = static_cast<T>(2.0f * u - 1.0f);
-  }
-}
+void fill(void* p, size_t n, rlx::DType dt, uint64_t seed) { rlx::bench::fill_uniform(p, n, dt, seed); }
 
-void fill(void* p, size_t n, rlx::DType dt, uint64_t seed) {
-  if (dt == rlx::DType::F16) {
-    fill_uniform<<<1024, 256>>>(static_cast<__half*>(p), n, seed);
-  } else {
-    fill_uniform<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed);
-  }
-  RLX_CUDA_CHECK(cudaGetLastError());
-}
-
-// Median ms of `iters` individually timed launches after `warm` warm-ups.
-double time_attention(const rlx::cuda::AttentionParams& p, void* ws, int warm = 5, int iters = 30) {
-  for (int i = 0; i < warm; ++i) rlx::cuda::launch_attention(p, ws, nullptr);
-  RLX_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t s, e;
-  RLX_CUDA_CHECK(cudaEventCreate(&s));
-  RLX_CUDA_CHECK(cudaEventCreate(&e));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    RLX_CUDA_CHECK(cudaEventRecord(s));
-    rlx::cuda::launch_attention(p, ws, nullptr);
-    RLX_CUDA_CHECK(cudaEventRecord(e));
-    RLX_CUDA_CHECK(cudaEventSynchronize(e));
-    float t = 0;
-    RLX_CUDA_CHECK(cudaEventElapsedTime(&t, s, e));
-    ms.push_back(t);
-  }
-  RLX_CUDA_CHECK(cudaEventDestroy(s));
-  RLX_CUDA_CHECK(cudaEventDestroy(e));
-  return rlx::bench::median(ms);
+// Median ms of individually timed launches (bench_cuda.cuh).
+double time_attention(const rlx::cuda::AttentionParams& p, void* ws) {
+  return rlx::bench::median_event_ms([&] { rlx::cuda::launch_attention(p, ws, nullptr); });
 }
 
 const char* dname(rlx::DType dt) { return dt == rlx::DType::F16 ? "f16" : "bf16"; }
