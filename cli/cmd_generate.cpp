@@ -25,6 +25,8 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int ctx = 0;
   std::string device = "auto";
+  std::string dtype = "f32";
+  std::string kv_dtype = "f16";
   bool tokens = false;
 };
 
@@ -54,6 +56,8 @@ void run_generate(GenerateOptions o) {
   llm::GeneratorOptions go;
   go.device = o.device;
   go.ctx = o.ctx;
+  go.dtype = *dtype_from_name(o.dtype);  // the validators below admit only float names
+  go.kv_dtype = *dtype_from_name(o.kv_dtype);
   llm::Generator gen(o.model, go);
   const auto tok = LlmTokenizer::from_gguf(gen.file());
   RLX_CHECK(tok->vocab_size() == gen.config().vocab, "generate: '", o.model, "' has ", tok->vocab_size(),
@@ -109,6 +113,12 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
       ->check(device_validator())
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Compute precision of activations (weights stay quantized)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache precision")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--tokens", o->tokens, "Print the generated token ids, one per line, instead of text");
   cmd->callback([o] { run_generate(*o); });
