@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlx/backends/cpu/thread_pool.h"
+#include "rlx/core/error.h"
 #include "rlx/ir/graph.h"
 #include "rlx/runtime/kernel_registry.h"
 
@@ -70,6 +71,16 @@ class KernelArgs {
 };
 
 using CpuKernel = std::function<void(KernelArgs&)>;
+
+// Gather/lookup indices: throws InvalidArgument naming the first one outside
+// [0, rows) before any row is read.
+template <typename I>
+void check_row_indices(const KernelArgs& a, const I* idx, int64_t n, int64_t rows) {
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= rows)
+      throw InvalidArgument(str(a.where(), ": index ", static_cast<int64_t>(idx[i]), " at position ", i,
+                                " is out of range for a table of ", rows, " rows"));
+}
 
 inline constexpr const char* kCpuBackend = "cpu";
 

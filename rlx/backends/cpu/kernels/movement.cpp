@@ -148,10 +148,7 @@ void gather_rows(KernelArgs& a) {
   const int64_t row = prod(table, 1, table.size()) * dtype_size(a.out_dtype());
   const int64_t n = a.in_numel(1);
   const I* idx = a.in<I>(1);
-  for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= vocab)
-      throw InvalidArgument(str(a.where(), ": index ", static_cast<int64_t>(idx[i]), " at position ", i,
-                                " is out of range for a table of ", vocab, " rows"));
+  check_row_indices(a, idx, n, vocab);
   const auto* x = static_cast<const char*>(a.in_raw(0));
   auto* y = static_cast<char*>(a.out_raw());
   if (row == 0) return;

@@ -77,10 +77,7 @@ void gather_quant_rows(KernelArgs& a) {
   const int64_t row_bytes = dtype_bytes(tt, row);
   const int64_t n = a.in_numel(1);
   const I* idx = a.in<I>(1);
-  for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= vocab)
-      throw InvalidArgument(str(a.where(), ": index ", static_cast<int64_t>(idx[i]), " at position ", i,
-                                " is out of range for a table of ", vocab, " rows"));
+  check_row_indices(a, idx, n, vocab);
   const auto* t = static_cast<const uint8_t*>(a.in_raw(0));
   float* y = a.out<float>();
   a.pool.parallel_for(n, 4, [&](int64_t b, int64_t e) {

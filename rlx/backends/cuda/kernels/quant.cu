@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
@@ -110,18 +111,9 @@ __device__ __forceinline__ void store_from_f32(void* p, int64_t i, float v, Floa
 }
 
 int sm_count() {
-  static std::mutex mu;
-  static std::map<int, int> counts;
   int device = 0;
   RLX_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard lock(mu);
-  auto it = counts.find(device);
-  if (it == counts.end()) {
-    int sms = 0;
-    RLX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    it = counts.emplace(device, sms).first;
-  }
-  return it->second;
+  return device_props(device).sm_count;  // cached per device
 }
 
 int grid_for(int64_t work, int threads) {
