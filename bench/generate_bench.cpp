@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "rlx/core/env.h"
 #include "rlx/models/llm/generator.h"
 #include "rlx/models/llm/model.h"
 #include "tests/models/model_paths.h"
@@ -88,7 +89,10 @@ int main(int argc, char** argv) {
       decode.push_back(gen.stats().decode_tok_s());
     }
     gen.forward({prompt32[0]}, 32);  // make the L = 1 program the last one used, for its report
-    const int64_t kernels = kernels_in_report(gen.executable().dispatch_report());
+    const std::string report = gen.executable().dispatch_report();
+    const int64_t kernels = kernels_in_report(report);
+    // With RLX_DISPATCH_REPORT=1 the program timed each thunk on its first run.
+    if (env_bool("RLX_DISPATCH_REPORT")) std::printf("%s", report.c_str());
     for (int r = 0; r < 5; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       gen.forward(prompt512, 0);

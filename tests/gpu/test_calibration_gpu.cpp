@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "rlx/backends/cuda/calibration.h"
+#include "rlx/backends/cuda/cudnn_graph.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
@@ -68,7 +69,8 @@ TEST(CalibrationGpu, FinishesWithinBudgetWritesAndReloads) {
   EXPECT_GT(c.d2d_gbps, 500) << "device copy bandwidth implausibly low";
   EXPECT_GT(c.h2d_gbps, 1);
   EXPECT_GT(c.d2h_gbps, 1);
-  for (const char* fam : {"gemm.f16", "gemm.bf16", "gemm.f32", "attention.f16", "attention.bf16", "attention.f32"}) {
+  for (const char* fam : {"gemm.f16", "gemm.bf16", "gemm.f32", "attention.f16", "attention.bf16", "attention.f32",
+                          "gemv.q4_0", "gemv.q8_0", "gemv.q4_k", "gemv.q6_k", "gemv.iq4_xs"}) {
     const auto fams = c.families();
     EXPECT_NE(std::find(fams.begin(), fams.end(), fam), fams.end()) << fam << " was not measured";
   }
@@ -78,6 +80,20 @@ TEST(CalibrationGpu, FinishesWithinBudgetWritesAndReloads) {
       EXPECT_GT(v.us, 0) << b.family << " " << v.variant;
       EXPECT_TRUE(std::isfinite(v.gflops) && v.gflops < 2.5e6) << b.family << " " << v.variant << " " << v.gflops;
     }
+  }
+  // Both quantized matmul paths compete at every gemv bucket; where cuDNN
+  // loads, its SDPA competes with rlx's attention kernel.
+  size_t cudnn_buckets = 0;
+  for (const auto& b : c.buckets) {
+    if (b.family.rfind("gemv.", 0) == 0) {
+      EXPECT_EQ(b.variants.size(), 2u) << b.family;
+    }
+    if (b.family.rfind("attention.", 0) == 0) {
+      for (const auto& v : b.variants) cudnn_buckets += v.variant == "cudnn";
+    }
+  }
+  if (cuda::cudnn::available()) {
+    EXPECT_GT(cudnn_buckets, 0u) << "no attention bucket timed the cuDNN variant";
   }
   // The file is there, and the backend's first use loads it instead of measuring.
   const std::string path = calibration_path(c.identity.gpu_uuid);

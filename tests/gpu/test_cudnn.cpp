@@ -180,6 +180,42 @@ TEST(Cudnn, AttentionReadsFusedQkvInPlace) {
   expect_close(dnn.out, cpu.out, tolerance(DType::F16), "fused qkv cudnn vs cpu");
 }
 
+// RLX_CUDNN_ATTENTION=auto (the default) without a calibration: cuDNN for
+// prefill with head dim >= 64 and >= 128 queries (where it measured faster),
+// rlx's kernel for small head dims and short query blocks. An empty
+// calibration folder makes sure no cached calibration decides instead.
+TEST(Cudnn, AutoChoosesCudnnForLargePrefillOnly) {
+  SKIP_WITHOUT_CUDNN();
+  const std::string dir = testing::TempDir() + "rlx-no-calibration";
+  setenv("RLX_CALIB_DIR", dir.c_str(), 1);
+  setenv("RLX_CALIBRATE", "off", 1);
+  unsetenv("RLX_CUDNN_ATTENTION");
+  std::mt19937 rng(14);
+  struct Want {
+    AttnCase c;
+    bool cudnn;
+  };
+  const std::vector<Want> wants = {
+      {{DType::F16, 2, 256, 256, 8, 8, 128, false}, true},
+      {{DType::BF16, 1, 512, 512, 8, 2, 64, true}, true},
+      {{DType::F16, 4, 128, 128, 12, 12, 32, false}, false},  // head dim 32
+      {{DType::F16, 2, 16, 300, 8, 8, 128, true}, false},     // 16 queries
+  };
+  for (const auto& w : wants) {
+    const Graph g = attention_graph(w.c);
+    const std::vector<Tensor> in = {random_tensor(w.c.dt, {w.c.B, w.c.Lq, int64_t{w.c.H} * w.c.D}, rng),
+                                    random_tensor(w.c.dt, {w.c.B, w.c.Lk, int64_t{w.c.Hkv} * w.c.D}, rng),
+                                    random_tensor(w.c.dt, {w.c.B, w.c.Lk, int64_t{w.c.Hkv} * w.c.D}, rng)};
+    const RunResult gpu = run_graph("cuda", g, in);
+    const bool used = gpu.report.find("cudnn sdpa") != std::string::npos;
+    EXPECT_EQ(used, w.cudnn) << w.c.name() << ": auto should " << (w.cudnn ? "" : "not ") << "pick cuDNN:\n"
+                             << gpu.report;
+    expect_close(gpu.out, run_graph("cpu", g, in).out, tolerance(w.c.dt), w.c.name() + " auto vs cpu");
+  }
+  unsetenv("RLX_CALIB_DIR");
+  unsetenv("RLX_CALIBRATE");
+}
+
 // Softcap and f32 are refused: the built-in kernel runs, the report says why,
 // and the result is still right.
 TEST(Cudnn, RefusedAttentionFallsBackWithReason) {

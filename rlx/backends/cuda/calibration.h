@@ -22,6 +22,12 @@
 
 namespace rlx::cuda {
 
+// The attention family's name for the cuDNN SDPA variant, and how far (sum
+// of |log2| shape ratios) a bucket may be from a problem for lower_cudnn.cpp
+// to follow its winner.
+inline constexpr const char* kCudnnAttentionVariant = "cudnn";
+inline constexpr double kAttentionBorrowDistance = 2.0;
+
 // What a family's measuring function gets.
 class CalibContext {
  public:

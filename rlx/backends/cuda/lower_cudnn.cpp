@@ -1,11 +1,13 @@
 // The cuDNN graph path's lowerings. register_cudnn_lowerings() runs after
 // every family registered its own lowerings and wraps the Attention, MatMul,
 // FusedMatMulBiasAct, LayerNorm and RmsNorm entries: with the op kind's knob
-// (RLX_CUDNN_ATTENTION / _MATMUL / _NORM) on, the wrapper checks the node is
+// (RLX_CUDNN_ATTENTION / _MATMUL / _NORM) on -- for attention also by default,
+// where calibration or measured shapes favour cuDNN -- the wrapper checks the node is
 // eligible and asks cudnn_graph for a plan; on refusal it runs the built-in
 // lowering it replaced and appends "(cudnn <kind> refused: <why>)" to those
 // thunks' names, which the dispatch report prints. With the knob off it is
 // the built-in lowering, unchanged.
+#include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/cudnn_graph.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/core/env.h"
@@ -189,11 +191,42 @@ bool try_norm(LowerCtx& c, NodeId id, std::string* why) {
   return true;
 }
 
+// --- when to try cuDNN ---------------------------------------------------------
+
+using Wants = bool (*)(LowerCtx&, NodeId, const char* knob);
+
+bool knob_on(LowerCtx&, NodeId, const char* knob) { return env_bool(knob); }
+
+// RLX_CUDNN_ATTENTION: 1 always tries cuDNN, 0 never; auto (the default)
+// takes whichever path the calibration measured faster at the nearest
+// attention bucket, and without a close bucket tries cuDNN for the prefill
+// shapes where its fused engines measured faster than rlx's kernel on the
+// H200 (head dim ≥ 64, ≥ 128 queries: 1.3-2.5x, docs/performance.md).
+bool wants_cudnn_attention(LowerCtx& c, NodeId id, const char* knob) {
+  const std::string v = env_string(knob);
+  if (v == "1" || v == "on" || v == "true") return true;
+  if (v == "0" || v == "off" || v == "false") return false;
+  if (v != "auto") throw InvalidArgument(str(knob, "=", v, ": expected auto, 1 or 0"));
+  const Node& n = c.node(id);
+  const auto& a = n.attr<AttentionAttrs>();
+  const auto qd = c.dims(n.inputs[0]), kd = c.dims(n.inputs[1]);
+  if (const auto& cal = device_calibration(c.props.index)) {
+    double distance = 0;
+    const ShapeBucket* b = cal->nearest(str("attention.", dtype_name(n.type.dtype)),
+                                        {qd[0] * a.num_heads, qd[1], kd[1], a.head_dim}, &distance);
+    if (b && distance <= kAttentionBorrowDistance) {
+      const VariantTiming* best = b->best();
+      return best && best->variant == kCudnnAttentionVariant;
+    }
+  }
+  return a.head_dim >= 64 && qd[1] >= 128;
+}
+
 using TryCudnn = bool (*)(LowerCtx&, NodeId, std::string*);
 
-// Re-registers every cuda entry of `op` as: knob on → try cuDNN, else (or on
+// Re-registers every cuda entry of `op` as: `wants` → try cuDNN, else (or on
 // refusal) the entry's original lowering.
-void wrap(OpKind op, const char* knob, const char* kind, TryCudnn attempt) {
+void wrap(OpKind op, const char* knob, const char* kind, TryCudnn attempt, Wants wants = knob_on) {
   auto& reg = KernelRegistry::global();
   for (const KernelKey& key : reg.keys(kCudaBackend)) {
     if (key.op != op) continue;
@@ -201,8 +234,8 @@ void wrap(OpKind op, const char* knob, const char* kind, TryCudnn attempt) {
     if (!e) continue;
     const CudaLowering builtin = std::any_cast<CudaLowering>(e->impl);  // copied: the entry is replaced below
     const std::string description = e->description;
-    CudaLowering wrapped = [builtin, knob, kind, attempt](LowerCtx& c, NodeId id) {
-      if (!env_bool(knob)) return builtin(c, id);
+    CudaLowering wrapped = [builtin, knob, kind, attempt, wants](LowerCtx& c, NodeId id) {
+      if (!wants(c, id, knob)) return builtin(c, id);
       std::string why;
       if (attempt(c, id, &why)) return;
       const size_t before = c.thunk_count();
@@ -216,7 +249,7 @@ void wrap(OpKind op, const char* knob, const char* kind, TryCudnn attempt) {
 }  // namespace
 
 void register_cudnn_lowerings() {
-  wrap(OpKind::Attention, "RLX_CUDNN_ATTENTION", "attention", try_attention);
+  wrap(OpKind::Attention, "RLX_CUDNN_ATTENTION", "attention", try_attention, wants_cudnn_attention);
   wrap(OpKind::MatMul, "RLX_CUDNN_MATMUL", "matmul", try_matmul);
   wrap(OpKind::FusedMatMulBiasAct, "RLX_CUDNN_MATMUL", "matmul", try_matmul);
   wrap(OpKind::LayerNorm, "RLX_CUDNN_NORM", "norm", try_norm);

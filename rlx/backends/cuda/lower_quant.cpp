@@ -2,14 +2,16 @@
 //
 // DequantMatMul (x [..., K] in f32/f16/bf16, W [N, K] GGUF rows):
 //   m ≤ 8 rows of x (decode): the fused GEMV, which reads W once and never
-//     expands it ("gemv <type> m=<m>"). RLX_CUDA_<TYPE>_FUSED_DISABLE=1 sends
-//     these through the path below instead.
+//     expands it ("gemv <type> m=<m>"), unless calibration measured the path
+//     below faster near this shape. RLX_CUDA_<TYPE>_FUSED_DISABLE=1 always
+//     sends these through the path below.
 //   larger m (prefill): W is dequantized, a tile of its rows at a time, into
 //     the node's workspace in x's dtype, and cuBLASLt multiplies x by the tile
 //     into the matching columns of y ("dequant+cublaslt <type>").
 // Gather(table [V, ...] quant, ids) → dequantized f32 rows, bad ids flagged.
 #include <cctype>
 
+#include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/core/env.h"
@@ -29,6 +31,95 @@ bool fused_disabled(DType w) {
   return env_bool(str("RLX_CUDA_", name, "_FUSED_DISABLE"));
 }
 
+// ---- fused GEMV or dequantize + cuBLASLt for m <= 8: calibrated ----------------
+//
+// The "gemv" calibration family times both paths per quant type at a few
+// decode shapes (m = 1 and 8); a DequantMatMul with m <= 8 near a measured
+// bucket takes the faster one. Without a close bucket the fused GEMV runs
+// (it reads the weights once and needs no workspace).
+
+constexpr const char* kFusedVariant = "fused_gemv";
+constexpr const char* kDequantVariant = "dequant_cublaslt";
+constexpr double kGemvBorrowDistance = 1.0;  // sum of |log2| ratios of (m, n, k)
+
+struct GemvShape {
+  int64_t n, k;
+};
+// A 7B-class projection and a small-model one (Gemma 3 270M's FFN).
+constexpr GemvShape kGemvShapes[] = {{4096, 4096}, {2048, 640}};
+constexpr int64_t kGemvMs[] = {1, kMaxGemvRows};
+
+std::string gemv_family(DType w) { return str("gemv.", dtype_name(w)); }
+
+bool fused_gemv_wins(int device, DType wt, int64_t m, int64_t n, int64_t k, std::string* note) {
+  const auto& cal = device_calibration(device);
+  if (!cal) return true;
+  double distance = 0;
+  const ShapeBucket* b = cal->nearest(gemv_family(wt), {m, n, k}, &distance);
+  if (!b || distance > kGemvBorrowDistance || !b->best()) return true;
+  if (b->best()->variant == kFusedVariant) return true;
+  *note = str(" (calibrated: dequant+cublaslt won at m=", b->shape[0], " n=", b->shape[1], " k=", b->shape[2], ")");
+  return false;
+}
+
+std::vector<ShapeBucket> calibrate_gemv(CalibContext& ctx) {
+  std::vector<DType> types;
+  for (int i = 0; i < static_cast<int>(DType::Count_); ++i)
+    if (is_quant(static_cast<DType>(i)) && has_cuda_dequant_kernel(static_cast<DType>(i))) types.push_back(static_cast<DType>(i));
+  stage_quant_tables();
+  const size_t total = types.size() * std::size(kGemvShapes) * std::size(kGemvMs);
+  size_t done = 0;
+  std::vector<ShapeBucket> out;
+  char* base = static_cast<char*>(ctx.scratch());
+  auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
+  for (DType wt : types) {
+    for (const GemvShape& sh : kGemvShapes) {
+      for (int64_t m : kGemvMs) {
+        if (ctx.out_of_time()) return out;
+        ctx.progress(static_cast<double>(done++) / static_cast<double>(total),
+                     str("gemv ", dtype_name(wt), " m=", m, " n=", sh.n, " k=", sh.k));
+        // Scratch: W (quantized; the scratch's byte pattern decodes to finite
+        // values), x and y in f16, and the dequantized f16 weights.
+        const int64_t w_bytes = dtype_bytes(wt, sh.n * sh.k);
+        const uint8_t* w = reinterpret_cast<const uint8_t*>(base);
+        const void* x = base + align(w_bytes);
+        void* y = base + align(w_bytes) + align(m * sh.k * 2);
+        void* deq = base + align(w_bytes) + align(m * sh.k * 2) + align(m * sh.n * 2);
+        const size_t need = static_cast<size_t>(align(w_bytes) + align(m * sh.k * 2) + align(m * sh.n * 2) + sh.n * sh.k * 2);
+        RLX_CHECK(need <= ctx.scratch_bytes(), "calibrate: gemv ", dtype_name(wt), " needs ", need, " bytes of scratch");
+        GemmArgs g;
+        g.dtype = DType::F16;
+        g.trans_b = true;
+        g.M = m, g.N = sh.n, g.K = sh.k;
+        g.A = x, g.lda = sh.k;
+        g.B = deq, g.ldb = sh.k;
+        g.C = y, g.ldc = sh.n;
+        GemmEngine* engine = &ctx.gemm();
+        engine->plan(g);
+        const int64_t n = sh.n, k = sh.k;
+        const std::vector<double> us = ctx.time_each_us({
+            [=](cudaStream_t s) { launch_quant_gemv(wt, w, DType::F16, x, y, m, n, k, s); },
+            [=](cudaStream_t s) {
+              launch_dequantize(wt, w, DType::F16, deq, n * k, s);
+              engine->run(g, s);
+            },
+        });
+        ShapeBucket bucket;
+        bucket.family = gemv_family(wt);
+        bucket.shape = {m, sh.n, sh.k};
+        const double flops = 2.0 * static_cast<double>(m * sh.n * sh.k);
+        const double bytes = static_cast<double>(w_bytes + 2 * m * (sh.k + sh.n));
+        const char* names[2] = {kFusedVariant, kDequantVariant};
+        for (int v = 0; v < 2; ++v)
+          bucket.variants.push_back(VariantTiming{names[v], us[static_cast<size_t>(v)], flops / (us[static_cast<size_t>(v)] * 1e3),
+                                                  bytes / (us[static_cast<size_t>(v)] * 1e3), {}});
+        out.push_back(std::move(bucket));
+      }
+    }
+  }
+  return out;
+}
+
 void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const DType xt = c.type(n.inputs[0]).dtype, wt = c.type(n.inputs[1]).dtype;
@@ -43,10 +134,14 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   stage_quant_tables();  // host-synchronous: here, never inside a captured thunk
   const std::string tname(dtype_name(wt));
 
+  std::string note;  // why a small m took the dequantize path, when calibration chose it
   if (M <= kMaxGemvRows && !fused_disabled(wt)) {
-    c.add(id, str("gemv ", tname, " m=", M), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); });
-    return;
+    if (fused_gemv_wins(c.props.index, wt, M, N, K, &note)) {
+      c.add(id, str("gemv ", tname, " m=", M, note), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); });
+      return;
+    }
   }
+  const size_t first_thunk = c.thunk_count();
 
   const int64_t es = dtype_size(xt), row_bytes = dtype_bytes(wt, K);
   // Tile rows: a multiple of 64 (keeps y's column offset 16-byte aligned), at least 64.
@@ -81,6 +176,7 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
             engine->run(call, s);
           });
   }
+  if (!note.empty()) c.note_thunks(first_thunk, note);
 }
 
 void lower_quant_gather(LowerCtx& c, NodeId id) {
@@ -107,6 +203,7 @@ void lower_quant_gather(LowerCtx& c, NodeId id) {
 }  // namespace
 
 void register_quant_lowerings() {
+  register_calibration_family("gemv", calibrate_gemv, 1.0);
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
     const auto wt = static_cast<DType>(i);
     if (!has_cuda_dequant_kernel(wt)) continue;
