@@ -45,8 +45,9 @@ constexpr double kGemvBorrowDistance = 1.0;  // sum of |log2| ratios of (m, n, k
 struct GemvShape {
   int64_t n, k;
 };
-// A 7B-class projection and a small-model one (Gemma 3 270M's FFN).
-constexpr GemvShape kGemvShapes[] = {{4096, 4096}, {2048, 640}};
+// A 7B-class projection and a small-model one (Gemma 3 270M's FFN down);
+// K a multiple of every block size (256).
+constexpr GemvShape kGemvShapes[] = {{4096, 4096}, {640, 2048}};
 constexpr int64_t kGemvMs[] = {1, kMaxGemvRows};
 
 std::string gemv_family(DType w) { return str("gemv.", dtype_name(w)); }
@@ -74,6 +75,7 @@ std::vector<ShapeBucket> calibrate_gemv(CalibContext& ctx) {
   auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
   for (DType wt : types) {
     for (const GemvShape& sh : kGemvShapes) {
+      if (sh.k % dtype_info(wt).block_elems != 0) continue;
       for (int64_t m : kGemvMs) {
         if (ctx.out_of_time()) return out;
         ctx.progress(static_cast<double>(done++) / static_cast<double>(total),
@@ -203,7 +205,7 @@ void lower_quant_gather(LowerCtx& c, NodeId id) {
 }  // namespace
 
 void register_quant_lowerings() {
-  register_calibration_family("gemv", calibrate_gemv, 1.0);
+  register_calibration_family("gemv", calibrate_gemv, 0.5);
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
     const auto wt = static_cast<DType>(i);
     if (!has_cuda_dequant_kernel(wt)) continue;
