@@ -1,9 +1,14 @@
 // Quantized weights on the GPU (launchers in rlx/backends/cuda/kernels/quant.h):
 //   gemv     the fused GEMV, m = 1, x and y f16, for every quant type at
-//            N×K = 4096×4096 and 1024×3072. Cold L2: the weights are copied
+//            N×K = 4096×4096 and 1024×3072, then the GEMV shapes of Gemma 3
+//            270M decode (its Q5_0, Q8_0, Q4_K and Q6_K projections and the
+//            262144×640 Q8_0 output head). Cold L2: the weights are copied
 //            until the copies exceed 256 MB and every launch reads the next
 //            copy. GB/s counts quantized weight bytes + x + y per call;
 //            "% of copy" is against the measured 4.22 TB/s (bench_util.h).
+//            Each GEMV is checked once (f32 x and y, 32 sampled rows) against
+//            the CPU dequantizer + float64; a mismatch prints FAIL and the
+//            bench exits 1.
 //   dequant  quant → f16 of a 4096×4096 weight (bytes = quant read + f16 written).
 //   prefill  m = 512, N = K = 4096: dequantize to f16 + cuBLASLt (the
 //            DequantMatMul prefill path) in TFLOP/s, next to cuBLASLt f16 on the
@@ -14,6 +19,7 @@
 // matmul on the same shapes).
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -26,6 +32,7 @@
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/dtype.h"
 #include "rlx/core/half.h"
+#include "rlx/formats/quant.h"
 
 namespace {
 
@@ -97,6 +104,42 @@ void* device_f16(int64_t n, float scale) {
   return p;
 }
 
+// One m = 1 GEMV of copy 0 with f32 x and y, 32 rows spread over N checked
+// against CPU dequantization + float64 (|err| ≤ 2e-5 · Σ|x·w| + 1e-6, as
+// tests/gpu/test_quant.cpp). Returns "" or the first mismatch.
+std::string check_gemv(DType t, const uint8_t* w_dev, int64_t n, int64_t k) {
+  std::vector<float> xh(static_cast<size_t>(k));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (auto& v : xh) v = d(rng);
+  float *x = nullptr, *y = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&x, k * 4));
+  RLX_CUDA_CHECK(cudaMalloc(&y, n * 4));
+  RLX_CUDA_CHECK(cudaMemcpy(x, xh.data(), k * 4, cudaMemcpyHostToDevice));
+  cuda::launch_quant_gemv(t, w_dev, DType::F32, x, y, 1, n, k, nullptr);
+  std::vector<float> yh(static_cast<size_t>(n));
+  RLX_CUDA_CHECK(cudaMemcpy(yh.data(), y, n * 4, cudaMemcpyDeviceToHost));
+  cudaFree(x);
+  cudaFree(y);
+  const int64_t row_bytes = dtype_bytes(t, k);
+  std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+  std::vector<float> wf(static_cast<size_t>(k));
+  for (int s = 0; s < 32; ++s) {
+    const int64_t r = s == 31 ? n - 1 : s * n / 31;
+    RLX_CUDA_CHECK(cudaMemcpy(row.data(), w_dev + r * row_bytes, row_bytes, cudaMemcpyDeviceToHost));
+    dequantize_row(t, row.data(), wf.data(), k);
+    double ref = 0, scale = 0;
+    for (int64_t e = 0; e < k; ++e) {
+      ref += double(xh[e]) * wf[e];
+      scale += std::fabs(double(xh[e]) * wf[e]);
+    }
+    if (!std::isfinite(scale)) continue;  // random bytes can hold huge scales (e.g. MXFP4's e8m0)
+    if (!(std::fabs(yh[r] - ref) <= 2e-5 * scale + 1e-6))
+      return str("y[", r, "] = ", yh[r], ", float64 reference ", ref, " (allowed error ", 2e-5 * scale + 1e-6, ")");
+  }
+  return "";
+}
+
 }  // namespace
 
 int main() {
@@ -118,21 +161,38 @@ int main() {
   }
 
   // ---- GEMV, m = 1 ----
-  const int64_t shapes[2][2] = {{4096, 4096}, {1024, 3072}};
+  struct Shape {
+    DType t;  // Count_: every type
+    int64_t n, k;
+  };
+  const DType kAll = DType::Count_;
+  const std::vector<Shape> shapes = {
+      {kAll, 4096, 4096}, {kAll, 1024, 3072},
+      // Gemma 3 270M decode: q/k/v/o, fused gate|up, down, output head.
+      {DType::Q5_0, 1024, 640}, {DType::Q5_0, 256, 640}, {DType::Q5_0, 4096, 640}, {DType::Q8_0, 256, 640},
+      {DType::Q4_K, 640, 2048}, {DType::Q4_K, 640, 1024}, {DType::Q6_K, 640, 2048}, {DType::Q6_K, 640, 1024},
+      {DType::Q8_0, 262144, 640}};
+  const int64_t max_n = 262144;
   void* x = device_f16(4096, 1.0f);
   void* y = nullptr;
-  RLX_CUDA_CHECK(cudaMalloc(&y, 4096 * 2));
-  std::printf("\n%-30s %9s %9s %8s\n", "gemv m=1, x/y f16", "us", "GB/s", "of copy");
-  for (const auto& s : shapes) {
-    const int64_t N = s[0], K = s[1];
+  RLX_CUDA_CHECK(cudaMalloc(&y, max_n * 2));
+  int failures = 0;
+  std::printf("\n%-34s %9s %9s %8s\n", "gemv m=1, x/y f16", "us", "GB/s", "of copy");
+  for (const Shape& s : shapes) {
+    const int64_t N = s.n, K = s.k;
     for (DType t : types) {
+      if (s.t != kAll && s.t != t) continue;
       Weights w(t, N, K);
+      const std::string key = str("gemv ", N, "x", K, " m=1 ", dtype_name(t));
+      if (const std::string bad = check_gemv(t, w.copy(0), N, K); !bad.empty()) {
+        std::printf("FAIL %s: %s\n", key.c_str(), bad.c_str());
+        ++failures;
+      }
       const double ms = time_per_call(
           [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
       const double bytes = static_cast<double>(w.bytes) + 2.0 * K + 2.0 * N;
       const double gbs = bytes / (ms * 1e-3) / 1e9;
-      const std::string key = str("gemv ", N, "x", K, " m=1 ", dtype_name(t));
-      std::printf("%-30s %9.2f %9.1f %7.1f%%\n", key.c_str(), ms * 1e3, gbs, 100.0 * gbs / (bench::kCopyTBps * 1e3));
+      std::printf("%-34s %9.2f %9.1f %7.1f%%\n", key.c_str(), ms * 1e3, gbs, 100.0 * gbs / (bench::kCopyTBps * 1e3));
       bench::json_line("quant", key, gbs, "GB/s");
       bench::json_line("quant", key + " % of copy", 100.0 * gbs / (bench::kCopyTBps * 1e3), "%");
     }
@@ -192,5 +252,6 @@ int main() {
   cudaFree(wf16);
   cudaFree(xp);
   cudaFree(yp);
-  return 0;
+  if (failures) std::printf("\n%d GEMV check(s) FAILED\n", failures);
+  return failures ? 1 : 0;
 }

@@ -334,6 +334,111 @@ TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
   }
 }
 
+// ---- the GEMV launcher directly: alignments, odd block counts, row counts ------------
+
+// y = x · Wᵀ by cuda::launch_quant_gemv with the weights placed `w_off` bytes
+// and x `x_off` elements past an aligned allocation; checked against CPU
+// dequantization + float64 like run_and_check. Returns "" or the first failure.
+std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType xt, size_t w_off, size_t x_off,
+                              std::mt19937_64& rng) {
+  const std::vector<uint8_t> wb = random_data(wt, n * k, rng);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t xe = static_cast<size_t>(dtype_size(xt));
+  std::vector<uint8_t> xb(static_cast<size_t>(m * k) * xe);
+  std::vector<double> xr(static_cast<size_t>(m * k));  // x as the kernel sees it
+  for (size_t i = 0; i < xr.size(); ++i) {
+    const float v = normal(rng);
+    if (xt == DType::F32) {
+      std::memcpy(&xb[4 * i], &v, 4);
+      xr[i] = v;
+    } else {
+      const uint16_t h = xt == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+      std::memcpy(&xb[2 * i], &h, 2);
+      xr[i] = xt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  DeviceMem dw(wb.size() + w_off), dx(xb.size() + x_off * xe), dy(static_cast<size_t>(m * n) * xe);
+  auto* w = static_cast<uint8_t*>(dw.p) + w_off;
+  auto* x = static_cast<uint8_t*>(dx.p) + x_off * xe;
+  if (cudaMemcpy(w, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(x, xb.data(), xb.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+    return "cudaMemcpy failed";
+  cuda::launch_quant_gemv(wt, w, xt, x, dy.p, m, n, k, nullptr);
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(e));
+  std::vector<uint8_t> yb(static_cast<size_t>(m * n) * xe);
+  if (cudaMemcpy(yb.data(), dy.p, yb.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return "cudaMemcpy failed";
+
+  const int64_t row_bytes = dtype_bytes(wt, k);
+  std::vector<float> wrow(static_cast<size_t>(k));
+  const double tol = tol_for(xt);
+  for (int64_t j = 0; j < n; ++j) {
+    dequantize_row(wt, wb.data() + j * row_bytes, wrow.data(), k);
+    for (int64_t i = 0; i < m; ++i) {
+      double ref = 0, scale = 0;
+      for (int64_t e = 0; e < k; ++e) {
+        const double p = xr[i * k + e] * wrow[e];
+        ref += p;
+        scale += std::fabs(p);
+      }
+      const size_t at = static_cast<size_t>(i * n + j);
+      float got;
+      if (xt == DType::F32) {
+        std::memcpy(&got, &yb[4 * at], 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &yb[2 * at], 2);
+        got = xt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+      if (!(std::fabs(got - ref) <= tol * scale + 1e-6))
+        return str(dtype_name(wt), " x ", dtype_name(xt), " m=", m, " N=", n, " K=", k, " (weights +", w_off,
+                   " B, x +", x_off, " elements): y[", i, ", ", j, "] = ", got, ", float64 reference ", ref,
+                   " (allowed error ", tol * scale + 1e-6, ")");
+    }
+  }
+  return "";
+}
+
+TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(31);
+  // The wide-load GEMV units read 2-byte-aligned blocks through aligned 8-byte
+  // words: every phase of the block address mod 8 must decode the same bytes.
+  // K with an odd number of blocks shifts the phase from row to row; N = 131
+  // is no multiple of any rows-per-block. Q4_K/Q5_K need 16-byte-aligned and
+  // IQ4_XS 8-byte-aligned weights for the unit kernel; 4 takes the per-block kernel.
+  struct Case {
+    DType t;
+    int64_t k;
+    std::vector<size_t> w_offs;
+  };
+  const std::vector<Case> cases = {
+      {DType::Q4_0, 32 * 21, {0, 2, 4, 6}}, {DType::Q5_0, 32 * 21, {0, 2, 4, 6}},
+      {DType::Q8_0, 32 * 21, {0, 2, 4, 6}}, {DType::Q6_K, 256 * 3, {0, 2, 4, 6}},
+      {DType::Q4_K, 256 * 3, {0, 4}},       {DType::Q5_K, 256 * 3, {0, 4}},
+      {DType::IQ4_XS, 256 * 3, {0, 4, 8}},  {DType::Q4_0, 4096, {0}},  // 128+ threads per row: shared-memory reduction
+      {DType::Q6_K, 4096, {2}},
+  };
+  for (const Case& c : cases) {
+    for (size_t w_off : c.w_offs) {
+      for (int64_t m : {1, 3, 8}) {
+        EXPECT_EQ(check_direct_gemv(c.t, m, 131, c.k, DType::F32, w_off, 0, rng), "");
+        EXPECT_EQ(check_direct_gemv(c.t, m, 131, c.k, DType::F16, w_off, 1, rng), "") << "(x misaligned)";
+      }
+      EXPECT_EQ(check_direct_gemv(c.t, 2, 131, c.k, DType::BF16, w_off, 0, rng), "");
+    }
+  }
+}
+
+TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(37);
+  // Enough rows for 8 and 16 threads per row (K = 256 and 640); 65573 is odd.
+  EXPECT_EQ(check_direct_gemv(DType::Q8_0, 1, 65573, 640, DType::BF16, 0, 0, rng), "");
+  EXPECT_EQ(check_direct_gemv(DType::Q8_0, 2, 65573, 640, DType::F16, 0, 0, rng), "");
+  EXPECT_EQ(check_direct_gemv(DType::Q4_0, 1, 65573, 256, DType::F32, 2, 0, rng), "");
+  EXPECT_EQ(check_direct_gemv(DType::Q5_0, 1, 65573, 640, DType::F32, 0, 0, rng), "");
+}
+
 // ---- Gather --------------------------------------------------------------------------
 
 TEST(CudaQuantGather, RowsEqualCpuDequantizedRows) {

@@ -620,4 +620,295 @@ bool visit_quant_block(DType t, F&& f) {
   }
 }
 
+
+// ---- GEMV units: coalesced wide loads and I2F-free decoding ---------------------
+//
+// The fused GEMV reads each weight byte once, so its speed is that of its
+// loads. `GemvUnit<DType>` splits a block into kUnits units; consecutive
+// threads take consecutive units of the same block, so a warp's loads cover a
+// contiguous run of bytes, and each unit is fetched with the widest aligned
+// loads its layout allows (kAlign: the alignment every block address must
+// have; the launcher checks it and otherwise uses the QuantBlock path).
+// A unit's elements are kRuns runs of kRunLen consecutive elements; run r of
+// unit j starts at element run_start(j, r) of the block.
+//   load(blk, j)          fetches unit j's bytes (Raw) — issued for several
+//                         rows before any is used, so loads overlap;
+//   dot(raw, c, x, xs)    Σ w·x over the unit, x[r][i] the activations of
+//                         run r and xs[r] = Σ_i x[r][i] (for the "− min" terms).
+// Quants become floats without I2F: the bits 0x4B0000bb are the float
+// 2^23 + bb, so one byte permute and one subtract give bb − bias exactly.
+// dot() factors the block scales out of the sums; it is not bit-exact with
+// the dequantizer (the GEMV is checked against float64 with a tolerance).
+
+// Byte i of w as the exact float w_i − bias (0 ≤ bias < 2^23).
+__device__ __forceinline__ float byte_minus(uint32_t w, int i, float bias) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u + i)) - (8388608.0f + bias);
+}
+
+// 8 (16) bytes at a 2-byte-aligned address, from the aligned 8-byte words that
+// hold them (a word holding none of them is never read): 2 (3) 8-byte loads
+// instead of 4 (8) 2-byte ones, then funnel shifts.
+__device__ __forceinline__ uint2 ld8_a2(const uint8_t* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto* w = reinterpret_cast<const uint2*>(a & ~uintptr_t{7});
+  const uint32_t off = a & 7, sh = 8 * (off & 3);
+  const uint2 lo = __ldg(w), hi = off ? __ldg(w + 1) : make_uint2(0, 0);
+  const bool up = off >= 4;  // the first wanted byte is in the upper half of lo
+  const uint32_t c0 = up ? lo.y : lo.x, c1 = up ? hi.x : lo.y, c2 = up ? hi.y : hi.x;
+  return make_uint2(__funnelshift_r(c0, c1, sh), __funnelshift_r(c1, c2, sh));
+}
+__device__ __forceinline__ uint4 ld16_a2(const uint8_t* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto* w = reinterpret_cast<const uint2*>(a & ~uintptr_t{7});
+  const uint32_t off = a & 7, sh = 8 * (off & 3);
+  const uint2 w0 = __ldg(w), w1 = __ldg(w + 1), w2 = off ? __ldg(w + 2) : make_uint2(0, 0);
+  const bool up = off >= 4;
+  const uint32_t c0 = up ? w0.y : w0.x, c1 = up ? w1.x : w0.y, c2 = up ? w1.y : w1.x, c3 = up ? w2.x : w1.y,
+                 c4 = up ? w2.y : w2.x;
+  return make_uint4(__funnelshift_r(c0, c1, sh), __funnelshift_r(c1, c2, sh), __funnelshift_r(c2, c3, sh),
+                    __funnelshift_r(c3, c4, sh));
+}
+__device__ __forceinline__ float f16_bits(uint32_t h) {
+  return __half2float(__ushort_as_half(static_cast<uint16_t>(h)));
+}
+// Σ_i q_i·x_i over the four bytes of w (quants q_i = byte − bias).
+__device__ __forceinline__ float dot4(uint32_t w, float bias, const float* x, float s) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s = fmaf(byte_minus(w, i, bias), x[i], s);
+  return s;
+}
+// Bit i (0..3) of h moved to bit 8i: one bit per byte.
+__device__ __forceinline__ uint32_t spread4(uint32_t h) { return (h * 0x00204081u) & 0x01010101u; }
+
+struct NoCtx {};
+
+template <DType T> struct GemvUnit;
+
+// Q4_0 unit j (0, 1): qs bytes 8j..8j+7 → elements 8j.. (low) and 16+8j.. (high).
+template <> struct GemvUnit<DType::Q4_0> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 18, kUnits = 2, kRuns = 2, kRunLen = 8, kAlign = 2;
+  struct Raw { uint32_t d; uint2 q; };
+  using Ctx = NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+  __device__ static int run_start(int j, int r) { return 8 * j + 16 * r; }
+  __device__ static Raw load(const uint8_t* b, int j) { return {ld_u16(b), ld8_a2(b + 2 + 8 * j)}; }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[2][8], const float (&)[2]) {
+    const uint32_t m = 0x0F0F0F0Fu;
+    float s = dot4(u.q.x & m, 8.0f, x[0], 0.0f);
+    s = dot4(u.q.y & m, 8.0f, x[0] + 4, s);
+    s = dot4((u.q.x >> 4) & m, 8.0f, x[1], s);
+    s = dot4((u.q.y >> 4) & m, 8.0f, x[1] + 4, s);
+    return s * f16_bits(u.d);
+  }
+};
+
+// Q5_0 unit j: as Q4_0, the 5th bit of element e is bit e of qh.
+template <> struct GemvUnit<DType::Q5_0> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 22, kUnits = 2, kRuns = 2, kRunLen = 8, kAlign = 2;
+  struct Raw { uint32_t d, qh; uint2 q; int j; };
+  using Ctx = NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+  __device__ static int run_start(int j, int r) { return 8 * j + 16 * r; }
+  __device__ static Raw load(const uint8_t* b, int j) { return {ld_u16(b), ld_u32_a2(b + 2), ld8_a2(b + 6 + 8 * j), j}; }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[2][8], const float (&)[2]) {
+    const uint32_t m = 0x0F0F0F0Fu, h = u.qh >> (8 * u.j);  // bit i: element 8j + i (+16 at bit 16 + i)
+    float s = dot4((u.q.x & m) | (spread4(h & 0xF) << 4), 16.0f, x[0], 0.0f);
+    s = dot4((u.q.y & m) | (spread4((h >> 4) & 0xF) << 4), 16.0f, x[0] + 4, s);
+    s = dot4(((u.q.x >> 4) & m) | (spread4((h >> 16) & 0xF) << 4), 16.0f, x[1], s);
+    s = dot4(((u.q.y >> 4) & m) | (spread4((h >> 20) & 0xF) << 4), 16.0f, x[1] + 4, s);
+    return s * f16_bits(u.d);
+  }
+};
+
+// Q8_0 unit j: qs bytes 16j..16j+15 = elements 16j..; signed bytes flipped to
+// unsigned (x ^ 0x80 = x + 128) for the float trick.
+template <> struct GemvUnit<DType::Q8_0> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 34, kUnits = 2, kRuns = 1, kRunLen = 16, kAlign = 2;
+  struct Raw { uint32_t d; uint4 q; };
+  using Ctx = NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+  __device__ static int run_start(int j, int) { return 16 * j; }
+  __device__ static Raw load(const uint8_t* b, int j) { return {ld_u16(b), ld16_a2(b + 2 + 16 * j)}; }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[1][16], const float (&)[1]) {
+    const uint32_t f = 0x80808080u;
+    float s = dot4(u.q.x ^ f, 128.0f, x[0], 0.0f);
+    s = dot4(u.q.y ^ f, 128.0f, x[0] + 4, s);
+    s = dot4(u.q.z ^ f, 128.0f, x[0] + 8, s);
+    s = dot4(u.q.w ^ f, 128.0f, x[0] + 12, s);
+    return s * f16_bits(u.d);
+  }
+};
+
+// Byte i (0..11) of the 12 K-quant scale bytes held in three words.
+__device__ __forceinline__ int scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
+  const uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
+  return (w >> (8 * (i & 3))) & 0xFF;
+}
+// scale_min_k4 on scale bytes held in registers.
+__device__ __forceinline__ void scale_min_k4_regs(int j, uint32_t s0, uint32_t s1, uint32_t s2, float& sc, float& m) {
+  int a, b;
+  if (j < 4) {
+    a = scale_byte(s0, s1, s2, j) & 63;
+    b = scale_byte(s0, s1, s2, j + 4) & 63;
+  } else {
+    const int hi = scale_byte(s0, s1, s2, j + 4);
+    a = (hi & 0xF) | ((scale_byte(s0, s1, s2, j - 4) >> 6) << 4);
+    b = (hi >> 4) | ((scale_byte(s0, s1, s2, j) >> 6) << 4);
+  }
+  sc = static_cast<float>(a);
+  m = static_cast<float>(b);
+}
+// Σ over 16 bytes (four words) of q_i·x_i, q_i = byte & mask after a shift.
+__device__ __forceinline__ float dot16(const uint32_t (&w)[4], const float* x, float bias) {
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) s = dot4(w[k], bias, x + 4 * k, s);
+  return s;
+}
+
+// Q4_K unit j (0..7): qs bytes 16j..16j+15, i.e. l = 16(j%2).. of group g = j/2:
+// low nibbles → sub-block 2g (elements 64g + l), high → 2g+1 (64g + 32 + l).
+// 144-byte blocks: 16-byte loads when the weights are 16-byte aligned.
+template <> struct GemvUnit<DType::Q4_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 144, kUnits = 8, kRuns = 2, kRunLen = 16, kAlign = 16;
+  struct Raw { uint4 head, q; int j; };  // head: d, dmin (f16 pair), scales[12]
+  using Ctx = NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+  __device__ static int run_start(int j, int r) { return 64 * (j / 2) + 16 * (j % 2) + 32 * r; }
+  __device__ static Raw load(const uint8_t* b, int j) {
+    return {__ldg(reinterpret_cast<const uint4*>(b)), __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * j)), j};
+  }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[2][16], const float (&xs)[2]) {
+    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
+    const int g = u.j / 2;
+    float sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * g, u.head.y, u.head.z, u.head.w, sc0, m0);
+    scale_min_k4_regs(2 * g + 1, u.head.y, u.head.z, u.head.w, sc1, m1);
+    const uint32_t mk = 0x0F0F0F0Fu;
+    const uint32_t lo[4] = {u.q.x & mk, u.q.y & mk, u.q.z & mk, u.q.w & mk};
+    const uint32_t hi[4] = {(u.q.x >> 4) & mk, (u.q.y >> 4) & mk, (u.q.z >> 4) & mk, (u.q.w >> 4) & mk};
+    const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
+    return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
+  }
+};
+
+// Q5_K unit j: as Q4_K; the 5th bit of element l of sub-block c is bit c of qh[l].
+template <> struct GemvUnit<DType::Q5_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 176, kUnits = 8, kRuns = 2, kRunLen = 16, kAlign = 16;
+  struct Raw { uint4 head, qh, q; int j; };
+  using Ctx = NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+  __device__ static int run_start(int j, int r) { return 64 * (j / 2) + 16 * (j % 2) + 32 * r; }
+  __device__ static Raw load(const uint8_t* b, int j) {
+    return {__ldg(reinterpret_cast<const uint4*>(b)), __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * (j % 2))),
+            __ldg(reinterpret_cast<const uint4*>(b + 48 + 16 * j)), j};
+  }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[2][16], const float (&xs)[2]) {
+    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
+    const int g = u.j / 2;
+    float sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * g, u.head.y, u.head.z, u.head.w, sc0, m0);
+    scale_min_k4_regs(2 * g + 1, u.head.y, u.head.z, u.head.w, sc1, m1);
+    const uint32_t mk = 0x0F0F0F0Fu, b1 = 0x01010101u;
+    const uint32_t q[4] = {u.q.x, u.q.y, u.q.z, u.q.w}, h[4] = {u.qh.x, u.qh.y, u.qh.z, u.qh.w};
+    uint32_t lo[4], hi[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = (q[k] & mk) | (((h[k] >> (2 * g)) & b1) << 4);
+      hi[k] = ((q[k] >> 4) & mk) | (((h[k] >> (2 * g + 1)) & b1) << 4);
+    }
+    const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
+    return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
+  }
+};
+
+// Q6_K unit j (0..7): half n = j/4, l = 8(j%4)..+8 of all four groups g, i.e.
+// elements 128n + 32g + l: ql bytes 64n + l (g 0: low, 2: high) and
+// 64n + 32 + l (g 1: low, 3: high), qh byte 32n + l bits 2g, 2g+1, scale
+// byte 8n + l/16 + 2g. Blocks are 210 bytes: only 2-byte aligned.
+template <> struct GemvUnit<DType::Q6_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 210, kUnits = 8, kRuns = 4, kRunLen = 8, kAlign = 2;
+  struct Raw { uint2 qa, qb, qh, sc; uint32_t d; int j; };
+  using Ctx = NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+  __device__ static int run_start(int j, int r) { return 128 * (j / 4) + 32 * r + 8 * (j % 4); }
+  __device__ static Raw load(const uint8_t* b, int j) {
+    const int n = j / 4, l = 8 * (j % 4);
+    return {ld8_a2(b + 64 * n + l), ld8_a2(b + 64 * n + 32 + l), ld8_a2(b + 128 + 32 * n + l), ld8_a2(b + 192 + 8 * n),
+            ld_u16(b + 208), j};
+  }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[4][8], const float (&)[4]) {
+    const uint32_t mk = 0x0F0F0F0Fu, b3 = 0x03030303u;
+    const int half_l = (u.j % 4) / 2;  // l / 16
+    float s = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const uint2 ql = g % 2 ? u.qb : u.qa;
+      const int nib = g >= 2 ? 4 : 0;
+      const uint32_t q0 = ((ql.x >> nib) & mk) | (((u.qh.x >> (2 * g)) & b3) << 4);
+      const uint32_t q1 = ((ql.y >> nib) & mk) | (((u.qh.y >> (2 * g)) & b3) << 4);
+      const float part = dot4(q1, 32.0f, x[g] + 4, dot4(q0, 32.0f, x[g], 0.0f));
+      const int si = half_l + 2 * g;  // 0..7
+      const uint32_t sw = si < 4 ? u.sc.x : u.sc.y;
+      const auto sc = static_cast<int8_t>(static_cast<uint8_t>(sw >> (8 * (si & 3))));
+      s = fmaf(static_cast<float>(sc), part, s);
+    }
+    return s * f16_bits(u.d);
+  }
+};
+
+// IQ4_XS unit ib (0..7): qs bytes 16ib.. → elements 32ib + i (low), 32ib + 16 + i
+// (high), looked up in kvalues_iq4nl, which lives in four registers (Ctx) and is
+// indexed four nibbles at a time by byte permutes.
+template <> struct GemvUnit<DType::IQ4_XS> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 136, kUnits = 8, kRuns = 2, kRunLen = 16, kAlign = 8;
+  struct Raw { uint2 head, q0, q1; int j; };  // head: d, scales_h, scales_l[4]
+  struct Ctx { uint32_t tab[4]; };
+  __device__ static Ctx context(const IqTables& t) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(t.kvalues_iq4nl));
+    return {{v.x, v.y, v.z, v.w}};
+  }
+  __device__ static int run_start(int j, int r) { return 32 * j + 16 * r; }
+  __device__ static Raw load(const uint8_t* b, int j) {
+    const auto* p = reinterpret_cast<const uint2*>(b + 8 + 16 * j);
+    return {__ldg(reinterpret_cast<const uint2*>(b)), __ldg(p), __ldg(p + 1), j};
+  }
+  // Table entries for the four nibbles n (one per byte, 0..15), as signed bytes
+  // flipped to unsigned (^ 0x80).
+  __device__ static uint32_t lookup4(const Ctx& c, uint32_t n) {
+    // Byte i's low 3 bits into nibble i (bit 3 of a selector nibble would mean "replicate the sign").
+    const uint32_t n3 = n & 0x07070707u, t = n3 | (n3 >> 4);
+    const uint32_t sel = (t & 0xFFu) | ((t >> 8) & 0xFF00u);
+    const uint32_t lo = __byte_perm(c.tab[0], c.tab[1], sel), hi = __byte_perm(c.tab[2], c.tab[3], sel);
+    const uint32_t pick_hi = ((n >> 3) & 0x01010101u) * 0xFFu;
+    return ((hi & pick_hi) | (lo & ~pick_hi)) ^ 0x80808080u;
+  }
+  __device__ static float dot(const Raw& u, const Ctx& c, const float (&x)[2][16], const float (&)[2]) {
+    const int ib = u.j;
+    const uint32_t scales_h = u.head.x >> 16;
+    const int ls = ((u.head.y >> (8 * (ib / 2) + 4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+    const float dl = f16_bits(u.head.x) * static_cast<float>(ls - 32);
+    const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q0.x, u.q0.y, u.q1.x, u.q1.y};
+    uint32_t lo[4], hi[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = lookup4(c, q[k] & mk);
+      hi[k] = lookup4(c, (q[k] >> 4) & mk);
+    }
+    return dl * (dot16(lo, x[0], 128.0f) + dot16(hi, x[1], 128.0f));
+  }
+};
+
+// Calls f(GemvUnit<T>{}) for the types with a GEMV unit; returns false for the rest.
+template <typename F>
+bool visit_gemv_unit(DType t, F&& f) {
+  switch (t) {
+#define RLX_GU(X) \
+  case DType::X: f(GemvUnit<DType::X>{}); return true;
+    RLX_GU(Q4_0) RLX_GU(Q5_0) RLX_GU(Q8_0) RLX_GU(Q4_K) RLX_GU(Q5_K) RLX_GU(Q6_K) RLX_GU(IQ4_XS)
+#undef RLX_GU
+    default: return false;
+  }
+}
+
 }  // namespace rlx::cuda::dev

@@ -257,6 +257,106 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   }
 }
 
+// The GEMV of the types with a dev::GemvUnit (the common GGUF types).
+//
+// Layout: a block of 256 threads is 256 / tpr groups of tpr threads (tpr a
+// power of two, 8..256); group g owns rows [row0, row0 + rpg), rpg ≤ R, and
+// its threads stride over the row's units, so the weights are read by the
+// whole group at once and each thread works on all rpg rows together: it
+// issues the loads of every row before using any (rpg loads in flight, more
+// with the unrolled loop), and loads each run of activations once for rpg
+// rows. Sums are reduced once per group of rows: by shuffles within a warp
+// (tpr ≤ 32: short rows, e.g. the 262144 × 640 output head, take 8 or 16
+// threads per row and 128 rows per block), and through shared memory with one
+// __syncthreads for tpr > 32.
+template <class U, int M, int R>
+__global__ void __launch_bounds__(kGemvMaxThreads)
+    gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
+                     int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
+                     IqTables t) {
+  constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
+  const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
+  const int groups = blockDim.x / tpr;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * rpg;
+  const int64_t units = k / U::kBlockElems * U::kUnits;
+  const typename U::Ctx ctx = U::context(t);
+
+  bool live[R];
+  const uint8_t* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    live[r] = r < rpg && row0 + r < n;
+    wr[r] = w + (live[r] ? row0 + r : 0) * row_bytes;
+  }
+  float acc[R][M];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+
+#pragma unroll 2
+  for (int64_t u = gt; u < units; u += tpr) {
+    const int64_t b = u / U::kUnits;
+    const int j = static_cast<int>(u % U::kUnits);
+    typename U::Raw raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (live[r]) raw[r] = U::load(wr[r] + b * U::kBlockBytes, j);
+    const int64_t e0 = b * U::kBlockElems;
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if (i >= m) break;
+      float xv[kRuns][kLen], xs[kRuns];
+#pragma unroll
+      for (int q = 0; q < kRuns; ++q) {
+        load_x(x, i * k + e0 + U::run_start(j, q), io, x_vec, xv[q]);
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kLen; ++e) s += xv[q][e];
+        xs[q] = s;  // unused (and not computed) by units without "− min" terms
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (live[r]) acc[r][i] += U::dot(raw[r], ctx, xv, xs);
+    }
+  }
+
+  // Reduce over the group's threads. Within a warp: a butterfly over the
+  // group's tpr lanes (aligned, since tpr is a power of two), so every lane
+  // ends with the group's sums.
+  const int width = tpr < 32 ? tpr : 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+      for (int o = width / 2; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
+  if (tpr <= 32) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if ((r * M + i) % tpr == gt && live[r] && i < m) store_from_f32(y, i * n + row0 + r, acc[r][i], io);
+    return;
+  }
+  __shared__ float red[kGemvMaxThreads / 32][R * M];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
+  }
+  __syncthreads();
+  if (gt < R * M) {
+    const int r = gt / M, i = gt % M;
+    if (r < rpg && i < m && row0 + r < n) {
+      float s = 0.0f;
+      for (int v = 0; v < wpg; ++v) s += red[group * wpg + v][gt];
+      store_from_f32(y, i * n + row0 + r, s, io);
+    }
+  }
+}
+
 // ---- gather ------------------------------------------------------------------------
 
 template <class Q>
@@ -339,12 +439,49 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     gemv_kernel<Q, M><<<blocks, groups * tpr, 0, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
                                                           n, k, row_bytes, tpr, rpg, x_vec, io, t);
   };
-  visit_or_throw(w_type, "quantized gemv", [&](auto q) {
-    // Two row counts only (1, and up to 8 with the rows past m skipped):
-    // 28 types × 2 row counts already make this file the slowest to compile.
-    if (m == 1) launch(q, std::integral_constant<int, 1>{});
-    else launch(q, std::integral_constant<int, kMaxGemvRows>{});
+  // The common types take the unit kernel when their blocks are aligned for
+  // its wide loads (weights from a GGUF file on the device always are).
+  auto launch_unit = [&](auto u, auto rows_tag) {
+    using U = decltype(u);
+    constexpr int M = decltype(rows_tag)::value;
+    // Rows per group: more share each x load, but every row's unit is held
+    // in registers (twice, with the unrolled loop); large units get 2.
+    constexpr int R = M == 1 && sizeof(typename U::Raw) <= 20 ? 4 : 2;
+    // Threads per row: enough that each does at most 4 units of a row; then,
+    // while that leaves fewer than 16 warps per SM, more threads per row (down
+    // to 2 units each), then fewer rows per group, for more loads in flight.
+    const int64_t units = k / U::kBlockElems * U::kUnits;
+    int tpr = 8, rpg = R;
+    while (tpr < kGemvMaxThreads && units > 4 * tpr) tpr *= 2;
+    const int64_t want_warps = int64_t{16} * sm_count();
+    auto warps = [&] { return (n + rpg - 1) / rpg * tpr / 32; };
+    while (warps() < want_warps) {
+      if (tpr < kGemvMaxThreads && units > 2 * tpr) tpr *= 2;
+      else if (rpg > 1) rpg /= 2;
+      else break;
+    }
+    const int groups = kGemvMaxThreads / tpr;
+    const int64_t rows_per_block = int64_t{groups} * rpg;
+    const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+    gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t);
+  };
+  bool done = false;
+  dev::visit_gemv_unit(w_type, [&](auto u) {
+    using U = decltype(u);
+    if (reinterpret_cast<uintptr_t>(w) % U::kAlign != 0 || row_bytes % U::kAlign != 0) return;
+    if (m == 1) launch_unit(u, std::integral_constant<int, 1>{});
+    else launch_unit(u, std::integral_constant<int, kMaxGemvRows>{});
+    done = true;
   });
+  if (!done) {
+    visit_or_throw(w_type, "quantized gemv", [&](auto q) {
+      // Two row counts only (1, and up to 8 with the rows past m skipped):
+      // 28 types × 2 row counts already make this file the slowest to compile.
+      if (m == 1) launch(q, std::integral_constant<int, 1>{});
+      else launch(q, std::integral_constant<int, kMaxGemvRows>{});
+    });
+  }
   RLX_CUDA_CHECK_LAUNCH("DequantMatMul (gemv)");
 }
 
