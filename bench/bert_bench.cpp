@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "bench/bench_util.h"
 #include "rlx/core/env.h"
@@ -37,12 +38,21 @@ double time_run(Executable& exe, const std::vector<Tensor>& in, int iters) {
   return bench::median(ms);
 }
 
+// Optional filters (for profilers): --model minilm-l6|bert-base, --shape 1x16|256x128, --graphs-only.
+struct Filter {
+  std::string model, shape;
+  bool graphs_only = false;
+};
+Filter g_filter;
+
 void run_model(const char* label, bert::BertConfig cfg, const std::string& device) {
+  if (!g_filter.model.empty() && g_filter.model != label) return;
   cfg.pooling = bert::Pooling::Mean;
   cfg.normalize = true;
   std::mt19937 rng(42);
   Graph g = bert::build_graph(cfg);
   for (bool graphs : {true, false}) {
+    if (!graphs && g_filter.graphs_only) continue;
     Session s(device);
     CompileOptions o;
     o.precision = DType::F16;
@@ -58,6 +68,7 @@ void run_model(const char* label, bert::BertConfig cfg, const std::string& devic
       exe->set_param(n.attr<LeafAttrs>().name, t);
     }
     for (auto [B, L] : {std::pair<int64_t, int64_t>{1, 16}, {256, 128}}) {
+      if (!g_filter.shape.empty() && g_filter.shape != str(B, "x", L)) continue;
       std::uniform_int_distribution<int32_t> tok(1000, static_cast<int32_t>(cfg.vocab_size) - 1);
       Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
       Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
@@ -79,7 +90,17 @@ void run_model(const char* label, bert::BertConfig cfg, const std::string& devic
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--model" && i + 1 < argc) g_filter.model = argv[++i];
+    else if (a == "--shape" && i + 1 < argc) g_filter.shape = argv[++i];
+    else if (a == "--graphs-only") g_filter.graphs_only = true;
+    else {
+      std::fprintf(stderr, "usage: rlx_bert_bench [--model minilm-l6|bert-base] [--shape 1x16|256x128] [--graphs-only]\n");
+      return 2;
+    }
+  }
   register_builtin_backends();
   if (!backend_available("cuda")) {
     std::printf("bert_bench: no CUDA device; skipped\n");

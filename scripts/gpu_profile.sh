@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Device call: Nsight Compute on the kernels that dominate the end-to-end
+# benchmarks (needs a machine where ncu reads counters: Firecracker kinds).
+#   scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention]
+# decode:    every kernel of two Gemma decode tokens, durations only (ncu
+#            serializes kernels, so these exclude launch gaps: compare their
+#            sum with the graph-replayed token time), then the decode
+#            attention and GEMV kernels in detail;
+# bert:      MiniLM 256x128 attention prefill, GELU and layer norm in detail.
+set -uo pipefail
+OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert]}
+shift
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."
+source scripts/gpu_env.sh
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+[ -x "$NCU" ] || { echo "gpu_profile: no ncu"; exit 1; }
+SECTIONS="--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats"
+what=${*:-"decode bert"}
+for w in $what; do
+  case $w in
+    decode)
+      GEN="$B/bench/rlx_generate_bench ${RLX_GEMMA_GGUF:-} --device cuda --dtype bf16 --kv-dtype bf16"
+      timeout 300 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 6000 --launch-count 754 \
+        $GEN > "$OUT/ncu-decode-durations.csv" 2> "$OUT/ncu-decode.err"
+      timeout 200 "$NCU" --clock-control none --kernel-name regex:"attn_decode_kernel|gemv_kernel" --launch-skip 300 \
+        --launch-count 6 $SECTIONS $GEN > "$OUT/ncu-decode-kernels.txt" 2>&1
+      ;;
+    bert)
+      timeout 200 "$NCU" --clock-control none --kernel-name regex:"attn_prefill_kernel|unary_kernel|norm" \
+        --launch-skip 30 --launch-count 3 $SECTIONS $B/bench/rlx_bert_bench --model minilm-l6 --shape 256x128 --graphs-only \
+        > "$OUT/ncu-bert-kernels.txt" 2>&1
+      ;;
+  esac
+done
