@@ -60,6 +60,14 @@ Value residual_rms_norm(Value x, Value residual, Value gamma, float eps) {
   return op(OpKind::FusedResidualRmsNorm, NormAttrs{eps}, {x, residual, gamma});
 }
 
+Value post_rms_norm(Value x, Value a, Value w, float eps) {
+  return op(OpKind::FusedPostRmsNorm, NormAttrs{eps}, {x, a, w});
+}
+PostNormPair post_rms_norm_pair(Value x, Value a, Value w1, Value w2, float eps) {
+  Value both = op(OpKind::FusedPostRmsNorm, NormAttrs{eps}, {x, a, w1, w2});
+  return {reshape(narrow(both, 0, 0, 1), x.shape()), reshape(narrow(both, 0, 1, 1), x.shape())};
+}
+
 Value softmax(Value x, int axis) { return op(OpKind::Softmax, AxisAttrs{axis}, {x}); }
 Value reduce(ReduceFn fn, Value x, std::vector<int> axes, bool keepdims) {
   return op(OpKind::Reduce, ReduceAttrs{fn, std::move(axes), keepdims}, {x});
@@ -92,7 +100,11 @@ Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_b
   }
   return op(OpKind::Attention, attrs, in);
 }
-Value rope(Value x, Value positions, RopeAttrs attrs) { return op(OpKind::Rope, attrs, {x, positions}); }
+Value rope(Value x, Value positions, RopeAttrs attrs, Value head_norm_weight) {
+  attrs.head_norm = head_norm_weight.graph != nullptr;
+  if (attrs.head_norm) return op(OpKind::Rope, attrs, {x, positions, head_norm_weight});
+  return op(OpKind::Rope, attrs, {x, positions});
+}
 Value swiglu(Value x) { return op(OpKind::FusedSwiGLU, GluAttrs{}, {x}); }
 Value geglu(Value x, bool tanh_approx) { return op(OpKind::FusedGeGLU, GluAttrs{tanh_approx}, {x}); }
 

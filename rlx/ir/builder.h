@@ -60,6 +60,14 @@ Value layer_norm(Value x, Value gamma, Value beta, float eps = 1e-5f);
 Value rms_norm(Value x, Value gamma, float eps = 1e-6f);
 Value residual_layer_norm(Value x, Value residual, Value gamma, Value beta, float eps = 1e-5f);
 Value residual_rms_norm(Value x, Value residual, Value gamma, float eps = 1e-6f);
+// Post-norm residual: x + rms_norm(a, w).
+Value post_rms_norm(Value x, Value a, Value w, float eps = 1e-6f);
+struct PostNormPair {
+  Value sum;   // x + rms_norm(a, w1)
+  Value norm;  // rms_norm(sum, w2)
+};
+// Both from one FusedPostRmsNorm node; `sum` and `norm` are views of its halves.
+PostNormPair post_rms_norm_pair(Value x, Value a, Value w1, Value w2, float eps = 1e-6f);
 
 // Reductions and selection
 Value softmax(Value x, int axis = -1);
@@ -80,7 +88,9 @@ Value write_slice(Value state, Value update, Value offset, int axis);
 // Transformer blocks
 // `kv_len` (i32 [1] or [B]) sets attrs.kv_len_input: only the first kv_len keys count.
 Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias = {}, Value kv_len = {});
-Value rope(Value x, Value positions, RopeAttrs attrs);
+// With `head_norm_weight` ([head_dim]) each head is RMS-normalized first
+// (sets attrs.head_norm; attrs.norm_eps is the epsilon).
+Value rope(Value x, Value positions, RopeAttrs attrs, Value head_norm_weight = {});
 Value swiglu(Value x);
 Value geglu(Value x, bool tanh_approx = false);
 

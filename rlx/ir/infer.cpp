@@ -130,6 +130,24 @@ TensorType infer_norm(const Ctx& c, OpKind op) {
   return c.type(0);
 }
 
+// FusedPostRmsNorm: x, a, w1 [, w2] → x + rms_norm(a, w1) [stacked with rms_norm of that by w2].
+TensorType infer_post_rms_norm(const Ctx& c) {
+  c.arity(3, 4);
+  c.float_input(0);
+  const Shape& x = c.shape(0);
+  if (x.empty()) c.fail("x must have rank >= 1");
+  if (!(c.type(1) == c.type(0))) c.fail("a ", c.type(1).to_string(), " must match x ", c.type(0).to_string());
+  for (size_t i = 2; i < c.in.size(); ++i) {
+    c.float_input(i);
+    if (c.shape(i).size() != 1) c.fail("input ", i, " (weight) must be 1-D, got ", shape_to_string(c.shape(i)));
+    c.expect_dim(c.shape(i)[0], x.back(), str("input ", i, " length"));
+  }
+  if (c.in.size() == 3) return c.type(0);
+  Shape stacked{Dim(2)};
+  stacked.insert(stacked.end(), x.begin(), x.end());
+  return {c.dtype(0), stacked};
+}
+
 TensorType infer_reduce_like(const Ctx& c, OpKind op, const Attrs& attrs) {
   switch (op) {
     case OpKind::Softmax: {
@@ -372,7 +390,7 @@ TensorType infer_attention(const Ctx& c, const AttentionAttrs& a) {
 }
 
 TensorType infer_rope(const Ctx& c, const RopeAttrs& a) {
-  c.arity(2, 2);
+  c.arity(a.head_norm ? 3 : 2, a.head_norm ? 3 : 2);
   c.float_input(0);
   const Shape& x = c.shape(0);
   if (x.size() != 3) c.fail("x must be [B, L, W], got ", shape_to_string(x));
@@ -389,6 +407,12 @@ TensorType infer_rope(const Ctx& c, const RopeAttrs& a) {
     c.expect_dim(p[0], x[0], "positions batch");
     c.expect_dim(p[1], x[1], "positions length");
   } else c.fail("positions must be [L] or [B, L]");
+  if (a.head_norm) {
+    c.float_input(2);
+    if (c.shape(2).size() != 1) c.fail("head norm weight must be 1-D, got ", shape_to_string(c.shape(2)));
+    c.expect_dim(c.shape(2)[0], Dim(a.head_dim), "head norm weight length");
+    if (!(a.norm_eps >= 0.0f)) c.fail("norm_eps must be >= 0, got ", a.norm_eps);
+  }
   return {c.dtype(0), {x[0], x[1], Dim(int64_t{a.num_heads} * a.head_dim)}};
 }
 
@@ -442,6 +466,9 @@ TensorType infer_type(const Graph& g, OpKind op, const Attrs& attrs, const std::
     case OpKind::LayerNorm: case OpKind::RmsNorm: case OpKind::FusedResidualLayerNorm: case OpKind::FusedResidualRmsNorm:
       need_attrs(std::holds_alternative<NormAttrs>(attrs));
       return infer_norm(c, op);
+    case OpKind::FusedPostRmsNorm:
+      need_attrs(std::holds_alternative<NormAttrs>(attrs));
+      return infer_post_rms_norm(c);
     case OpKind::Softmax: case OpKind::Reduce: case OpKind::ArgMax: case OpKind::TopK: case OpKind::Sample:
       return infer_reduce_like(c, op, attrs);
     case OpKind::Gather: case OpKind::Reshape: case OpKind::Transpose: case OpKind::Narrow: case OpKind::Concat:

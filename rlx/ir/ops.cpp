@@ -10,7 +10,7 @@ const char* op_name(OpKind op) {
   static constexpr const char* kNames[] = {
       "Input", "Param", "Constant", "State", "Unary", "Binary", "Compare", "Where", "Cast", "MatMul",
       "FusedMatMulBiasAct", "DequantMatMul", "LayerNorm", "RmsNorm", "FusedResidualLayerNorm",
-      "FusedResidualRmsNorm", "Softmax", "Reduce", "ArgMax", "TopK", "Sample", "Gather", "Reshape",
+      "FusedResidualRmsNorm", "FusedPostRmsNorm", "Softmax", "Reduce", "ArgMax", "TopK", "Sample", "Gather", "Reshape",
       "Transpose", "Narrow", "Concat", "Expand", "WriteSlice", "Attention", "Rope", "FusedSwiGLU",
       "FusedGeGLU", "Fft", "GaussianSplatRender", "Custom"};
   static_assert(std::size(kNames) == static_cast<size_t>(OpKind::Count_));
@@ -101,6 +101,7 @@ struct AttrPrinter {
     os << "heads=" << a.num_heads << " head_dim=" << a.head_dim << " n_rot=" << a.n_rot << " "
        << rope_pairing_name(a.pairing) << " base=" << a.freq_base << " scale=" << a.freq_scale
        << " src_offset=" << a.src_offset;
+    if (a.head_norm) os << " head_norm eps=" << a.norm_eps;
   }
   void operator()(const GluAttrs& a) { os << "tanh=" << a.tanh_approx; }
   void operator()(const FftAttrs& a) { os << "inverse=" << a.inverse << " real=" << a.real_input; }

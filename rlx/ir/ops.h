@@ -22,7 +22,7 @@ enum class OpKind : uint8_t {
   // Linear algebra
   MatMul, FusedMatMulBiasAct, DequantMatMul,
   // Normalization
-  LayerNorm, RmsNorm, FusedResidualLayerNorm, FusedResidualRmsNorm,
+  LayerNorm, RmsNorm, FusedResidualLayerNorm, FusedResidualRmsNorm, FusedPostRmsNorm,
   // Reductions and selection
   Softmax, Reduce, ArgMax, TopK, Sample,
   // Data movement
@@ -89,6 +89,11 @@ struct FusedMatMulBiasActAttrs {
 struct DequantMatMulAttrs { bool operator==(const DequantMatMulAttrs&) const = default; };
 // LayerNorm: inputs x, gamma, beta. RmsNorm: x, gamma. The fused residual
 // forms take a residual as second input and normalize (x + residual).
+// FusedPostRmsNorm (post-norm residual, Gemma): inputs x, a, w1 [, w2];
+//   y = x + rms_norm(a, w1) (rounded to x's dtype), result y.
+//   With w2 the result is [2, ...x's shape]: [0] = y, [1] = rms_norm(y, w2),
+//   so the residual stream and the next layer's normed input come from one
+//   pass (read them with a contiguous Narrow on axis 0, which is a view).
 struct NormAttrs { float eps = 1e-5f; bool operator==(const NormAttrs&) const = default; };
 struct AxisAttrs { int axis = -1; bool operator==(const AxisAttrs&) const = default; };
 struct ReduceAttrs {
@@ -144,6 +149,9 @@ struct AttentionAttrs {
 // Head h of the result reads x[b, l, src_offset + h·head_dim + d]; W may be
 // wider than num_heads·head_dim (e.g. a fused QKV row). Output [B, L, H·D].
 // Only the first n_rot dims of each head rotate; the rest pass through.
+// head_norm: a third input w [head_dim] (any float dtype); each head is first
+// RMS-normalized, x·rsqrt(mean(x²) + norm_eps)·w over its head_dim values
+// (QK-norm of Gemma 3 / Qwen3), in f32, and rotated without rounding between.
 struct RopeAttrs {
   int num_heads = 1;
   int head_dim = 64;
@@ -152,6 +160,8 @@ struct RopeAttrs {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;  // positions are multiplied by this (linear scaling)
   int64_t src_offset = 0;
+  bool head_norm = false;
+  float norm_eps = 1e-6f;
   bool operator==(const RopeAttrs&) const = default;
 };
 // FusedSwiGLU / FusedGeGLU: x [..., 2N] → act(x[..., :N]) · x[..., N:].

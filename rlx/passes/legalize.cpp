@@ -38,6 +38,36 @@ NodeId lower_residual_norm(Graph& dst, const Node& n, const std::vector<NodeId>&
   return dst.add(op, n.attrs, rest, n.name);
 }
 
+// FusedPostRmsNorm → RmsNorm, Add [, RmsNorm, Reshape ×2, Concat]
+NodeId lower_post_rms_norm(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
+  NodeId normed = dst.add(OpKind::RmsNorm, n.attrs, {ins[1], ins[2]}, n.name);
+  NodeId sum = dst.add(OpKind::Binary, BinaryAttrs{BinaryFn::Add}, {ins[0], normed}, n.name);
+  if (ins.size() == 3) return sum;
+  NodeId next = dst.add(OpKind::RmsNorm, n.attrs, {sum, ins[3]}, n.name);
+  Shape one{Dim(1)};
+  const Shape& s = dst.node(ins[0]).type.shape;
+  one.insert(one.end(), s.begin(), s.end());
+  NodeId a = dst.add(OpKind::Reshape, ShapeAttrs{one}, {sum}, n.name);
+  NodeId b = dst.add(OpKind::Reshape, ShapeAttrs{one}, {next}, n.name);
+  return dst.add(OpKind::Concat, AxisAttrs{0}, {a, b}, n.name);
+}
+
+// Rope with head_norm → [Narrow,] Reshape, RmsNorm, Reshape, Rope
+NodeId lower_rope(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
+  RopeAttrs a = n.attr<RopeAttrs>();
+  const Shape& xs = dst.node(ins[0]).type.shape;
+  const int64_t width = int64_t{a.num_heads} * a.head_dim;
+  NodeId x = ins[0];
+  if (a.src_offset != 0 || !(xs[2] == Dim(width)))
+    x = dst.add(OpKind::Narrow, NarrowAttrs{2, a.src_offset, width}, {x}, n.name);
+  NodeId heads = dst.add(OpKind::Reshape, ShapeAttrs{{xs[0], xs[1], Dim(a.num_heads), Dim(a.head_dim)}}, {x}, n.name);
+  NodeId normed = dst.add(OpKind::RmsNorm, NormAttrs{a.norm_eps}, {heads, ins[2]}, n.name);
+  NodeId rows = dst.add(OpKind::Reshape, ShapeAttrs{{xs[0], xs[1], Dim(width)}}, {normed}, n.name);
+  a.head_norm = false;
+  a.src_offset = 0;
+  return dst.add(OpKind::Rope, a, {rows, ins[1]}, n.name);
+}
+
 // Fused{Swi,Ge}GLU → act(first half) · second half
 NodeId lower_glu(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
   const Shape& s = dst.node(ins[0]).type.shape;
@@ -51,11 +81,13 @@ NodeId lower_glu(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
   return dst.add(OpKind::Binary, BinaryAttrs{BinaryFn::Mul}, {act, up}, n.name);
 }
 
-Lowering lowering_for(OpKind op) {
-  switch (op) {
+Lowering lowering_for(const Node& n) {
+  switch (n.op) {
     case OpKind::FusedMatMulBiasAct: return lower_matmul_bias_act;
     case OpKind::FusedResidualLayerNorm: case OpKind::FusedResidualRmsNorm: return lower_residual_norm;
     case OpKind::FusedSwiGLU: case OpKind::FusedGeGLU: return lower_glu;
+    case OpKind::FusedPostRmsNorm: return lower_post_rms_norm;
+    case OpKind::Rope: return n.attr<RopeAttrs>().head_norm ? lower_rope : nullptr;
     default: return nullptr;
   }
 }
@@ -73,7 +105,7 @@ Graph legalize(const Graph& g, const PassContext& ctx) {
       rw.copy(i);
       continue;
     }
-    if (Lowering lower = lowering_for(n.op)) {
+    if (Lowering lower = lowering_for(n)) {
       std::vector<NodeId> ins;
       for (NodeId in : n.inputs) ins.push_back(rw.mapped(in));
       NodeId first = rw.dst().size();

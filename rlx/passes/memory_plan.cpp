@@ -9,9 +9,39 @@
 
 namespace rlx {
 
+namespace {
+
+// A Narrow whose dims before the axis are all 1 selects one contiguous run
+// of its input (e.g. a half of a stacked FusedPostRmsNorm result).
+bool is_contiguous_narrow(const Node& n) {
+  if (n.op != OpKind::Narrow) return false;
+  const Shape& s = n.type.shape;
+  const int rank = static_cast<int>(s.size());
+  const int axis = n.attr<NarrowAttrs>().axis;
+  const int ax = axis < 0 ? axis + rank : axis;
+  for (int i = 0; i < ax; ++i)
+    if (!(s[static_cast<size_t>(i)] == Dim(1))) return false;
+  for (const Dim& d : s)
+    if (!d.is_static()) return false;
+  return true;
+}
+
+}  // namespace
+
 bool is_view_op(const Node& n) {
   // Reshape keeps the bytes; WriteSlice returns the state it wrote into.
-  return n.op == OpKind::Reshape || n.op == OpKind::WriteSlice;
+  return n.op == OpKind::Reshape || n.op == OpKind::WriteSlice || is_contiguous_narrow(n);
+}
+
+int64_t view_op_offset(const Node& n) {
+  if (n.op != OpKind::Narrow) return 0;
+  const Shape& s = n.type.shape;
+  const int rank = static_cast<int>(s.size());
+  const auto& a = n.attr<NarrowAttrs>();
+  const int ax = a.axis < 0 ? a.axis + rank : a.axis;
+  int64_t inner = 1;
+  for (int i = ax + 1; i < rank; ++i) inner *= s[static_cast<size_t>(i)].value;
+  return a.start * inner * dtype_size(n.type.dtype);
 }
 
 namespace {
@@ -84,7 +114,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment, const ExtraViews& extr
           const auto& src = plan.slots[static_cast<size_t>(node.inputs[0])];
           s.placement = Placement::View;
           s.root = src.root;
-          s.offset = (src.placement == Placement::View ? src.offset : 0) + (is_view_op(node) ? 0 : extra.offset(i));
+          s.offset = (src.placement == Placement::View ? src.offset : 0) + (is_view_op(node) ? view_op_offset(node) : extra.offset(i));
         }
     }
   }

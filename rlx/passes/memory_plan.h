@@ -30,7 +30,11 @@ struct MemoryPlan {
 };
 
 // Whether `n`'s result can share its first input's storage (contiguous layout).
+// Reshape, WriteSlice, and a Narrow that selects a contiguous run (every dim
+// before its axis is 1).
 bool is_view_op(const Node& n);
+// Byte offset of such a view inside its source (non-zero only for Narrow).
+int64_t view_op_offset(const Node& n);
 
 // `also_view` lets a backend mark more nodes as views of their first input
 // (e.g. a strided Narrow that its only consumer reads in place); the view's

@@ -438,6 +438,55 @@ void norm_cases(Table& t) {
   norm_case(t, "residual_layernorm_w384", OpKind::FusedResidualLayerNorm, {2, 7, 384});
   norm_case(t, "residual_rmsnorm_w33", OpKind::FusedResidualRmsNorm, {5, 33});
   norm_case(t, "residual_rmsnorm_w4096", OpKind::FusedResidualRmsNorm, {2, 4096});
+
+  // Post-norm residual y = x + rms_norm(a, w1), y rounded to the dtype (the
+  // op's contract), and with w2 also rms_norm(y, w2), stacked on a new axis 0.
+  // `views`: read the two halves through post_rms_norm_pair's Narrow views,
+  // and use them again (y + h) so an aliased view also feeds another op.
+  auto post_case = [&t](const std::string& name, Shape64 shape, bool pair, bool views) {
+    t.add(name, kF, [=](CaseBuilder& b) {
+      const int64_t w = shape.back();
+      const float eps = 1e-6f;
+      auto x = b.input("x", shape, uniform());
+      auto a = b.input("a", shape, uniform());
+      auto w1 = b.param("w1", {w}, uniform(-2.0, 2.0, 0.25));
+      Value w2 = pair ? b.param("w2", {w}, uniform(-2.0, 2.0, 0.25)) : Value{};
+      if (!pair) {
+        b.output(post_rms_norm(x, a, w1, eps));
+      } else if (!views) {
+        b.output(op(OpKind::FusedPostRmsNorm, NormAttrs{eps}, {x, a, w1, w2}));
+      } else {
+        const PostNormPair p = post_rms_norm_pair(x, a, w1, w2, eps);
+        b.output(p.sum);
+        b.output(p.norm);
+        b.output(p.sum + p.norm);
+      }
+      const DType dt = b.dt;
+      b.set_reference([=](const Leaves& l) {
+        RefTensor y = ref::binary(BinaryFn::Add, l.at("x"), ref::rms_norm(l.at("a"), l.at("w1"), eps), false);
+        for (double& v : y.v) v = round_to(dt, v);
+        if (!pair) return one(y);
+        RefTensor h = ref::rms_norm(y, l.at("w2"), eps);
+        if (views) {
+          RefTensor hr = h;
+          for (double& v : hr.v) v = round_to(dt, v);
+          return std::vector<RefTensor>{y, h, ref::binary(BinaryFn::Add, y, hr, false)};
+        }
+        Shape64 st = shape;
+        st.insert(st.begin(), 2);
+        RefTensor both(st);
+        std::copy(y.v.begin(), y.v.end(), both.v.begin());
+        std::copy(h.v.begin(), h.v.end(), both.v.begin() + y.numel());
+        return one(both);
+      });
+    });
+  };
+  post_case("post_rmsnorm_w7", {13, 7}, false, false);
+  post_case("post_rmsnorm_w640", {1, 3, 640}, false, false);
+  post_case("post_rmsnorm_pair_w33", {5, 33}, true, false);
+  post_case("post_rmsnorm_pair_w640_decode", {1, 1, 640}, true, false);
+  post_case("post_rmsnorm_pair_w4096", {2, 4096}, true, false);
+  post_case("post_rmsnorm_pair_views_w640", {1, 7, 640}, true, true);
 }
 
 // ---- reductions and selection ----
@@ -719,6 +768,7 @@ struct RopeSpec {
   bool pos_2d = false;
   int64_t max_pos = 127;
   RopeAttrs a;
+  bool head_norm = false;  // per-head RMS norm (weight input "w") before rotating
 };
 
 void rope_case(Table& t, const std::string& name, RopeSpec s) {
@@ -732,8 +782,26 @@ void rope_case(Table& t, const std::string& name, RopeSpec s) {
     auto x = b.input("x", {s.b, s.l, w}, uniform());
     auto pos = s.pos_2d ? b.input("pos", {s.b, s.l}, ints(0, s.max_pos), DType::I32)
                         : b.input("pos", {s.l}, ints(0, s.max_pos), DType::I32);
-    b.output(rope(x, pos, s.a));
-    b.set_reference([s](const Leaves& l) { return one(ref::rope(l.at("x"), l.at("pos"), s.a)); });
+    if (!s.head_norm) {
+      b.output(rope(x, pos, s.a));
+      b.set_reference([s](const Leaves& l) { return one(ref::rope(l.at("x"), l.at("pos"), s.a)); });
+      return;
+    }
+    RopeAttrs a = s.a;
+    a.norm_eps = 1e-6f;
+    b.output(rope(x, pos, a, b.param("w", {a.head_dim}, uniform(-2.0, 2.0, 0.25))));
+    b.set_reference([a, w](const Leaves& l) {
+      // Take the heads out of the (possibly wider) rows, normalize them, rotate.
+      const RefTensor& xs = l.at("x");
+      const int64_t hw = int64_t{a.num_heads} * a.head_dim, rows = xs.dim(0) * xs.dim(1);
+      RefTensor heads({xs.dim(0), xs.dim(1), hw});
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < hw; ++c) heads[r * hw + c] = xs[r * w + a.src_offset + c];
+      RopeAttrs plain = a;
+      plain.src_offset = 0;
+      plain.head_norm = false;
+      return one(ref::rope(ref::head_rms_norm(heads, l.at("w"), a.head_dim, a.norm_eps), l.at("pos"), plain));
+    });
   });
 }
 
@@ -766,6 +834,13 @@ void rope_glu_cases(Table& t) {
   rope_case(t, "rope_base_1e6_scale_quarter", {1, 7, 0, false, 2047, rope_attrs(2, 128, 128, P::NeoX, 0, 1e6f, 0.25f)});
   rope_case(t, "rope_decode_one_token", {2, 1, 0, true, 2047, rope_attrs(8, 64, 64, P::NeoX)});
   rope_case(t, "rope_head_dim_2", {1, 7, 0, false, 63, rope_attrs(5, 2, 2, P::Interleaved)});
+  // QK-norm fused in: Gemma 3 (head_dim 256, 4 q heads / 1 kv head, decode), Qwen3
+  // (head_dim 128), partial and interleaved rotation, a strided source.
+  rope_case(t, "rope_head_norm_gemma_q_decode", {1, 1, 0, false, 1023, rope_attrs(4, 256, 256, P::NeoX), true});
+  rope_case(t, "rope_head_norm_gemma_k_prefill", {1, 13, 0, false, 1023, rope_attrs(1, 256, 256, P::NeoX), true});
+  rope_case(t, "rope_head_norm_qwen3", {2, 5, 0, true, 511, rope_attrs(8, 128, 128, P::NeoX), true});
+  rope_case(t, "rope_head_norm_partial_interleaved", {1, 9, 0, false, 255, rope_attrs(3, 64, 24, P::Interleaved), true});
+  rope_case(t, "rope_head_norm_strided", {2, 7, 256, false, 127, rope_attrs(2, 32, 32, P::NeoX, 128), true});
 
   auto glu_case = [&t](const std::string& name, Shape64 shape, OpKind op, bool tanh_approx) {
     t.add(name, kF, [=](CaseBuilder& b) {

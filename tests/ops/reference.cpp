@@ -268,6 +268,17 @@ RefTensor rms_norm(const RefTensor& x, const RefTensor& gamma, double eps) {
   return out;
 }
 
+RefTensor head_rms_norm(const RefTensor& x, const RefTensor& weight, int64_t head_dim, double eps) {
+  RefTensor out(x.shape);
+  for (int64_t r = 0; r < x.numel() / head_dim; ++r) {
+    double ms = 0.0;
+    for (int64_t i = 0; i < head_dim; ++i) ms += x[r * head_dim + i] * x[r * head_dim + i];
+    const double inv = 1.0 / std::sqrt(ms / static_cast<double>(head_dim) + eps);
+    for (int64_t i = 0; i < head_dim; ++i) out[r * head_dim + i] = x[r * head_dim + i] * inv * weight[i];
+  }
+  return out;
+}
+
 RefTensor residual_layer_norm(const RefTensor& x, const RefTensor& r, const RefTensor& gamma, const RefTensor& beta,
                               double eps) {
   return layer_norm(binary(BinaryFn::Add, x, r, false), gamma, beta, eps);

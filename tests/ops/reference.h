@@ -74,6 +74,9 @@ RefTensor rms_norm(const RefTensor& x, const RefTensor& gamma, double eps);
 RefTensor residual_layer_norm(const RefTensor& x, const RefTensor& r, const RefTensor& gamma, const RefTensor& beta,
                               double eps);
 RefTensor residual_rms_norm(const RefTensor& x, const RefTensor& r, const RefTensor& gamma, double eps);
+// RMS norm of each head_dim-long run of x's last axis (heads side by side),
+// all with the same weight [head_dim].
+RefTensor head_rms_norm(const RefTensor& x, const RefTensor& weight, int64_t head_dim, double eps);
 
 // Reductions and selection
 RefTensor softmax(const RefTensor& x, int axis);

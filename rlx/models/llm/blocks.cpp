@@ -96,13 +96,15 @@ Value Blocks::rms(Value x, const std::string& name, int64_t width) {
   return rms_norm(x, weight(name, {width}), c_.rms_eps);
 }
 
-Value Blocks::head_rms(Value x, const std::string& name, int64_t heads) {
-  const int64_t D = c_.head_dim;
-  Value per_head = reshape(x, {1, "L", heads, D});
-  return reshape(rms_norm(per_head, weight(name, {D}), c_.rms_eps), {1, "L", heads * D});
+Value Blocks::post_norm(Value x, Value a, const std::string& w, int64_t width) {
+  return post_rms_norm(x, a, weight(w, {width}), c_.rms_eps);
 }
 
-Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing) {
+PostNormPair Blocks::post_norm_pair(Value x, Value a, const std::string& w1, const std::string& w2, int64_t width) {
+  return post_rms_norm_pair(x, a, weight(w1, {width}), weight(w2, {width}), c_.rms_eps);
+}
+
+Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm) {
   RopeAttrs a;
   a.num_heads = static_cast<int>(heads);
   a.head_dim = static_cast<int>(c_.head_dim);
@@ -110,7 +112,9 @@ Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing) {
   a.pairing = pairing;
   a.freq_base = base;
   a.freq_scale = c_.rope_freq_scale;
-  return rlx::rope(x, positions_, a);
+  a.norm_eps = c_.rms_eps;
+  if (head_norm.empty()) return rlx::rope(x, positions_, a);
+  return rlx::rope(x, positions_, a, weight(head_norm, {c_.head_dim}));
 }
 
 Value Blocks::attend(int64_t layer, Value q, Value k, Value v, bool local, float scale) {

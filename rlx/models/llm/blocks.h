@@ -25,9 +25,13 @@ class Blocks {
   // fused projection when their dtypes match.
   Value gated_ffn(Value x, int64_t layer, bool gelu_tanh);
   Value rms(Value x, const std::string& name, int64_t width);
-  // RMS norm of each head of x [1, L, heads·head_dim] with one [head_dim] weight.
-  Value head_rms(Value x, const std::string& name, int64_t heads);
-  Value rope(Value x, int64_t heads, float base, RopePairing pairing);
+  // Post-norm residual x + rms(a, w) (Gemma), and the same with the next
+  // norm rms(x + rms(a, w1), w2) from one node.
+  Value post_norm(Value x, Value a, const std::string& w, int64_t width);
+  PostNormPair post_norm_pair(Value x, Value a, const std::string& w1, const std::string& w2, int64_t width);
+  // RoPE of x [1, L, heads·head_dim]; with `head_norm` (a [head_dim] weight)
+  // each head is RMS-normalized first, in the same op (QK-norm).
+  Value rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm = {});
   // Writes k, v at `offset` into this layer's cache and attends over the
   // first kv_len rows; returns f32 [1, L, heads·head_dim].
   Value attend(int64_t layer, Value q, Value k, Value v, bool local, float scale);

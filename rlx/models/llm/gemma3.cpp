@@ -28,20 +28,30 @@ Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o)
   // 27B model (62 layers) which uses hidden / heads (as llama.cpp does).
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.n_layers == 62 ? H / c.n_heads : c.head_dim));
   Value x = b.embed() * scalar(g, std::sqrt(static_cast<float>(H)));
+  // Each post-norm residual add also yields the next pre-norm: x + rms(a, w1)
+  // and rms(that, w2) come from one node, so `h` for layer i > 0 is made at
+  // the end of layer i − 1.
+  Value h = b.rms(x, names::blk(0, "attn_norm.weight"), H);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     auto w = [&](const char* s) { return names::blk(i, s); };
     const bool local = c.is_local_layer(i);
     const float base = local ? c.rope_base_local : c.rope_base;
-    Value h = b.rms(x, w("attn_norm.weight"), H);
-    Value q = b.head_rms(b.linear(h, w("attn_q.weight"), QW, H), w("attn_q_norm.weight"), c.n_heads);
-    Value k = b.head_rms(b.linear(h, w("attn_k.weight"), KW, H), w("attn_k_norm.weight"), c.n_kv_heads);
+    Value q = b.rope(b.linear(h, w("attn_q.weight"), QW, H), c.n_heads, base, RopePairing::NeoX,
+                     w("attn_q_norm.weight"));
+    Value k = b.rope(b.linear(h, w("attn_k.weight"), KW, H), c.n_kv_heads, base, RopePairing::NeoX,
+                     w("attn_k_norm.weight"));
     Value v = b.linear(h, w("attn_v.weight"), KW, H);
-    q = b.rope(q, c.n_heads, base, RopePairing::NeoX);
-    k = b.rope(k, c.n_kv_heads, base, RopePairing::NeoX);
     Value a = b.linear(b.attend(i, q, k, v, local, scale), w("attn_output.weight"), H, QW);
-    x = x + b.rms(a, w("post_attention_norm.weight"), H);
-    Value m = b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/true);
-    x = x + b.rms(m, w("post_ffw_norm.weight"), H);
+    const PostNormPair attn = b.post_norm_pair(x, a, w("post_attention_norm.weight"), w("ffn_norm.weight"), H);
+    Value m = b.gated_ffn(attn.norm, i, /*gelu_tanh=*/true);
+    if (i + 1 == c.n_layers) {
+      x = b.post_norm(attn.sum, m, w("post_ffw_norm.weight"), H);
+    } else {
+      const PostNormPair ffn =
+          b.post_norm_pair(attn.sum, m, w("post_ffw_norm.weight"), names::blk(i + 1, "attn_norm.weight"), H);
+      x = ffn.sum;
+      h = ffn.norm;
+    }
   }
   b.head(x);
   return g;

@@ -24,11 +24,11 @@ Graph build_qwen3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) 
   for (int64_t i = 0; i < c.n_layers; ++i) {
     auto w = [&](const char* s) { return names::blk(i, s); };
     Value h = b.rms(x, w("attn_norm.weight"), H);
-    Value q = b.head_rms(b.linear(h, w("attn_q.weight"), QW, H), w("attn_q_norm.weight"), c.n_heads);
-    Value k = b.head_rms(b.linear(h, w("attn_k.weight"), KW, H), w("attn_k_norm.weight"), c.n_kv_heads);
+    Value q = b.rope(b.linear(h, w("attn_q.weight"), QW, H), c.n_heads, c.rope_base, RopePairing::NeoX,
+                     w("attn_q_norm.weight"));
+    Value k = b.rope(b.linear(h, w("attn_k.weight"), KW, H), c.n_kv_heads, c.rope_base, RopePairing::NeoX,
+                     w("attn_k_norm.weight"));
     Value v = b.linear(h, w("attn_v.weight"), KW, H);
-    q = b.rope(q, c.n_heads, c.rope_base, RopePairing::NeoX);
-    k = b.rope(k, c.n_kv_heads, c.rope_base, RopePairing::NeoX);
     x = x + b.linear(b.attend(i, q, k, v, false, scale), w("attn_output.weight"), H, QW);
     x = x + b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/false);
   }

@@ -25,6 +25,8 @@
 // Rope. Head h reads x[b, l, src_offset + h·head_dim + d]; for i < n_rot/2,
 // θ_i = pos·freq_scale·freq_base^(−2i/n_rot), angles and rotation in f64.
 // NeoX pairs (i, i + n_rot/2); Interleaved pairs (2i, 2i+1); dims ≥ n_rot copy.
+// head_norm: each head is first x·rsqrt(Σx²/head_dim + eps)·w in f32 (Σ in
+// f64), rotated without rounding in between.
 //
 // FusedSwiGLU / FusedGeGLU: y = act(x[..., :N]) · x[..., N:] (gate first).
 #include <algorithm>
@@ -289,6 +291,7 @@ void rope_kernel(KernelArgs& args) {
   const bool batched_pos = args.in_dims(1).size() == 2;
   const int32_t* pos = args.in<int32_t>(1);
   const float* x = args.in_f32(0);
+  const float* norm_w = a.head_norm ? args.in_f32(2) : nullptr;
   float* y = args.out_f32();
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
@@ -298,6 +301,7 @@ void rope_kernel(KernelArgs& args) {
   const bool neox = a.pairing == RopePairing::NeoX;
   args.pool.parallel_for(B * L, std::max<int64_t>(1, 8192 / std::max<int64_t>(OW, 1)), [&](int64_t r0, int64_t r1) {
     std::vector<double> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    std::vector<float> normed(norm_w ? static_cast<size_t>(hd) : 0);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / L, l = r % L;
       const double p = static_cast<double>(batched_pos ? pos[b * L + l] : pos[l]) * fscale;
@@ -311,6 +315,13 @@ void rope_kernel(KernelArgs& args) {
       for (int64_t h = 0; h < H; ++h) {
         const float* xs = xr + h * hd;
         float* ys = yr + h * hd;
+        if (norm_w) {
+          double sq = 0.0;
+          for (int64_t d = 0; d < hd; ++d) sq += static_cast<double>(xs[d]) * xs[d];
+          const auto rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(hd) + a.norm_eps));
+          for (int64_t d = 0; d < hd; ++d) normed[static_cast<size_t>(d)] = xs[d] * rstd * norm_w[d];
+          xs = normed.data();
+        }
         for (int64_t i = 0; i < half; ++i) {
           const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
           const double x0 = xs[i0], x1 = xs[i1];
@@ -370,6 +381,9 @@ void register_attention_kernels() {
     register_cpu_kernel(OpKind::Attention, {t, t, t, kAnyDType, DType::I32, t}, attention_kernel,
                         "attention (exact softmax, GEMM blocks / decode rows; mask and kv_len)" + sfx);
     register_cpu_kernel(OpKind::Rope, {t, DType::I32, t}, rope_kernel, "rope (f64 angles)" + sfx);
+    for (DType w : kFloats)
+      register_cpu_kernel(OpKind::Rope, {t, DType::I32, w, t}, rope_kernel,
+                          str("rms_norm per head + rope (f64 angles, weight ", dtype_name(w), ")") + sfx);
   }
   register_cpu_float_kernel(OpKind::FusedSwiGLU, {DType::F32, DType::F32}, glu_kernel, "swiglu (gate = first half)");
   register_cpu_float_kernel(OpKind::FusedGeGLU, {DType::F32, DType::F32}, glu_kernel, "geglu (gate = first half)");

@@ -107,7 +107,7 @@ void narrow_kernel(KernelArgs& a) {
             at.start + at.length, ") exceeds dim ", in[ax]);
   const auto* x = static_cast<const char*>(a.in_raw(0)) + at.start * inner_bytes;
   auto* y = static_cast<char*>(a.out_raw());
-  if (dst_row == 0) return;
+  if (dst_row == 0 || (outer == 1 && y == x)) return;  // a contiguous run the planner made a view
   parallel_blocks(a.pool, outer, dst_row, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) std::memcpy(y + o * dst_row, x + o * src_row, static_cast<size_t>(dst_row));
   });

@@ -6,11 +6,16 @@
 //              y = (s − mean)·rsqrt(var + eps)·γ + β
 //   RmsNorm:   y = s·rsqrt(Σs²/N + eps)·γ
 // γ and β may be stored in a different float type than x; y has x's type.
+//
+// FusedPostRmsNorm: y = x + a·rsqrt(Σa²/N + eps)·w1, rounded to x's dtype;
+// with w2 also h = y·rsqrt(Σy²/N + eps)·w2 from the rounded y (what the
+// unfused RmsNorm, Add, RmsNorm compute), written after all of y.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "rlx/backends/cpu/kernel.h"
+#include "rlx/core/half.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
 
 namespace rlx::cpu {
@@ -112,6 +117,47 @@ void norm_kernel(KernelArgs& args) {
   });
 }
 
+// Rounds v to what storing it in `t` keeps.
+inline float round_to(DType t, float v) {
+  if (t == DType::F16) return f16_to_f32(f32_to_f16(v));
+  if (t == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+  return v;
+}
+
+RLX_CPU_MULTIVERSION
+void post_norm_rows(const float* x, const float* a, const float* w1, const float* w2, float* y, float* h,
+                    int64_t n, float eps, DType t, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * n;
+    const float* ar = a + r * n;
+    float* yr = y + r * n;
+    const auto rstd = static_cast<float>(1.0 / std::sqrt(row_sum_sq(ar, n) / static_cast<double>(n) + eps));
+    for (int64_t i = 0; i < n; ++i) yr[i] = round_to(t, xr[i] + ar[i] * rstd * w1[i]);
+    if (!w2) continue;
+    float* hr = h + r * n;
+    const auto rstd2 = static_cast<float>(1.0 / std::sqrt(row_sum_sq(yr, n) / static_cast<double>(n) + eps));
+    for (int64_t i = 0; i < n; ++i) hr[i] = yr[i] * rstd2 * w2[i];
+  }
+}
+
+void post_norm_kernel(KernelArgs& args) {
+  const float eps = args.attrs<NormAttrs>().eps;
+  const bool pair = args.num_inputs() == 4;
+  const float* x = args.in_f32(0);
+  const float* a = args.in_f32(1);
+  const float* w1 = args.in_f32(2);
+  const float* w2 = pair ? args.in_f32(3) : nullptr;
+  float* y = args.out_f32();
+  const int64_t n = args.in_dims(0).back();
+  if (n == 0) return;
+  const int64_t rows = args.in_numel(0) / n;
+  float* h = pair ? y + rows * n : nullptr;  // the second half of the stacked result
+  const DType t = args.out_dtype();
+  args.pool.parallel_for(rows, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
+    post_norm_rows(x, a, w1, w2, y, h, n, eps, t, r0, r1);
+  });
+}
+
 constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
 std::string norm_desc(const char* what, DType x, DType g, DType b, bool has_beta) {
@@ -128,6 +174,10 @@ void register_norm_kernels() {
       register_cpu_kernel(OpKind::RmsNorm, {x, g, x}, norm_kernel<false, false>, norm_desc("rms_norm", x, g, g, false));
       register_cpu_kernel(OpKind::FusedResidualRmsNorm, {x, x, g, x}, norm_kernel<false, true>,
                           norm_desc("residual+rms_norm", x, g, g, false));
+      register_cpu_kernel(OpKind::FusedPostRmsNorm, {x, x, g, x}, post_norm_kernel,
+                          norm_desc("x + rms_norm(a)", x, g, g, false));
+      register_cpu_kernel(OpKind::FusedPostRmsNorm, {x, x, g, g, x}, post_norm_kernel,
+                          norm_desc("x + rms_norm(a), then rms_norm of it", x, g, g, false));
       for (DType b : kFloats) {
         register_cpu_kernel(OpKind::LayerNorm, {x, g, b, x}, norm_kernel<true, false>,
                             norm_desc("layer_norm", x, g, b, true));
