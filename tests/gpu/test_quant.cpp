@@ -133,13 +133,14 @@ struct DeviceMem {
 
 // Dequantizes `bytes` (n elements of t) on the GPU to `out_dtype` and returns the raw output.
 std::vector<uint8_t> gpu_dequant(DType t, const std::vector<uint8_t>& bytes, int64_t n, DType out_dtype,
-                                 size_t out_offset = 0) {
+                                 size_t out_offset = 0, size_t src_offset = 0) {
   const size_t out_bytes = static_cast<size_t>(n * dtype_size(out_dtype));
-  DeviceMem src(bytes.size()), dst(out_bytes + out_offset);
-  EXPECT_EQ(cudaMemcpy(src.p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  DeviceMem src(bytes.size() + src_offset), dst(out_bytes + out_offset);
+  void* in = static_cast<char*>(src.p) + src_offset;
+  EXPECT_EQ(cudaMemcpy(in, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemset(dst.p, 0xFF, out_bytes + out_offset), cudaSuccess);  // poison
   void* out = static_cast<char*>(dst.p) + out_offset;
-  cuda::launch_dequantize(t, src.p, out_dtype, out, n, nullptr);
+  cuda::launch_dequantize(t, in, out_dtype, out, n, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint8_t> got(out_bytes);
   EXPECT_EQ(cudaMemcpy(got.data(), out, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -195,6 +196,28 @@ TEST(CudaQuant, DequantizeEqualsCpuBitForBit) {
     EXPECT_EQ(first_mismatch(t, f16.data(), ref16.data(), n, 2), "") << "(f16 output)";
     const std::vector<uint8_t> bf16 = gpu_dequant(t, q, n, DType::BF16);
     EXPECT_EQ(std::memcmp(bf16.data(), refb.data(), bf16.size()), 0) << "(bf16 output) differs from the CPU's f32 rounded";
+  }
+}
+
+TEST(CudaQuant, DequantizeEqualsCpuAtEveryWeightAlignment) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(41);
+  // The wide-load units decode 2-byte-aligned blocks in every phase mod 8;
+  // Q4_K/Q5_K at +4 and IQ4_XS at +4 take the per-block kernel instead.
+  const std::vector<std::pair<DType, std::vector<size_t>>> cases = {
+      {DType::Q4_0, {2, 4, 6}}, {DType::Q5_0, {2, 4, 6}}, {DType::Q8_0, {2, 4, 6}}, {DType::Q6_K, {2, 4, 6}},
+      {DType::Q4_K, {4}},       {DType::Q5_K, {4}},       {DType::IQ4_XS, {4, 8}}};
+  for (const auto& [t, offs] : cases) {
+    const int64_t n = 1001 * dtype_info(t).block_elems;
+    const std::vector<uint8_t> q = random_data(t, n, rng);
+    std::vector<float> ref(static_cast<size_t>(n));
+    dequantize_row(t, q.data(), ref.data(), n);
+    for (size_t off : offs) {
+      const std::vector<uint8_t> got = gpu_dequant(t, q, n, DType::F32, 0, off);
+      EXPECT_EQ(first_mismatch(t, got.data(), ref.data(), n, 4), "") << "(weights at +" << off << " bytes)";
+      const std::vector<uint8_t> mis = gpu_dequant(t, q, n, DType::F32, 4, off);
+      EXPECT_EQ(first_mismatch(t, mis.data(), ref.data(), n, 4), "") << "(weights at +" << off << " bytes, output misaligned)";
+    }
   }
 }
 

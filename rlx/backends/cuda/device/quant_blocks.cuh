@@ -635,6 +635,8 @@ bool visit_quant_block(DType t, F&& f) {
 //                         rows before any is used, so loads overlap;
 //   dot(raw, c, x, xs)    Σ w·x over the unit, x[r][i] the activations of
 //                         run r and xs[r] = Σ_i x[r][i] (for the "− min" terms).
+//   values(raw, c, v)     the unit's dequantized values, bit-exact with the
+//                         CPU (the FMA policy above), for dequantization.
 // Quants become floats without I2F: the bits 0x4B0000bb are the float
 // 2^23 + bb, so one byte permute and one subtract give bb − bias exactly.
 // dot() factors the block scales out of the sums; it is not bit-exact with
@@ -700,6 +702,12 @@ template <> struct GemvUnit<DType::Q4_0> {
     s = dot4((u.q.y >> 4) & m, 8.0f, x[1] + 4, s);
     return s * f16_bits(u.d);
   }
+  __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][8]) {
+    const uint32_t m = 0x0F0F0F0Fu, w[4] = {u.q.x & m, u.q.y & m, (u.q.x >> 4) & m, (u.q.y >> 4) & m};
+    const float d = f16_bits(u.d);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i / 8][i % 8] = mul(byte_minus(w[i / 4], i % 4, 8.0f), d);
+  }
 };
 
 // Q5_0 unit j: as Q4_0, the 5th bit of element e is bit e of qh.
@@ -717,6 +725,15 @@ template <> struct GemvUnit<DType::Q5_0> {
     s = dot4(((u.q.x >> 4) & m) | (spread4((h >> 16) & 0xF) << 4), 16.0f, x[1], s);
     s = dot4(((u.q.y >> 4) & m) | (spread4((h >> 20) & 0xF) << 4), 16.0f, x[1] + 4, s);
     return s * f16_bits(u.d);
+  }
+  __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][8]) {
+    const uint32_t m = 0x0F0F0F0Fu, h = u.qh >> (8 * u.j);
+    const uint32_t w[4] = {(u.q.x & m) | (spread4(h & 0xF) << 4), (u.q.y & m) | (spread4((h >> 4) & 0xF) << 4),
+                           ((u.q.x >> 4) & m) | (spread4((h >> 16) & 0xF) << 4),
+                           ((u.q.y >> 4) & m) | (spread4((h >> 20) & 0xF) << 4)};
+    const float d = f16_bits(u.d);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i / 8][i % 8] = mul(byte_minus(w[i / 4], i % 4, 16.0f), d);
   }
 };
 
@@ -736,6 +753,12 @@ template <> struct GemvUnit<DType::Q8_0> {
     s = dot4(u.q.z ^ f, 128.0f, x[0] + 8, s);
     s = dot4(u.q.w ^ f, 128.0f, x[0] + 12, s);
     return s * f16_bits(u.d);
+  }
+  __device__ static void values(const Raw& u, const Ctx&, float (&v)[1][16]) {
+    const uint32_t f = 0x80808080u, w[4] = {u.q.x ^ f, u.q.y ^ f, u.q.z ^ f, u.q.w ^ f};
+    const float d = f16_bits(u.d);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[0][i] = mul(byte_minus(w[i / 4], i % 4, 128.0f), d);
   }
 };
 
@@ -790,6 +813,18 @@ template <> struct GemvUnit<DType::Q4_K> {
     const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
     return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
   }
+  __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][16]) {
+    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
+    const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q.x, u.q.y, u.q.z, u.q.w};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sc, m;
+      scale_min_k4_regs(2 * (u.j / 2) + r, u.head.y, u.head.z, u.head.w, sc, m);
+      const float dl = mul(d, sc), ml = mul(dmin, m);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[r][i] = sub(mul(dl, byte_minus((q[i / 4] >> (4 * r)) & mk, i % 4, 0.0f)), ml);
+    }
+  }
 };
 
 // Q5_K unit j: as Q4_K; the 5th bit of element l of sub-block c is bit c of qh[l].
@@ -819,6 +854,22 @@ template <> struct GemvUnit<DType::Q5_K> {
     }
     const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
     return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
+  }
+  __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][16]) {
+    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
+    const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q.x, u.q.y, u.q.z, u.q.w}, h[4] = {u.qh.x, u.qh.y, u.qh.z, u.qh.w};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int c = 2 * (u.j / 2) + r;  // sub-block
+      float sc, m;
+      scale_min_k4_regs(c, u.head.y, u.head.z, u.head.w, sc, m);
+      const float dl = mul(d, sc), ml = mul(dmin, m);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const uint32_t w = ((q[i / 4] >> (4 * r)) & mk) | (((h[i / 4] >> c) & 0x01010101u) << 4);
+        v[r][i] = sub(mul(dl, byte_minus(w, i % 4, 0.0f)), ml);
+      }
+    }
   }
 };
 
@@ -854,6 +905,24 @@ template <> struct GemvUnit<DType::Q6_K> {
       s = fmaf(static_cast<float>(sc), part, s);
     }
     return s * f16_bits(u.d);
+  }
+  __device__ static void values(const Raw& u, const Ctx&, float (&v)[4][8]) {
+    const uint32_t mk = 0x0F0F0F0Fu, b3 = 0x03030303u;
+    const int half_l = (u.j % 4) / 2;
+    const float d = f16_bits(u.d);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const uint2 ql = g % 2 ? u.qb : u.qa;
+      const int nib = g >= 2 ? 4 : 0;
+      const uint32_t w[2] = {((ql.x >> nib) & mk) | (((u.qh.x >> (2 * g)) & b3) << 4),
+                             ((ql.y >> nib) & mk) | (((u.qh.y >> (2 * g)) & b3) << 4)};
+      const int si = half_l + 2 * g;
+      const uint32_t sw = si < 4 ? u.sc.x : u.sc.y;
+      const auto sc = static_cast<int8_t>(static_cast<uint8_t>(sw >> (8 * (si & 3))));
+      const float dg = mul(d, static_cast<float>(sc));
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[g][i] = mul(dg, byte_minus(w[i / 4], i % 4, 32.0f));
+    }
   }
 };
 
@@ -896,6 +965,18 @@ template <> struct GemvUnit<DType::IQ4_XS> {
       hi[k] = lookup4(c, (q[k] >> 4) & mk);
     }
     return dl * (dot16(lo, x[0], 128.0f) + dot16(hi, x[1], 128.0f));
+  }
+  __device__ static void values(const Raw& u, const Ctx& c, float (&v)[2][16]) {
+    const int ib = u.j;
+    const uint32_t scales_h = u.head.x >> 16;
+    const int ls = ((u.head.y >> (8 * (ib / 2) + 4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+    const float dl = mul(f16_bits(u.head.x), static_cast<float>(ls - 32));
+    const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q0.x, u.q0.y, u.q1.x, u.q1.y};
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      v[0][i] = mul(dl, byte_minus(lookup4(c, q[i / 4] & mk), i % 4, 128.0f));
+      v[1][i] = mul(dl, byte_minus(lookup4(c, (q[i / 4] >> 4) & mk), i % 4, 128.0f));
+    }
   }
 };
 

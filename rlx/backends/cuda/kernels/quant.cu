@@ -150,6 +150,41 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The types with a dev::GemvUnit: one unit per thread-iteration, so a warp's
+// loads cover contiguous bytes with wide loads (as in the GEMV); its runs of
+// 8 or 16 values leave as 16-byte stores.
+template <class U, typename TO>
+__global__ void __launch_bounds__(256)
+    dequant_unit_kernel(const uint8_t* __restrict__ src, TO* __restrict__ dst, int64_t units, bool vec_ok,
+                        IqTables t) {
+  const typename U::Ctx ctx = U::context(t);
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = u / U::kUnits;
+    const int j = static_cast<int>(u % U::kUnits);
+    float v[U::kRuns][U::kRunLen];
+    U::values(U::load(src + b * U::kBlockBytes, j), ctx, v);
+#pragma unroll
+    for (int r = 0; r < U::kRuns; ++r) {
+      TO* o = dst + b * U::kBlockElems + U::run_start(j, r);
+      constexpr int kVec = 16 / sizeof(TO);
+      static_assert(U::kRunLen % kVec == 0, "runs start at multiples of 8 elements");
+      if (vec_ok) {
+#pragma unroll
+        for (int i = 0; i < U::kRunLen; i += kVec) {
+          float part[kVec];
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) part[e] = v[r][i + e];
+          dev::store_f32<TO, kVec>(o + i, part);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < U::kRunLen; ++i) o[i] = dev::from_f32<TO>(v[r][i]);
+      }
+    }
+  }
+}
+
 // ---- GEMV ------------------------------------------------------------------------
 
 constexpr int kGemvMaxThreads = 256;
@@ -398,7 +433,19 @@ void launch_dequantize(DType type, const void* src, DType out_dtype, void* out, 
   if (n == 0) return;
   const IqTables t = tables_for_current_device();
   const bool vec_ok = reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  visit_or_throw(type, "dequantize (cuda)", [&](auto q) {
+  bool done = false;
+  dev::visit_gemv_unit(type, [&](auto u) {
+    using U = decltype(u);
+    if (reinterpret_cast<uintptr_t>(src) % U::kAlign != 0) return;
+    const int64_t units = n / U::kBlockElems * U::kUnits;
+    dispatch_float(out_dtype, "dequantize (cuda)", [&](auto o) {
+      using TO = decltype(o);
+      dequant_unit_kernel<U, TO><<<grid_for(units, 256), 256, 0, stream>>>(static_cast<const uint8_t*>(src),
+                                                                          static_cast<TO*>(out), units, vec_ok, t);
+    });
+    done = true;
+  });
+  if (!done) visit_or_throw(type, "dequantize (cuda)", [&](auto q) {
     using Q = decltype(q);
     const int64_t units = n / Q::kChunk;
     dispatch_float(out_dtype, "dequantize (cuda)", [&](auto o) {
