@@ -18,8 +18,10 @@ void lower_rope(LowerCtx& c, NodeId id) {
   const auto* pos = static_cast<const int32_t*>(c.in_ptr(id, 1));
   void* y = c.ptr(id);
   const int64_t B = x[0], L = x[1], W = x[2];
-  c.add(id, str("rope ", rope_pairing_name(a.pairing), " ", dtype_name(dt)),
-        [=](cudaStream_t s) { launch_rope(dt, src, W, pos, batched, y, B, L, a, s); });
+  const void* norm_w = a.head_norm ? c.in_ptr(id, 2) : nullptr;
+  const DType norm_dt = a.head_norm ? c.type(n.inputs[2]).dtype : DType::F32;
+  c.add(id, str(a.head_norm ? "head rms_norm + rope " : "rope ", rope_pairing_name(a.pairing), " ", dtype_name(dt)),
+        [=](cudaStream_t s) { launch_rope(dt, src, W, pos, batched, y, B, L, a, s, norm_w, norm_dt); });
 }
 
 void lower_glu(LowerCtx& c, NodeId id) {
@@ -55,6 +57,10 @@ void lower_sample(LowerCtx& c, NodeId id) {
 
 void register_transformer_lowerings() {
   register_cuda_float_lowering(OpKind::Rope, {DType::F32, DType::I32, DType::F32}, lower_rope, "rope");
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (DType w : {DType::F32, DType::F16, DType::BF16})
+      register_cuda_lowering(OpKind::Rope, {t, DType::I32, w, t}, lower_rope,
+                             str("head rms_norm + rope [", dtype_name(t), ", weight ", dtype_name(w), "]"));
   register_cuda_float_lowering(OpKind::FusedSwiGLU, {DType::F32, DType::F32}, lower_glu, "swiglu");
   register_cuda_float_lowering(OpKind::FusedGeGLU, {DType::F32, DType::F32}, lower_glu, "geglu");
 }

@@ -17,6 +17,12 @@
 // other than f32 or x's dtype (or beta's differing from gamma's), or rows too
 // long for registers use a scalar block-per-row kernel that reads the row
 // three times (the re-reads hit L1/L2).
+//
+// Post-norm residual (x + rms(a)·w1, then optionally rms of that ·w2): one
+// block per row, three passes: Σa²; y = x + a·rstd·w1 stored (and Σy² of the
+// rounded y); h from y re-read by the thread that wrote it (L1). Decode rows
+// are short (a few thousand columns), so the launch, not the bytes, is the cost
+// this saves: two norms and an add become one kernel.
 #include "rlx/backends/cuda/kernels/norm.h"
 
 #include <type_traits>
@@ -248,7 +254,68 @@ NormArgs make_args(const void* x, const void* residual, const void* gamma, const
   return NormArgs{x, residual, gamma, beta, y, sum_out, rows, static_cast<int>(cols), eps, beta_dtype};
 }
 
+struct PostNormArgs {
+  const void* x;
+  const void* a;
+  const void* w1;
+  const void* w2;  // null: y only
+  void* y;
+  void* h;
+  int cols;
+  float eps;
+};
+
+template <typename T, typename P>
+__global__ void __launch_bounds__(256) post_rms_norm_kernel(PostNormArgs p) {
+  __shared__ float scratch[32];
+  const size_t base = static_cast<size_t>(blockIdx.x) * p.cols;
+  const T* x = static_cast<const T*>(p.x) + base;
+  const T* a = static_cast<const T*>(p.a) + base;
+  T* y = static_cast<T*>(p.y) + base;
+  const P* w1 = static_cast<const P*>(p.w1);
+  const float inv_cols = 1.0f / static_cast<float>(p.cols);
+  float q = 0.0f;
+  for (int c = threadIdx.x; c < p.cols; c += blockDim.x) {
+    const float v = to_f32(a[c]);
+    q = fmaf(v, v, q);
+  }
+  const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_cols + p.eps);
+  float q2 = 0.0f;
+  for (int c = threadIdx.x; c < p.cols; c += blockDim.x) {
+    const T yv = from_f32<T>(to_f32(x[c]) + to_f32(a[c]) * rstd * to_f32(w1[c]));
+    y[c] = yv;
+    const float f = to_f32(yv);
+    q2 = fmaf(f, f, q2);
+  }
+  if (!p.w2) return;  // uniform over the block
+  const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_cols + p.eps);
+  const P* w2 = static_cast<const P*>(p.w2);
+  T* h = static_cast<T*>(p.h) + base;
+  for (int c = threadIdx.x; c < p.cols; c += blockDim.x) h[c] = from_f32<T>(to_f32(y[c]) * rstd2 * to_f32(w2[c]));
+}
+
 }  // namespace
+
+void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* a, const void* w1,
+                          const void* w2, void* y, void* h, int64_t rows, int64_t cols, float eps,
+                          cudaStream_t stream) {
+  const char* op = "FusedPostRmsNorm";
+  RLX_CHECK(cols > 0 && cols < (int64_t{1} << 31), op, ": row length ", cols, " out of range");
+  RLX_CHECK(x && a && w1 && y, op, ": null x, a, w1 or y");
+  RLX_CHECK((w2 == nullptr) == (h == nullptr), op, ": w2 and h must be given together");
+  if (rows == 0) return;
+  RLX_CHECK(rows < (int64_t{1} << 31), op, ": ", rows, " rows exceeds the grid limit");
+  const PostNormArgs args{x, a, w1, w2, y, h, static_cast<int>(cols), eps};
+  const int threads = cols >= 256 ? 256 : cols > 64 ? 128 : 32;
+  dispatch_float(x_dtype, op, [&](auto xt) {
+    using T = decltype(xt);
+    dispatch_float(param_dtype, op, [&](auto pt) {
+      using P = decltype(pt);
+      post_rms_norm_kernel<T, P><<<static_cast<unsigned>(rows), threads, 0, stream>>>(args);
+      RLX_CUDA_CHECK_LAUNCH(op);
+    });
+  });
+}
 
 void launch_layer_norm(DType x_dtype, DType param_dtype, const void* x, const void* residual, const void* gamma,
                        const void* beta, void* y, void* sum_out, int64_t rows, int64_t cols, float eps,

@@ -31,4 +31,13 @@ void launch_layer_norm(DType x_dtype, DType param_dtype, const void* x, const vo
 void launch_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* residual, const void* gamma,
                      void* y, void* sum_out, int64_t rows, int64_t cols, float eps, cudaStream_t stream);
 
+// Post-norm residual (FusedPostRmsNorm): x, a, y, h [rows, cols] in x_dtype;
+// w1, w2 [cols] in param_dtype.
+//   y = x + a · rsqrt(mean(a²) + eps) · w1      (stored, rounded to x_dtype)
+//   h = y · rsqrt(mean(y²) + eps) · w2          (from the rounded y; only when w2 and h are given)
+// f32 statistics; y and h must not alias x or a.
+void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* a, const void* w1,
+                          const void* w2, void* y, void* h, int64_t rows, int64_t cols, float eps,
+                          cudaStream_t stream);
+
 }  // namespace rlx::cuda

@@ -15,6 +15,11 @@
 // and read the same positions of the source row (offset by src_offset), so
 // reads and writes coalesce; the partner read hits the same or a neighbouring
 // L1 line. The row of positions is read once per block from device memory.
+//
+// Head norm (QK-norm, RopeAttrs::head_norm): before the angles, warp w sums
+// x² over heads w, w + nwarps, ... and stores rsqrt(mean + eps) per head in
+// shared memory; each element is then x·rstd·weight in f32, rotated with no
+// rounding in between (the weight is tiny and stays in L1).
 #include "rlx/backends/cuda/kernels/rope.h"
 
 #include <cmath>
@@ -38,7 +43,42 @@ struct RopeParams {
   bool pos_batched;
   int64_t L;
   int64_t x_stride, x_offset;  // source row stride and column offset (elements)
+  const void* norm_w;          // head norm weight [head_dim], or null = no norm
+  DType norm_wtype;
+  float norm_eps;
 };
+
+__device__ __forceinline__ float norm_weight(const RopeParams& p, int d) {
+  switch (p.norm_wtype) {
+    case DType::F16: return to_f32(static_cast<const __half*>(p.norm_w)[d]);
+    case DType::BF16: return to_f32(static_cast<const __nv_bfloat16*>(p.norm_w)[d]);
+    default: return static_cast<const float*>(p.norm_w)[d];
+  }
+}
+
+// rstd[h] = rsqrt(mean(x_h²) + eps) for every head of the row; one warp per head.
+// The caller syncs (angles() does) before reading rstd.
+template <typename T>
+__device__ __forceinline__ void head_norms(const RopeParams& p, const T* xr, float* rstd) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  for (int h = warp; h < p.heads; h += nwarps) {
+    const T* xs = xr + static_cast<int64_t>(h) * p.head_dim;
+    float q = 0.0f;
+    for (int d = lane; d < p.head_dim; d += 32) {
+      const float v = to_f32(xs[d]);
+      q = fmaf(v, v, q);
+    }
+    q = dev::warp_sum(q);
+    if (lane == 0) rstd[h] = rsqrtf(q / static_cast<float>(p.head_dim) + p.norm_eps);
+  }
+}
+
+// Source element d of a head, normalized when the params carry a head norm.
+template <typename T>
+__device__ __forceinline__ float src(const RopeParams& p, const T* xs, int d, float rstd) {
+  const float v = to_f32(xs[d]);
+  return p.norm_w ? v * rstd * norm_weight(p, d) : v;
+}
 
 // Fills cs/sn for the row's position (threads 0 .. n_rot/2 − 1), then syncs.
 __device__ __forceinline__ void angles(const RopeParams& p, int64_t pos, float* cs, float* sn) {
@@ -52,10 +92,12 @@ __device__ __forceinline__ void angles(const RopeParams& p, int64_t pos, float* 
   __syncthreads();
 }
 
-// Output element d (< head_dim) of one head whose source starts at xs.
+// Output element d (< head_dim) of one head whose source starts at xs
+// (rstd: the head's norm factor, unused without a head norm).
 template <typename T>
-__device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn) {
-  if (d >= p.n_rot) return xs[d];
+__device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn,
+                                       float rstd = 1.0f) {
+  if (d >= p.n_rot) return p.norm_w ? from_f32<T>(src(p, xs, d, rstd)) : xs[d];
   const int half = p.n_rot / 2;
   int i, partner;
   bool first;
@@ -68,7 +110,7 @@ __device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, 
     i = d >> 1;
     partner = first ? d + 1 : d - 1;
   }
-  const float a = to_f32(xs[d]), b = to_f32(xs[partner]);
+  const float a = src(p, xs, d, rstd), b = src(p, xs, partner, rstd);
   const float c = cs[i], s = sn[i];
   // first of the pair: a·c − b·s; second: a·c + b·s (b is the first element)
   return from_f32<T>(first ? fmaf(a, c, -b * s) : fmaf(a, c, b * s));
@@ -77,15 +119,17 @@ __device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, 
 template <typename T>
 __global__ void __launch_bounds__(256) rope_kernel(const T* x, const int32_t* positions, T* y, RopeParams p) {
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
+  extern __shared__ float rstd[];  // p.heads floats when p.norm_w
   const int64_t row = blockIdx.x;
   const int64_t l = row % p.L;
-  angles(p, positions[p.pos_batched ? row : l], cs, sn);
   const T* xr = x + row * p.x_stride + p.x_offset;
+  if (p.norm_w) head_norms(p, xr, rstd);
+  angles(p, positions[p.pos_batched ? row : l], cs, sn);
   const int width = p.heads * p.head_dim;
   T* yr = y + row * width;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / p.head_dim, d = e - h * p.head_dim;
-    yr[e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn);
+    yr[e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f);
   }
 }
 
@@ -140,13 +184,24 @@ int threads_for(int width) { return width >= 256 ? 256 : (width + 31) / 32 * 32;
 }  // namespace
 
 void launch_rope(DType dtype, const void* x, int64_t W, const int32_t* positions, bool positions_batched, void* y,
-                 int64_t B, int64_t L, const RopeAttrs& attrs, cudaStream_t stream) {
-  const RopeParams p = make_params(attrs, positions_batched, L, W, "Rope");
+                 int64_t B, int64_t L, const RopeAttrs& attrs, cudaStream_t stream, const void* norm_weight,
+                 DType norm_dtype) {
+  RopeParams p = make_params(attrs, positions_batched, L, W, "Rope");
+  RLX_CHECK(attrs.head_norm == (norm_weight != nullptr), "Rope: head_norm is ", attrs.head_norm,
+            " but the norm weight is ", norm_weight ? "given" : "missing");
+  RLX_CHECK_AS(Unsupported, !norm_weight || is_compute_float(norm_dtype), "Rope: head norm weight of dtype ",
+               dtype_name(norm_dtype));
+  RLX_CHECK(!norm_weight || attrs.num_heads <= kMaxRopeNormHeads, "Rope: head norm over ", attrs.num_heads,
+            " heads exceeds ", kMaxRopeNormHeads);
+  p.norm_w = norm_weight;
+  p.norm_wtype = norm_dtype;
+  p.norm_eps = attrs.norm_eps;
   if (B * L == 0) return;
   RLX_CHECK(B * L < (int64_t{1} << 31), "Rope: ", B * L, " rows exceed the grid limit");
+  const size_t smem = norm_weight ? sizeof(float) * static_cast<size_t>(p.heads) : 0;
   dispatch_float(dtype, "Rope", [&](auto tag) {
     using T = decltype(tag);
-    rope_kernel<T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), 0, stream>>>(
+    rope_kernel<T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), smem, stream>>>(
         static_cast<const T*>(x), positions, static_cast<T*>(y), p);
     RLX_CUDA_CHECK_LAUNCH("Rope");
   });

@@ -11,6 +11,7 @@
 namespace rlx::cuda {
 
 inline constexpr int kMaxRopeDims = 512;  // n_rot ≤ 512 (the inverse frequencies travel as kernel parameters)
+inline constexpr int kMaxRopeNormHeads = 4096;  // per-head norm factors live in shared memory
 
 // RopeAttrs semantics exactly (see rlx/ir/ops.h): x [B, L, W] (row stride W
 // elements), head h reads x[b, l, src_offset + h·head_dim + d]; positions are
@@ -21,8 +22,11 @@ inline constexpr int kMaxRopeDims = 512;  // n_rot ≤ 512 (the inverse frequenc
 //   NeoX pairs (d, d + n_rot/2), Interleaved pairs (2i, 2i+1):
 //   y0 = x0·cos θ − x1·sin θ,  y1 = x1·cos θ + x0·sin θ   (f32 math)
 // dims ≥ n_rot pass through. dtype f32/f16/bf16; y must not alias x.
+// attrs.head_norm needs norm_weight ([head_dim], dtype norm_dtype f32/f16/bf16):
+// each head is first x·rsqrt(mean(x²) + attrs.norm_eps)·w (f32, not rounded).
 void launch_rope(DType dtype, const void* x, int64_t W, const int32_t* positions, bool positions_batched, void* y,
-                 int64_t B, int64_t L, const RopeAttrs& attrs, cudaStream_t stream);
+                 int64_t B, int64_t L, const RopeAttrs& attrs, cudaStream_t stream, const void* norm_weight = nullptr,
+                 DType norm_dtype = DType::F32);
 
 // LLM decode helper, one kernel: rope K and copy V straight into a KV cache.
 // k: [B, L, k_stride] read like launch_rope's x (attrs.num_heads = KV heads,
