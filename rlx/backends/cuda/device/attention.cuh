@@ -48,9 +48,12 @@ struct AttnArgs {
   // the data pick one at run time (a right-padded key mask → lengths).
   const int32_t* gate;
   int gate_run_if_nonzero;
-  // Split-KV decode: partial results [rows][splits][D] and (m, l) pairs.
+  // Split-KV decode: partial results [rows][splits][D] and (m, l) pairs, and
+  // one arrival counter per CTA row group (zeroed before each launch): the
+  // last split of a group to finish merges the group's partials.
   float* ws_o;
   float* ws_ml;
+  int* ws_count;
   int splits;
 };
 

@@ -267,7 +267,8 @@ struct Plan {
   AttentionPath path = AttentionPath::Simt;
   int splits = 1;
   size_t ws_o_bytes = 0;   // partial outputs
-  size_t ws_bytes = 0;     // total
+  size_t ws_ml_bytes = 0;  // (m, l) pairs
+  size_t ws_bytes = 0;     // total, with the row groups' arrival counters
 };
 
 Plan make_plan(const AttentionParams& p, const dev::AttnArgs& a) {
@@ -278,7 +279,9 @@ Plan make_plan(const AttentionParams& p, const dev::AttnArgs& a) {
     if (plan.splits > 1) {
       const size_t rows = static_cast<size_t>(p.B) * p.Lq * p.H;
       plan.ws_o_bytes = align_up(rows * plan.splits * p.D * sizeof(float));
-      plan.ws_bytes = plan.ws_o_bytes + align_up(rows * plan.splits * 2 * sizeof(float));
+      plan.ws_ml_bytes = align_up(rows * plan.splits * 2 * sizeof(float));
+      const size_t groups = static_cast<size_t>(p.B) * p.Hkv * ((p.H / p.Hkv * p.Lq + 15) / 16);
+      plan.ws_bytes = plan.ws_o_bytes + plan.ws_ml_bytes + align_up(groups * sizeof(int));
     }
   }
   return plan;
@@ -324,6 +327,7 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
                   " bytes of workspace (attention_workspace_bytes) but got none");
         a.ws_o = static_cast<float*>(workspace);
         a.ws_ml = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.ws_o_bytes);
+        a.ws_count = reinterpret_cast<int*>(static_cast<char*>(workspace) + plan.ws_o_bytes + plan.ws_ml_bytes);
       }
       detail::launch_attention_decode(p.dtype, a, stream);
       return;

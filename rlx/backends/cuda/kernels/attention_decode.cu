@@ -7,14 +7,16 @@
 // whole GQA group (R > 16 takes ⌈R/16⌉ row groups). The key range the rows can
 // see (kv_len, causal, window; all read on the device, so CUDA-graph replays
 // may change lengths) is cut into `splits` equal chunks, one per CTA, sized at
-// run time from the actual kv_len so every split gets work. Inside a CTA each
+// run time from the actual kv_len (splits beyond what it needs exit at once;
+// one active split writes the output itself). Inside a CTA each
 // of the 4 warps takes 16 keys of every 64-key tile:
 //   S = Q·Kᵀ (16 × 16, mma m16n8k16), logits/masks, online softmax per warp,
 //   O += P·V (P stays in registers as the A fragment, V via ldmatrix.trans),
-// then the 4 warps merge (m, l, O) through shared memory. With one split the
-// CTA writes the normalized output; otherwise it writes f32 partials
-// (unnormalized O, max m in log2 units, sum l) to the caller's workspace and
-// attn_decode_combine merges the splits: O = Σ O_s·2^(m_s−M) / Σ l_s·2^(m_s−M).
+// then the 4 warps merge (m, l, O) through shared memory. With one active
+// split the CTA writes the normalized output; otherwise it writes f32 partials
+// (unnormalized O, max m in log2 units, sum l) to the caller's workspace, and
+// the last split of the row group to arrive (an atomic counter) merges them:
+// O = Σ O_s·2^(m_s−M) / Σ l_s·2^(m_s−M). No second kernel.
 //
 // Memory plan. The job is reading the KV cache, so that is all that streams:
 // K and V tiles (64 keys × D) go global → shared by 16-byte cp.async, each
@@ -95,12 +97,18 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
     row_hi[rr] = ok ? range.y : 0;
   }
 
-  // Keys any row of the CTA can see, then this split's share of them.
+  // Keys any row of the CTA can see, then this split's share of them. The
+  // grid has a.splits CTAs per row group (sized for the cache's capacity);
+  // only as many split as the actual key count needs (≥ kMinKeysPerSplit
+  // keys each) work, the others leave at once. With one active split its CTA
+  // writes the output directly: a short cache costs one small CTA.
   const int2 first = attn_key_range(a, r0 / G + qoff, kvlen);
   const int2 last = attn_key_range(a, r_last / G + qoff, kvlen);
   const int n_lo = first.x, n_hi = last.y;
   const int total = max(0, n_hi - n_lo);
-  const int chunk = ((total + a.splits - 1) / a.splits + BN - 1) / BN * BN;
+  const int active = min(a.splits, max(1, (total + kMinKeysPerSplit - 1) / kMinKeysPerSplit));
+  if (split >= active) return;
+  const int chunk = ((total + active - 1) / active + BN - 1) / BN * BN;
   const int s_lo = n_lo + split * chunk;
   const int s_hi = min(n_hi, s_lo + chunk);
   const int ntiles = s_hi > s_lo ? (s_hi - s_lo + BN - 1) / BN : 0;
@@ -268,7 +276,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
       }
     }
     const int64_t row_id = (static_cast<int64_t>(b) * a.Lq + rgl / G) * a.H + kvh * G + rgl % G;
-    if (a.splits == 1) {
+    if (active == 1) {
       static_cast<T*>(a.out)[row_id * D + d] = from_f32<T>(L > 0.0f ? O / L : 0.0f);
     } else {
       const int64_t ps = row_id * a.splits + split;
@@ -279,35 +287,39 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
       }
     }
   }
-}
+  if (active == 1) return;
 
-// One warp per output row (b, i, h): merge the splits' partials.
-template <typename T>
-__global__ void __launch_bounds__(128) attn_decode_combine_kernel(const AttnArgs a, int64_t rows) {
-  __shared__ float s_w[4][kMaxSplits];
-  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
-  if (row >= rows) return;
-  const int splits = a.splits, D = a.D;
-  const float* ml = a.ws_ml + row * splits * 2;
-  float M = -INFINITY;
-  for (int s = lane; s < splits; s += 32) M = fmaxf(M, ml[2 * s]);
-  M = warp_max(M);
-  float L = 0.0f;
-  for (int s = lane; s < splits; s += 32) {
-    const float w = M == -INFINITY ? 0.0f : exp2f(ml[2 * s] - M);
-    s_w[warp][s] = w;
-    L += ml[2 * s + 1] * w;
+  // Arrive; the last of the group's active splits merges their partials:
+  // O = Σ O_s·2^(m_s−M) / Σ l_s·2^(m_s−M). The fences publish this CTA's
+  // partials before its arrival and order the last CTA's reads after it.
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int* count = a.ws_count + (static_cast<int64_t>(b) * a.Hkv + kvh) * RG + rg;
+    s_last = atomicAdd(count, 1) == active - 1;
   }
-  L = warp_sum(L);
-  __syncwarp();
-  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-  const float* po = a.ws_o + row * splits * D;
-  T* out = static_cast<T*>(a.out) + row * D;
-  for (int d = lane; d < D; d += 32) {
-    float o = 0.0f;
-    for (int s = 0; s < splits; ++s) o = fmaf(po[static_cast<int64_t>(s) * D + d], s_w[warp][s], o);
-    out[d] = from_f32<T>(o * inv);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int idx = tid; idx < 16 * D; idx += P::kThreads) {
+    const int r = idx / D, d = idx % D;
+    const int rgl = r0 + r;
+    if (rgl >= R) break;
+    const int64_t row_id = (static_cast<int64_t>(b) * a.Lq + rgl / G) * a.H + kvh * G + rgl % G;
+    const float* ml = a.ws_ml + row_id * a.splits * 2;
+    const float* po = a.ws_o + row_id * a.splits * D + d;
+    float M = -INFINITY;
+    for (int s2 = 0; s2 < active; ++s2) M = fmaxf(M, __ldcg(ml + 2 * s2));
+    float L = 0.0f, O = 0.0f;
+    if (M != -INFINITY) {
+      for (int s2 = 0; s2 < active; ++s2) {
+        const float w = exp2f(__ldcg(ml + 2 * s2) - M);
+        L += __ldcg(ml + 2 * s2 + 1) * w;
+        O += __ldcg(po + static_cast<int64_t>(s2) * D) * w;
+      }
+    }
+    static_cast<T*>(a.out)[row_id * D + d] = from_f32<T>(L > 0.0f ? O / L : 0.0f);
   }
 }
 
@@ -319,13 +331,12 @@ void launch_decode_t(const AttnArgs& a, cudaStream_t stream) {
   const int RG = (a.group * a.Lq + 15) / 16;
   const int64_t blocks = static_cast<int64_t>(a.B) * a.Hkv * RG * a.splits;
   RLX_CHECK(blocks <= 0x7fffffff, "attention: decode grid too large (", blocks, " blocks)");
+  if (a.splits > 1) {
+    const int64_t groups = static_cast<int64_t>(a.B) * a.Hkv * RG;
+    RLX_CUDA_CHECK(cudaMemsetAsync(a.ws_count, 0, static_cast<size_t>(groups) * sizeof(int), stream));
+  }
   kernel<<<static_cast<unsigned>(blocks), P::kThreads, P::kSmemBytes, stream>>>(a);
   RLX_CUDA_CHECK_LAUNCH("attention (decode)");
-  if (a.splits > 1) {
-    const int64_t rows = static_cast<int64_t>(a.B) * a.Lq * a.H;
-    attn_decode_combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(a, rows);
-    RLX_CUDA_CHECK_LAUNCH("attention (decode combine)");
-  }
 }
 
 template <typename T>
