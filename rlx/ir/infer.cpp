@@ -324,7 +324,10 @@ TensorType infer_movement(const Ctx& c, OpKind op, const Attrs& attrs) {
       c.arity(3, 3);
       if (c.g.node(c.in[0]).op != OpKind::State && c.g.node(c.in[0]).op != OpKind::WriteSlice)
         c.fail("first input must be a State (or a WriteSlice of one)");
-      c.same_dtype(0, 1);
+      // A float update may be stored in another float type (f32 → f16 KV cache).
+      if (c.dtype(0) != c.dtype(1) && !(is_compute_float(c.dtype(0)) && is_compute_float(c.dtype(1))))
+        c.fail("update dtype ", c.dtype(1), " differs from state dtype ", c.dtype(0),
+               " (only f32/f16/bf16 convert on write)");
       int r = c.type(0).rank();
       int ax = c.axis(std::get<WriteSliceAttrs>(attrs).axis, r);
       if (c.type(1).rank() != r) c.fail("update rank ", c.type(1).rank(), " differs from state rank ", r);

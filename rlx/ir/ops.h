@@ -125,6 +125,7 @@ struct NarrowAttrs {
 };
 // Writes `update` into `state` at offset (i32 [1] input) along `axis`; the
 // result is the whole state (aliasing it). Inputs: state, update, offset.
+// A float update (f32/f16/bf16) is converted to the state's float type.
 struct WriteSliceAttrs { int axis = 1; bool operator==(const WriteSliceAttrs&) const = default; };
 // Q [B, Lq, H·D], K and V [B, Lk, Hkv·D]; query head h reads kv head h/(H/Hkv).
 // Extra inputs by mask: Custom → keep mask [B, Lk] (nonzero = keep);

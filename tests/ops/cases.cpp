@@ -667,6 +667,18 @@ void movement_cases(Table& t) {
   write_slice_case("write_slice_kv_axis1", {2, 33, 13}, {2, 5, 13}, 1);
   write_slice_case("write_slice_axis0_one_row", {13, 7}, {1, 7}, 0);
   write_slice_case("write_slice_last_axis", {3, 4, 129}, {3, 4, 7}, -1);
+  // A float update converted to the cache's float type on write (f32 activations
+  // into an f16/bf16 KV cache; an f16 update into an f32 cache).
+  t.add("write_slice_convert_kv", kF, [](CaseBuilder& b) {
+    const DType ut = b.dt == DType::F32 ? DType::F16 : DType::F32;
+    auto s = b.state("cache", {1, 33, 64}, uniform());
+    auto u = b.input("update", {1, 3, 64}, uniform(), ut);
+    auto off = b.input("offset", {1}, ints(0, 30), DType::I32);
+    b.output(write_slice(s, u, off, 1));
+    b.set_reference([](const Leaves& l) {
+      return one(ref::write_slice(l.at("cache"), l.at("update"), static_cast<int64_t>(l.at("offset")[0]), 1));
+    });
+  });
 }
 
 // ---- transformer blocks ----

@@ -112,6 +112,13 @@ void lower_write_slice(LowerCtx& c, NodeId id) {
   const auto* offset = static_cast<const int32_t*>(c.in_ptr(id, 2));
   const int64_t state_len = st[ax], update_len = up[ax];
   int32_t* const* flag = c.error_flag(id);
+  const DType st_dt = n.type.dtype, up_dt = c.type(n.inputs[1]).dtype;
+  if (st_dt != up_dt) {
+    c.add(id, str("write_slice ", dtype_name(up_dt), " -> ", dtype_name(st_dt)), [=](cudaStream_t s) {
+      launch_write_slice_convert(st_dt, up_dt, state, update, offset, outer, state_len, update_len, inner, *flag, s);
+    });
+    return;
+  }
   c.add(id, "write_slice", [=](cudaStream_t s) {
     launch_write_slice(es, state, update, offset, outer, state_len, update_len, inner, *flag, s);
   });

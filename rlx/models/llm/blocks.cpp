@@ -122,8 +122,9 @@ Value Blocks::attend(int64_t layer, Value q, Value k, Value v, bool local, float
   const int64_t width = c_.n_kv_heads * c_.head_dim;
   Value kc = state(g_, str("cache.", layer, ".k"), kv, {1, o_.ctx, width});
   Value vc = state(g_, str("cache.", layer, ".v"), kv, {1, o_.ctx, width});
-  kc = write_slice(kc, as(k, kv), offset_, 1);
-  vc = write_slice(vc, as(v, kv), offset_, 1);
+  // The cache writes convert k and v to the cache dtype themselves (no Cast nodes).
+  kc = write_slice(kc, k, offset_, 1);
+  vc = write_slice(vc, v, offset_, 1);
   AttentionAttrs a;
   a.num_heads = static_cast<int>(c_.n_heads);
   a.num_kv_heads = static_cast<int>(c_.n_kv_heads);

@@ -14,6 +14,7 @@
 
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/strided.h"
+#include "rlx/core/half.h"
 
 namespace rlx::cpu {
 namespace {
@@ -183,8 +184,25 @@ void write_slice_kernel(KernelArgs& a) {
   // The planner aliases the result to the state; copy it over when it did not.
   if (a.in_raw(0) != a.out_raw() && outer * dst_row > 0)
     std::memcpy(y, a.in_raw(0), static_cast<size_t>(outer * dst_row));
-  const auto* u = static_cast<const char*>(a.in_raw(1));
   if (src_row == 0) return;
+  if (a.in_dtype(1) != a.out_dtype()) {  // a float update stored in another float type
+    const float* u = a.in_f32(1);
+    const int64_t row_elems = len * inner_bytes / esz, dst_elems = dst_row / esz;
+    const int64_t at = offset * inner_bytes / esz;
+    const DType t = a.out_dtype();
+    parallel_blocks(a.pool, outer, src_row, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        for (int64_t i = 0; i < row_elems; ++i) {
+          const float v = u[o * row_elems + i];
+          const int64_t k = o * dst_elems + at + i;
+          if (t == DType::F16) reinterpret_cast<uint16_t*>(y)[k] = f32_to_f16(v);
+          else if (t == DType::BF16) reinterpret_cast<uint16_t*>(y)[k] = f32_to_bf16(v);
+          else reinterpret_cast<float*>(y)[k] = v;
+        }
+    });
+    return;
+  }
+  const auto* u = static_cast<const char*>(a.in_raw(1));
   parallel_blocks(a.pool, outer, src_row, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o)
       std::memcpy(y + o * dst_row + offset * inner_bytes, u + o * src_row, static_cast<size_t>(src_row));
@@ -206,6 +224,12 @@ void register_movement_kernels() {
     register_cpu_kernel(OpKind::WriteSlice, {t, t, DType::I32, t}, write_slice_kernel,
                         str("cpu write_slice [", n, "]"));
   }
+  constexpr DType floats[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType st : floats)
+    for (DType ut : floats)
+      if (st != ut)
+        register_cpu_kernel(OpKind::WriteSlice, {st, ut, DType::I32, st}, write_slice_kernel,
+                            str("cpu write_slice [", dtype_name(ut), " -> ", dtype_name(st), "]"));
 }
 
 }  // namespace rlx::cpu

@@ -24,6 +24,8 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/fastdiv.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -266,6 +268,27 @@ __global__ void __launch_bounds__(256) write_slice_kernel(E* state, const E* upd
   }
 }
 
+// write_slice with a float update stored in another float type (KV cache):
+// one element per thread-iteration, converted through f32.
+template <typename S, typename U>
+__global__ void __launch_bounds__(256) write_slice_convert_kernel(S* state, const U* update, const int32_t* offset,
+                                                                  int64_t outer, int64_t state_len, int64_t update_len,
+                                                                  int64_t inner, int32_t* err) {
+  const int64_t off = *offset;
+  if (off < 0 || off + update_len > state_len) {
+    if (err && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
+    return;
+  }
+  const int64_t n = update_len * inner;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    const U* s = update + o * n;
+    S* d = state + (o * state_len + off) * inner;
+    for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+         k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      d[k] = dev::from_f32<S>(dev::to_f32(s[k]));
+  }
+}
+
 void check_elem(size_t esz, const char* op) {
   RLX_CHECK(esz == 1 || esz == 2 || esz == 4 || esz == 8 || esz == 16, op, ": element size ", esz,
             " is not 1, 2, 4, 8 or 16 bytes");
@@ -407,6 +430,26 @@ void launch_write_slice(size_t elem_size, void* state, const void* update, const
                                                     outer, state_len, update_len, inner_words, error_flag);
   });
   RLX_CUDA_CHECK_LAUNCH("WriteSlice");
+}
+
+void launch_write_slice_convert(DType state_dtype, DType update_dtype, void* state, const void* update,
+                                const int32_t* offset, int64_t outer, int64_t state_len, int64_t update_len,
+                                int64_t inner, int32_t* error_flag, cudaStream_t stream) {
+  const char* op = "WriteSlice";
+  const int64_t n = update_len * inner;
+  if (outer == 0 || n == 0) return;
+  const unsigned blocks_x = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1024));
+  const unsigned blocks_y = static_cast<unsigned>(std::min<int64_t>(outer, 65535));
+  dispatch_float(state_dtype, op, [&](auto st) {
+    using S = decltype(st);
+    dispatch_float(update_dtype, op, [&](auto ut) {
+      using U = decltype(ut);
+      write_slice_convert_kernel<S, U><<<dim3(blocks_x, blocks_y), 256, 0, stream>>>(
+          static_cast<S*>(state), static_cast<const U*>(update), offset, outer, state_len, update_len, inner,
+          error_flag);
+      RLX_CUDA_CHECK_LAUNCH(op);
+    });
+  });
 }
 
 }  // namespace rlx::cuda

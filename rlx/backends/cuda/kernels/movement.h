@@ -59,4 +59,10 @@ void launch_write_slice(size_t elem_size, void* state, const void* update, const
                         int64_t state_len, int64_t update_len, int64_t inner, int32_t* error_flag,
                         cudaStream_t stream);
 
+// launch_write_slice for a float update (f32/f16/bf16) stored into a state of
+// another float type, each element converted through f32 (round to nearest even).
+void launch_write_slice_convert(DType state_dtype, DType update_dtype, void* state, const void* update,
+                                const int32_t* offset, int64_t outer, int64_t state_len, int64_t update_len,
+                                int64_t inner, int32_t* error_flag, cudaStream_t stream);
+
 }  // namespace rlx::cuda
