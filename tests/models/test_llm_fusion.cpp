@@ -1,0 +1,70 @@
+// The op budget of the LLM decode graphs: after the pass pipeline the CPU
+// program (the CUDA one lowers node for node) keeps the fused forms — QK-norm
+// inside Rope, each Gemma post-norm residual together with the next norm, KV
+// writes that convert to the cache dtype without a Cast. A change that falls
+// back to the unfused ops fails here with the counts, not just in a benchmark.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "rlx/models/llm/config.h"
+#include "rlx/models/llm/model.h"
+#include "rlx/runtime/session.h"
+#include "tests/models/tiny_llm.h"
+
+namespace rlx {
+namespace {
+
+int count(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+Graph lowered_decode_graph(const std::string& arch) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("rlx_fusion_" + arch + ".gguf")).string();
+  test::write_tiny_gguf(test::tiny_spec(arch), path);
+  const GgufFile f = GgufFile::open(path);
+  const llm::LlmConfig cfg = llm::LlmConfig::from_gguf(f);
+  llm::BuildOptions o;
+  o.ctx = 64;
+  o.kv_dtype = DType::F16;  // compute f32: the cache writes convert
+  Graph g = llm::build_graph(cfg, f, o);
+  Session s("cpu");
+  Graph low = s.lower(g);
+  std::filesystem::remove(path);
+  return low;
+}
+
+TEST(LlmFusion, Gemma3LayerIsFused) {
+  const int layers = static_cast<int>(test::tiny_spec("gemma3").layers);
+  const Graph g = lowered_decode_graph("gemma3");
+  int rope_with_norm = 0;
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Rope && n.attr<RopeAttrs>().head_norm) ++rope_with_norm;
+  EXPECT_EQ(count(g, OpKind::Rope), 2 * layers) << print_graph(g);
+  EXPECT_EQ(rope_with_norm, 2 * layers) << "QK-norm not fused into Rope";
+  EXPECT_EQ(count(g, OpKind::FusedPostRmsNorm), 2 * layers) << "post-norm residuals not fused";
+  // Only layer 0's attn_norm and the output norm stay plain RmsNorms.
+  EXPECT_EQ(count(g, OpKind::RmsNorm), 2) << print_graph(g);
+  // Q into the f16 attention and its output back: 2 per layer; none for the cache writes.
+  EXPECT_EQ(count(g, OpKind::Cast), 2 * layers) << print_graph(g);
+  EXPECT_EQ(count(g, OpKind::WriteSlice), 2 * layers);
+  // Each stacked FusedPostRmsNorm is read through two Narrow views (no copies).
+  EXPECT_EQ(count(g, OpKind::Narrow), 2 * (2 * layers - 1));
+}
+
+TEST(LlmFusion, Qwen3QkNormIsFusedIntoRope) {
+  const int layers = static_cast<int>(test::tiny_spec("qwen3").layers);
+  const Graph g = lowered_decode_graph("qwen3");
+  int rope_with_norm = 0;
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Rope && n.attr<RopeAttrs>().head_norm) ++rope_with_norm;
+  EXPECT_EQ(rope_with_norm, 2 * layers) << print_graph(g);
+  // attn_norm and ffn_norm per layer, plus the output norm; no per-head norms left.
+  EXPECT_EQ(count(g, OpKind::RmsNorm) + count(g, OpKind::FusedResidualRmsNorm), 2 * layers + 1) << print_graph(g);
+  EXPECT_EQ(count(g, OpKind::Cast), 2 * layers) << print_graph(g);
+}
+
+}  // namespace
+}  // namespace rlx
