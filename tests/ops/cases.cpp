@@ -145,6 +145,21 @@ Dist prefix_key_mask(int empty_rows) {
           }};
 }
 
+// Even rows right-padded, odd rows with a hole before their last kept key:
+// the CUDA prefill path must send each row to its own kernel.
+Dist mixed_key_mask() {
+  return {"mixed_key_mask", [](const std::vector<int64_t>& s, DType, Rng& rng) {
+            const int64_t b = s.at(0), lk = s.at(1);
+            std::vector<double> out(static_cast<size_t>(b * lk), 0.0);
+            for (int64_t r = 0; r < b; ++r) {
+              const int64_t n = 2 + uint_below(rng, lk - 1);  // 2..lk kept positions span
+              for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(r * lk + j)] = 1.0;
+              if (r % 2 == 1) out[static_cast<size_t>(r * lk + uint_below(rng, n - 1))] = 0.0;  // a hole
+            }
+            return out;
+          }};
+}
+
 Dist numeric(DType dt) { return is_int(dt) ? ints(-50, 50, true) : uniform(); }
 
 // ---- builder ----------------------------------------------------------------
@@ -691,6 +706,7 @@ struct AttnSpec {
   int empty_rows = 0;               // MaskKind::Custom: trailing fully masked batch rows
   int64_t kv_len_n = 0;             // > 0: a kv_len input of this many entries drawn in [lq, lk]
   bool prefix_mask = false;         // MaskKind::Custom: right-padded rows instead of random keeps
+  bool mixed_mask = false;          // MaskKind::Custom: right-padded and holed rows alternating
 };
 
 void attention_case(Table& t, const std::string& name, AttnSpec s) {
@@ -701,7 +717,9 @@ void attention_case(Table& t, const std::string& name, AttnSpec s) {
     auto v = b.input("v", {s.b, s.lk, s.a.num_kv_heads * d}, uniform());
     Value extra;
     if (s.a.mask == MaskKind::Custom)
-      extra = b.input("mask", {s.b, s.lk}, s.prefix_mask ? prefix_key_mask(s.empty_rows) : key_mask(s.empty_rows),
+      extra = b.input("mask", {s.b, s.lk}, s.mixed_mask    ? mixed_key_mask()
+                                      : s.prefix_mask ? prefix_key_mask(s.empty_rows)
+                                                      : key_mask(s.empty_rows),
                       s.mask_dtype);
     if (s.a.mask == MaskKind::Bias) extra = b.input("bias", s.bias_shape, uniform());
     Value kv_len;
@@ -773,6 +791,7 @@ void attention_cases(Table& t) {
   // Right-padded masks (the CUDA prefill path turns them into lengths on the device).
   attention_case(t, "attention_prefix_mask_hd32", {5, 40, 40, attn(4, 4, 32, M::Custom), {}, DType::I32, 1, 0, true});
   attention_case(t, "attention_prefix_mask_hd64_gqa", {3, 70, 70, attn(4, 2, 64, M::Custom), {}, DType::Bool, 0, 0, true});
+  attention_case(t, "attention_mixed_prefix_mask_hd64", {4, 50, 50, attn(4, 4, 64, M::Custom), {}, DType::I32, 0, 0, false, true});
 }
 
 struct RopeSpec {

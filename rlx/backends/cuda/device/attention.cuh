@@ -43,9 +43,9 @@ struct AttnArgs {
   int64_t bias_b_stride, bias_h_stride, bias_q_stride;
   const int32_t* kv_len;    // [B] valid keys per batch (or [1] shared), or null (= Lk)
   int kv_len_b_stride;      // 1, or 0 when one length serves every batch
-  // Gate (device int32, or null): the prefill kernel does nothing unless
-  // (*gate != 0) == gate_run_if_nonzero. Lets two variants be captured and
-  // the data pick one at run time (a right-padded key mask → lengths).
+  // Gate (device int32 [B], or null): the prefill kernel skips batch b unless
+  // (gate[b] != 0) == gate_run_if_nonzero. Lets two variants be captured and
+  // the data pick one per batch at run time (a right-padded key mask → lengths).
   const int32_t* gate;
   int gate_run_if_nonzero;
   // Split-KV decode: partial results [rows][splits][D] and (m, l) pairs, and

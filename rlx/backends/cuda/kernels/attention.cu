@@ -222,10 +222,10 @@ dev::AttnArgs make_args(const AttentionParams& p) {
   return a;
 }
 
-// Per row b of a key mask: lens[b] = number of kept keys, and flag |= 1 when
-// the kept keys are not exactly the prefix [0, lens[b]). flag is zeroed first.
+// Per row b of a key mask: lens[b] = number of kept keys, and not_prefix[b] =
+// 1 when the kept keys are not exactly the prefix [0, lens[b]), else 0.
 __global__ void __launch_bounds__(256) key_mask_lengths_kernel(const uint8_t* mask, int64_t b_stride, int Lk,
-                                                               int32_t* lens, int32_t* flag) {
+                                                               int32_t* lens, int32_t* not_prefix) {
   __shared__ int first_zero, last_kept;
   if (threadIdx.x == 0) first_zero = Lk, last_kept = -1;
   __syncthreads();
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(256) key_mask_lengths_kernel(const uint8_t* ma
   __syncthreads();
   if (threadIdx.x == 0) {
     lens[blockIdx.x] = total;
-    if (last_kept > first_zero) atomicOr(flag, 1);
+    not_prefix[blockIdx.x] = last_kept > first_zero ? 1 : 0;
   }
 }
 
@@ -336,8 +336,7 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
       if (a.key_mask != nullptr && a.kv_len == nullptr && p.key_mask_scratch != nullptr && !a.causal &&
           a.softcap == 0.0f && a.bias == nullptr) {
         int32_t* lens = p.key_mask_scratch;
-        int32_t* flag = lens + p.B;
-        RLX_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int32_t), stream));
+        int32_t* flag = lens + p.B;  // per batch: 1 when its mask is not a prefix
         key_mask_lengths_kernel<<<static_cast<unsigned>(p.B), 256, 0, stream>>>(a.key_mask, a.key_mask_b_stride,
                                                                                 p.Lk, lens, flag);
         RLX_CUDA_CHECK_LAUNCH("attention (key mask lengths)");

@@ -57,10 +57,11 @@ struct AttentionParams {
   bool kv_len_shared = false;       // kv_len is [1]: one length for every batch
   // Optional device scratch of ≥ key_mask_scratch_ints(B) int32. With it, a
   // key mask on the tensor-core prefill path is first checked on the device:
-  // when every row keeps a prefix of its keys (right padding, the usual
-  // tokenizer output) the masked-free kernel runs with per-row lengths and
-  // skips padded key tiles; otherwise the general kernel runs. Both are
-  // launched (the idle one exits at once), so CUDA-graph replays need no re-capture.
+  // a batch row that keeps a prefix of its keys (right padding, the usual
+  // tokenizer output) runs on the mask-free kernel with its length, skipping
+  // padded key tiles; any other row runs on the general kernel. Both are
+  // launched (each skips the rows that are not its own), so CUDA-graph
+  // replays need no re-capture.
   int32_t* key_mask_scratch = nullptr;
 
   // Fill the row/batch strides for separate dense Q [B, Lq, H·D], K/V
@@ -77,7 +78,7 @@ struct AttentionParams {
   }
 };
 
-inline size_t key_mask_scratch_ints(int B) { return static_cast<size_t>(B) + 1; }
+inline size_t key_mask_scratch_ints(int B) { return 2 * static_cast<size_t>(B); }
 
 // Device scratch launch_attention needs for these params (split-KV decode
 // partials); 0 when none. Depends only on the shapes and the current device.

@@ -95,7 +95,6 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   T* sK = sQ + BM * S;
   T* sV = sK + BN * S;
 
-  if (a.gate != nullptr && ((__ldg(a.gate) != 0) != (a.gate_run_if_nonzero != 0))) return;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
@@ -105,6 +104,7 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   bid /= m_tiles;
   const int h = static_cast<int>(bid % a.H);
   const int b = static_cast<int>(bid / a.H);
+  if (a.gate != nullptr && ((__ldg(a.gate + b) != 0) != (a.gate_run_if_nonzero != 0))) return;
   const int kvh = h / a.group;
   const int kvlen = attn_kv_len(a, b);
   const int m0 = mb * BM;
