@@ -1,5 +1,7 @@
 #include "rlx/models/bert/bert.h"
 
+#include <cmath>
+
 #include <cstring>
 #include <filesystem>
 
@@ -100,9 +102,12 @@ void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
     pooled = summed / count;
   }
   if (c.normalize) {
-    // F.normalize: x / max(‖x‖₂, 1e-12)
-    auto norm = sqrt(reduce(ReduceFn::Sum, pooled * pooled, {1}, true));
-    pooled = pooled / binary(BinaryFn::Max, norm, scalar(g, 1e-12f));
+    // F.normalize, x / max(‖x‖₂, 1e-12), as one RMS norm (one kernel instead
+    // of five): x / sqrt(Σx²/H + ε) · H^-½ = x / sqrt(Σx² + H·ε), with H·ε =
+    // 1e-24, so it differs from F.normalize only for ‖x‖ ≲ 1e-12.
+    const std::vector<float> inv_sqrt_h(static_cast<size_t>(H), 1.0f / std::sqrt(static_cast<float>(H)));
+    pooled = rms_norm(pooled, constant(g, Tensor::from(inv_sqrt_h, {H}), "normalize.scale"),
+                      1e-24f / static_cast<float>(H));
   }
   output("embeddings", pooled);
 }
