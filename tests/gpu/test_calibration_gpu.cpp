@@ -143,6 +143,7 @@ std::vector<double> replay_each_us(cudaStream_t s, const std::vector<std::functi
 
 TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
   SKIP_WITHOUT_GPU();
+  constexpr double kNoiseUs = 0.3;
   const Calibration& c = calibration();
   // The benchmark shapes: MiniLM and BERT-base layers at batch×seq 128, 4096
   // and 32768 rows (bench/bert), Gemma 3 270M at decode (1) and prefill (512).
@@ -226,19 +227,24 @@ TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
         t[static_cast<size_t>(best)] = again[1];
         ratio = again[0] / again[1];
       }
-      const bool ok = ratio <= 1.05;
+      // Few-microsecond GEMMs: two replays of the same graph differ by up to
+      // ~0.25 us (calibration and this test disagreed by 6% in both
+      // directions on 4 us shapes), so a difference under 0.3 us is noise.
+      const double diff_us = t[static_cast<size_t>(chosen)] - t[static_cast<size_t>(best)];
+      const bool ok = ratio <= 1.05 || diff_us < kNoiseUs;
       failures += !ok;
       std::printf("%-6s %-14s %6ld %6ld %5ld | algo%-4d %9.2f | algo%-2d %9.2f | %5.3f%s %s\n",
                   std::string(dtype_name(dt)).c_str(), cs.name, static_cast<long>(cs.m), static_cast<long>(cs.n),
                   static_cast<long>(cs.k), chosen, t[static_cast<size_t>(chosen)], best,
                   t[static_cast<size_t>(best)], ratio, ok ? " " : "!", engine.choice_note(g).c_str());
-      EXPECT_LE(ratio, 1.05) << dtype_name(dt) << " " << cs.name << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+      EXPECT_TRUE(ok) << "ratio " << ratio << ", " << diff_us << " us: " << dtype_name(dt) << " " << cs.name << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
                              << ": chosen algo" << chosen << " " << t[static_cast<size_t>(chosen)]
                              << " us vs best algo" << best << " " << t[static_cast<size_t>(best)] << " us ("
                              << engine.choice_note(g) << ")";
     }
   }
-  std::printf("%d of %zu shapes more than 5%% slower than the best candidate\n", failures, 3 * cases.size());
+  std::printf("%d of %zu shapes more than 5%% (and %.1f us) slower than the best candidate\n", failures,
+              3 * cases.size(), kNoiseUs);
 }
 
 TEST(CalibrationGpu, DispatchReportShowsPredictedAndMeasured) {
