@@ -25,6 +25,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Run the IR verifier between passes also in release builds (always on in debug builds)."},
       {"RLX_CUDA_GRAPHS", EnvType::Bool, "1",
        "Capture each CUDA schedule segment once per shape bucket and replay it."},
+      {"RLX_CUDA_PDL", EnvType::Bool, "1",
+       "Inside CUDA graphs, launch each rlx kernel while the kernel before it still runs (programmatic dependent launch, sm_90+)."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
       {"RLX_CALIBRATE", EnvType::String, "off",

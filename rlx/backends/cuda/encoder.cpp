@@ -1,11 +1,82 @@
 #include "rlx/backends/cuda/encoder.h"
 
+#include <string_view>
+#include <unordered_map>
+
 #include "rlx/core/env.h"
+#include "rlx/core/log.h"
 
 namespace rlx::cuda {
+namespace {
+
+// An rlx kernel (namespace rlx::cuda): it starts with dev::pdl_begin()
+// (device/pdl.cuh), so an edge into it may be programmatic. cuBLAS, cuDNN,
+// CUB and custom-op kernels are not, and keep full dependencies.
+bool is_rlx_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type;
+  if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) return false;
+  cudaKernelNodeParams params{};
+  const char* name = nullptr;
+  if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || !params.func ||
+      cudaFuncGetName(&name, params.func) != cudaSuccess || !name) {
+    cudaGetLastError();  // a driver-API (NVRTC) kernel has no runtime function: not ours
+    return false;
+  }
+  const std::string_view n(name);
+  return n.find("3rlx4cuda") != std::string_view::npos || n.find("rlx::cuda::") != std::string_view::npos;
+}
+
+bool is_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type;
+  return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+}
+
+// Programmatic dependent launch: every kernel → rlx-kernel edge of `graph`
+// becomes programmatic, so the dependent kernel is launched while the one
+// before it still runs and waits on the device (griddepcontrol.wait) instead
+// of after a full launch round trip. Returns the number of edges changed.
+int make_kernel_edges_programmatic(cudaGraph_t graph) {
+  size_t n = 0;
+  RLX_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n));
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  RLX_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &n));
+  std::unordered_map<cudaGraphNode_t, bool> ours;
+  int changed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (data[i].type != cudaGraphDependencyTypeDefault || !is_kernel(from[i])) continue;
+    auto it = ours.find(to[i]);
+    if (it == ours.end()) it = ours.emplace(to[i], is_rlx_kernel(to[i])).first;
+    if (!it->second) continue;
+    cudaGraphEdgeData e{};
+    e.from_port = cudaGraphKernelNodePortProgrammatic;
+    e.type = cudaGraphDependencyTypeProgrammatic;
+    RLX_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
+    if (cudaGraphAddDependencies(graph, &from[i], &to[i], &e, 1) != cudaSuccess) {
+      cudaGetLastError();
+      RLX_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &data[i], 1));  // put it back
+      continue;
+    }
+    ++changed;
+  }
+  return changed;
+}
+
+bool pdl_supported() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+
+}  // namespace
 
 Encoder::Encoder(bool use_graphs, std::function<std::string(NodeId)> describe)
     : use_graphs_(use_graphs && env_bool("RLX_CUDA_GRAPHS") && !env_bool("RLX_CUDA_SYNC_DEBUG")),
+      pdl_(use_graphs_ && env_bool("RLX_CUDA_PDL") && pdl_supported()),
       sync_debug_(env_bool("RLX_CUDA_SYNC_DEBUG")),
       describe_(std::move(describe)) {}
 
@@ -44,6 +115,10 @@ void Encoder::run(const ThunkSchedule& s, cudaStream_t stream) {
       }
       RLX_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
       try {
+        if (pdl_) {
+          const int edges = make_kernel_edges_programmatic(graph);
+          log_verbose("cuda graph segment ", seg, ": ", edges, " programmatic kernel edges");
+        }
         graphs_[seg] = GraphExec(graph);
       } catch (...) {
         cudaGraphDestroy(graph);

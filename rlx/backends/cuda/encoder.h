@@ -6,7 +6,9 @@
 // per-run values (inputs, positions, lengths) are read from device memory,
 // so replays never need re-capture. RLX_CUDA_GRAPHS=0 launches thunks
 // directly; RLX_CUDA_SYNC_DEBUG=1 also synchronizes after each thunk so an
-// asynchronous fault is reported with the thunk that caused it.
+// asynchronous fault is reported with the thunk that caused it. On Hopper and
+// newer, edges into rlx kernels inside the captured graphs are programmatic
+// (device/pdl.cuh; RLX_CUDA_PDL=0 turns that off).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -44,6 +46,7 @@ class Encoder {
  private:
   void launch_range(const ThunkSchedule& s, size_t begin, size_t end, cudaStream_t stream, bool sync_each);
   bool use_graphs_;
+  bool pdl_;  // programmatic kernel edges in the captured graphs (RLX_CUDA_PDL)
   bool sync_debug_;
   std::function<std::string(NodeId)> describe_;
   std::vector<GraphExec> graphs_;

@@ -25,6 +25,7 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/attention.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -41,6 +42,7 @@ size_t simt_smem_bytes(int D) {
 // kChunks = ⌈D / 32⌉ output dims per lane.
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kSimtWarps * 32) attn_simt_kernel(const AttnArgs a) {
+  dev::pdl_begin();
   extern __shared__ __align__(16) unsigned char smem[];
   const int D = a.D;
   float* sQ = reinterpret_cast<float*>(smem);  // [8][D]
@@ -226,6 +228,7 @@ dev::AttnArgs make_args(const AttentionParams& p) {
 // 1 when the kept keys are not exactly the prefix [0, lens[b]), else 0.
 __global__ void __launch_bounds__(256) key_mask_lengths_kernel(const uint8_t* mask, int64_t b_stride, int Lk,
                                                                int32_t* lens, int32_t* not_prefix) {
+  dev::pdl_begin();
   __shared__ int first_zero, last_kept;
   if (threadIdx.x == 0) first_zero = Lk, last_kept = -1;
   __syncthreads();

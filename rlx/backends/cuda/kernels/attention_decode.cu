@@ -32,6 +32,7 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/attention.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -58,6 +59,7 @@ struct Decode {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
+  dev::pdl_begin();
   using P = Decode<T, D>;
   constexpr int BN = P::BN, S = P::kStride, KS = D / 16, DT = D / 8, kStages = P::kStages;
   constexpr bool kQInRegs = P::kQInRegs;

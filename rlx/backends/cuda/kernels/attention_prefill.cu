@@ -33,6 +33,7 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/attention.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -83,6 +84,7 @@ struct Prefill {
 template <typename T, int D, bool kGeneral>
 __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, D, kGeneral>::kMinBlocks)
     attn_prefill_kernel(const AttnArgs a) {
+  dev::pdl_begin();
   using P = Prefill<T, D, kGeneral>;
   constexpr int MT = P::MT, BN = P::BN, BM = P::BM, S = P::kStride;
   constexpr int NT = BN / 8;  // score n8 tiles per row fragment

@@ -28,6 +28,7 @@
 #include "rlx/backends/cuda/device/fastdiv.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/core/error.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 extern "C" __device__ float __nv_expf(float);
 extern "C" __device__ float __nv_logf(float);
@@ -418,6 +419,7 @@ struct WhereF {
 
 template <class Op, int V>
 __global__ void __launch_bounds__(256) ew2d_kernel(Op op, View2 v, typename Op::Out* out) {
+  dev::pdl_begin();
   const int64_t cv = v.cols / V, total = v.rows * cv;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -438,6 +440,7 @@ __global__ void __launch_bounds__(256) ew2d_kernel(Op op, View2 v, typename Op::
 
 template <class Op>
 __global__ void __launch_bounds__(256) ewnd_kernel(Op op, NdParams p, typename Op::Out* out) {
+  dev::pdl_begin();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t off[3];
@@ -505,6 +508,7 @@ void dispatch_storage(DType t, const char* op, F&& f, bool allow_small_int = tru
 // pay a per-element dispatch on top of their math.
 template <typename T, int V, bool kFixed = false, UnaryFn kFn = UnaryFn::Neg>
 __global__ void __launch_bounds__(256) unary_kernel(UnaryFn fn, const T* x, T* y, int64_t n) {
+  dev::pdl_begin();
   if constexpr (kFixed) fn = kFn;
   const int64_t nv = n / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -582,6 +586,7 @@ __device__ __forceinline__ void cast_store(DType t, void* p, int64_t k, const Ca
 }
 
 __global__ void __launch_bounds__(256) cast_generic_kernel(DType from, DType to, const void* x, void* y, int64_t n) {
+  dev::pdl_begin();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     cast_store(to, y, i, cast_load(from, x, i));
@@ -598,6 +603,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 cast_out<__nv_bfloat16>(flo
 
 template <typename S, typename D>
 __global__ void __launch_bounds__(256) cast_float_kernel(const S* x, D* y, int64_t n) {
+  dev::pdl_begin();
   constexpr int V = 8;
   const int64_t nv = n / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -657,6 +663,7 @@ __device__ __forceinline__ void load_chain_operand(const ChainOperand& o, int64_
 
 template <typename T, int V>
 __global__ void __launch_bounds__(256) chain_kernel(const T* x, T* y, ChainParams p) {
+  dev::pdl_begin();
   const View2& v = p.view;
   const int64_t cv = v.cols / V, total = v.rows * cv;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;

@@ -11,6 +11,7 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 // Full-precision libdevice routines (the library builds with --use_fast_math).
 extern "C" __device__ float __nv_expf(float);
@@ -36,6 +37,7 @@ __device__ __forceinline__ float act(float g) {
 
 template <typename T, GluKind K, int V>
 __global__ void __launch_bounds__(256) glu_kernel(const T* x, T* y, int64_t rows, int64_t n) {
+  dev::pdl_begin();
   const int64_t nv = n / V;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const T* gate = x + r * 2 * n;

@@ -27,6 +27,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/core/error.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -83,6 +84,7 @@ struct Copy2dBatch {
 
 template <typename E>
 __global__ void __launch_bounds__(256) copy2d_kernel(Copy2dBatch b) {
+  dev::pdl_begin();
   const int k = blockIdx.z;
   const int64_t words = b.row_bytes[k] / static_cast<int64_t>(sizeof(E));
   for (int64_t r = blockIdx.y; r < b.rows; r += gridDim.y) {
@@ -125,6 +127,7 @@ struct StridedCopy {
 
 template <typename E>
 __global__ void __launch_bounds__(256) strided_copy_kernel(const E* x, E* y, StridedCopy p) {
+  dev::pdl_begin();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t off = 0;
@@ -150,6 +153,7 @@ __global__ void __launch_bounds__(256) strided_copy_kernel(const E* x, E* y, Str
 // [B, M, N] → [B, N, M] through a 32 × 33 tile; block 32 × 8, 4 rows per thread.
 template <typename E>
 __global__ void __launch_bounds__(256) transpose_tile_kernel(const E* x, E* y, int64_t B, int64_t M, int64_t N) {
+  dev::pdl_begin();
   __shared__ E tile[32][33];
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 32, m0 = static_cast<int64_t>(blockIdx.y) * 32;
   for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
@@ -236,6 +240,7 @@ void launch_strided(size_t esz, const void* x, void* y, Merged m, cudaStream_t s
 template <typename E, typename I>
 __global__ void __launch_bounds__(256) gather_kernel(const E* table, const I* idx, E* y, int64_t outer, int64_t rows,
                                                      int64_t n_idx, int64_t words, int32_t* err) {
+  dev::pdl_begin();
   for (int64_t r = blockIdx.y; r < outer * n_idx; r += gridDim.y) {
     const int64_t o = r / n_idx, j = r - o * n_idx;
     const int64_t id = static_cast<int64_t>(idx[j]);
@@ -253,6 +258,7 @@ template <typename E>
 __global__ void __launch_bounds__(256) write_slice_kernel(E* state, const E* update, const int32_t* offset,
                                                           int64_t outer, int64_t state_len, int64_t update_len,
                                                           int64_t inner_words, int32_t* err) {
+  dev::pdl_begin();
   const int64_t off = *offset;
   if (off < 0 || off + update_len > state_len) {
     if (err && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
@@ -274,6 +280,7 @@ template <typename S, typename U>
 __global__ void __launch_bounds__(256) write_slice_convert_kernel(S* state, const U* update, const int32_t* offset,
                                                                   int64_t outer, int64_t state_len, int64_t update_len,
                                                                   int64_t inner, int32_t* err) {
+  dev::pdl_begin();
   const int64_t off = *offset;
   if (off < 0 || off + update_len > state_len) {
     if (err && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);

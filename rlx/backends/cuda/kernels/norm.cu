@@ -31,6 +31,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -66,6 +67,7 @@ constexpr int max_threads_for(int elems_per_thread) { return elems_per_thread <=
 
 template <typename T, typename P, bool RMS, int NV>
 __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg_kernel(NormArgs a) {
+  dev::pdl_begin();
   constexpr int V = 16 / sizeof(T);
   __shared__ float scratch[32];
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -141,6 +143,7 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg
 // Scalar fallback: one block per row, three passes over the row.
 template <typename T, typename P, bool RMS>
 __global__ void __launch_bounds__(256) norm_generic_kernel(NormArgs a) {
+  dev::pdl_begin();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int cols = a.cols;
@@ -267,6 +270,7 @@ struct PostNormArgs {
 
 template <typename T, typename P>
 __global__ void __launch_bounds__(256) post_rms_norm_kernel(PostNormArgs p) {
+  dev::pdl_begin();
   __shared__ float scratch[32];
   const size_t base = static_cast<size_t>(blockIdx.x) * p.cols;
   const T* x = static_cast<const T*>(p.x) + base;

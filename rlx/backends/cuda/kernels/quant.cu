@@ -25,6 +25,7 @@
 #include "rlx/backends/cuda/kernels/movement.h"
 #include "rlx/core/error.h"
 #include "rlx/formats/quant_tables.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -126,6 +127,7 @@ int grid_for(int64_t work, int threads) {
 template <class Q, typename TO>
 __global__ void __launch_bounds__(256)
     dequant_kernel(const uint8_t* __restrict__ src, TO* __restrict__ dst, int64_t units, bool vec_ok, IqTables t) {
+  dev::pdl_begin();
   constexpr int kPer = Q::kBlockElems / Q::kChunk;
   for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
        u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -157,6 +159,7 @@ template <class U, typename TO>
 __global__ void __launch_bounds__(256)
     dequant_unit_kernel(const uint8_t* __restrict__ src, TO* __restrict__ dst, int64_t units, bool vec_ok,
                         IqTables t) {
+  dev::pdl_begin();
   const typename U::Ctx ctx = U::context(t);
   for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
        u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -245,6 +248,7 @@ template <class Q, int M>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
                 int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t) {
+  dev::pdl_begin();
   constexpr int kPer = Q::kBlockElems / Q::kChunk;
   __shared__ float red[kGemvMaxThreads / 32][M];
   const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
@@ -309,6 +313,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
                      IqTables t) {
+  dev::pdl_begin();
   constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
   const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
   const int groups = blockDim.x / tpr;
@@ -399,6 +404,7 @@ __global__ void __launch_bounds__(128)
     quant_gather_kernel(const uint8_t* __restrict__ table, int64_t rows, int64_t row_bytes, int64_t row_elems,
                         const void* __restrict__ idx, bool idx64, float* __restrict__ y, int32_t* error_flag,
                         IqTables t) {
+  dev::pdl_begin();
   constexpr int kPer = Q::kBlockElems / Q::kChunk;
   const int64_t j = blockIdx.x;
   const int64_t id = idx64 ? static_cast<const int64_t*>(idx)[j] : static_cast<const int32_t*>(idx)[j];

@@ -30,6 +30,7 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -94,6 +95,7 @@ struct Reducer {
 // One row per warp (blockDim.x == 32) or per block. V elements per load.
 template <typename T, RKind K, int V>
 __global__ void __launch_bounds__(256) reduce_rows_kernel(const T* x, T* y, int64_t rows, int64_t n, ReduceFn fn) {
+  dev::pdl_begin();
   using R = Reducer<T, K>;
   using Acc = typename R::Acc;
   __shared__ Acc scratch[32];
@@ -122,6 +124,7 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const T* x, T* y, int6
 template <typename T, RKind K>
 __global__ void __launch_bounds__(256)
     reduce_cols_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, ReduceFn fn) {
+  dev::pdl_begin();
   using R = Reducer<T, K>;
   using Acc = typename R::Acc;
   __shared__ Acc part[8][33];
@@ -160,6 +163,7 @@ void launch_reduce_t(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, 
 
 template <typename T>
 __global__ void fill_kernel(T* y, int64_t n, T v) {
+  dev::pdl_begin();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = v;
@@ -203,6 +207,7 @@ __device__ __forceinline__ void warp_best(C& v, int& i) {
 
 template <typename T, int V>
 __global__ void __launch_bounds__(256) argmax_rows_kernel(const T* x, int32_t* y, int64_t rows, int n) {
+  dev::pdl_begin();
   using C = compute_t<T>;
   __shared__ C sv[32];
   __shared__ int si[32];
@@ -233,6 +238,7 @@ __global__ void __launch_bounds__(256) argmax_rows_kernel(const T* x, int32_t* y
 
 template <typename T>
 __global__ void __launch_bounds__(256) argmax_cols_kernel(const T* x, int32_t* y, int64_t n, int64_t inner) {
+  dev::pdl_begin();
   using C = compute_t<T>;
   __shared__ C pv[8][33];
   __shared__ int pi[8][33];
@@ -264,6 +270,7 @@ __global__ void __launch_bounds__(256) argmax_cols_kernel(const T* x, int32_t* y
 
 template <typename T, int K>
 __global__ void __launch_bounds__(K <= 16 ? 128 : 64) topk_kernel(const T* x, void* out, int n, int k, bool indices) {
+  dev::pdl_begin();
   __shared__ float sv[32];
   __shared__ int si[32];
   const T* xr = x + static_cast<int64_t>(blockIdx.x) * n;

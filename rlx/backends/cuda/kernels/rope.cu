@@ -28,6 +28,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/backends/cuda/kernels/movement.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -118,6 +119,7 @@ __device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, 
 
 template <typename T>
 __global__ void __launch_bounds__(256) rope_kernel(const T* x, const int32_t* positions, T* y, RopeParams p) {
+  dev::pdl_begin();
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
   extern __shared__ float rstd[];  // p.heads floats when p.norm_w
   const int64_t row = blockIdx.x;
@@ -137,6 +139,7 @@ template <typename T>
 __global__ void __launch_bounds__(256)
     rope_kv_kernel(const T* k, const T* v, int64_t v_stride, int64_t v_offset, const int32_t* positions,
                    const int32_t* cache_pos, T* k_cache, T* v_cache, int64_t capacity, RopeParams p, int32_t* err) {
+  dev::pdl_begin();
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
   const int64_t start = *cache_pos;
   if (start < 0 || start + p.L > capacity) {

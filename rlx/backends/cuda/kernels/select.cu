@@ -28,6 +28,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/backends/cuda/kernels/reduce.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -50,6 +51,7 @@ __device__ __forceinline__ float key_value(uint64_t key) {
 
 template <typename T>
 __global__ void __launch_bounds__(256) keys_kernel(const T* logits, uint64_t* keys, int32_t* idx, int64_t B, int V) {
+  dev::pdl_begin();
   const int64_t n = B * V;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -61,6 +63,7 @@ __global__ void __launch_bounds__(256) keys_kernel(const T* logits, uint64_t* ke
 
 __global__ void __launch_bounds__(256) probs_kernel(const uint64_t* keys, double* p, int64_t B, int V, int K,
                                                     double temperature) {
+  dev::pdl_begin();
   const int64_t n = B * K;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -83,6 +86,7 @@ struct RunningTotal {
 __global__ void __launch_bounds__(kScanThreads)
     pick_kernel(const uint64_t* keys, const int32_t* idx, double* cum, int32_t* out, int V, int K, double top_p,
                 unsigned long long seed, const int32_t* step) {
+  dev::pdl_begin();
   using Scan = cub::BlockScan<double, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   const int64_t r = blockIdx.x;

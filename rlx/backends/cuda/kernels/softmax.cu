@@ -22,6 +22,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -47,6 +48,7 @@ constexpr int max_threads_for(int elems_per_thread) { return elems_per_thread <=
 template <typename T, int NV>
 __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T)))
     softmax_reg_kernel(const T* xg, T* yg, int64_t rows, int cols) {
+  dev::pdl_begin();
   constexpr int V = 16 / sizeof(T);
   __shared__ float scratch[32];
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -95,6 +97,7 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T)))
 
 template <typename T>
 __global__ void __launch_bounds__(256) softmax_generic_kernel(const T* xg, T* yg, int cols) {
+  dev::pdl_begin();
   __shared__ float scratch[32];
   const T* x = xg + static_cast<size_t>(blockIdx.x) * cols;
   T* y = yg + static_cast<size_t>(blockIdx.x) * cols;
@@ -118,6 +121,7 @@ __global__ void __launch_bounds__(256) softmax_generic_kernel(const T* xg, T* yg
 template <typename T>
 __global__ void __launch_bounds__(256)
     softmax_axis_kernel(const T* x, T* y, int64_t outer, int64_t axis, int64_t inner) {
+  dev::pdl_begin();
   const int64_t n = outer * inner;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
