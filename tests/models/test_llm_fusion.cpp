@@ -52,6 +52,10 @@ TEST(LlmFusion, Gemma3LayerIsFused) {
   EXPECT_EQ(count(g, OpKind::WriteSlice), 2 * layers);
   // Each stacked FusedPostRmsNorm is read through two Narrow views (no copies).
   EXPECT_EQ(count(g, OpKind::Narrow), 2 * (2 * layers - 1));
+  // Per layer [q | k], o, [gate | up], down, plus the tied Q8_0 head; v has
+  // another type (f16 here, Q8_0 in some layers of the real file), its own MatMul.
+  EXPECT_EQ(count(g, OpKind::DequantMatMul), 4 * layers + 1) << print_graph(g);
+  EXPECT_EQ(count(g, OpKind::MatMul), layers) << print_graph(g);
 }
 
 TEST(LlmFusion, Qwen3QkNormIsFusedIntoRope) {
@@ -64,6 +68,21 @@ TEST(LlmFusion, Qwen3QkNormIsFusedIntoRope) {
   // attn_norm and ffn_norm per layer, plus the output norm; no per-head norms left.
   EXPECT_EQ(count(g, OpKind::RmsNorm) + count(g, OpKind::FusedResidualRmsNorm), 2 * layers + 1) << print_graph(g);
   EXPECT_EQ(count(g, OpKind::Cast), 2 * layers) << print_graph(g);
+  // [q | k | v], o, [gate | up], down per layer (the head is an f16 MatMul);
+  // v is a Narrow of the stacked projection.
+  EXPECT_EQ(count(g, OpKind::DequantMatMul), 4 * layers) << print_graph(g);
+  EXPECT_EQ(count(g, OpKind::Narrow), layers) << print_graph(g);
+}
+
+TEST(LlmFusion, Qwen2StacksQkvAndBiases) {
+  const int layers = static_cast<int>(test::tiny_spec("qwen2").layers);
+  const Graph g = lowered_decode_graph("qwen2");
+  // [q | k | v], o, [gate | up], down per layer, plus the Q8_0 output head.
+  EXPECT_EQ(count(g, OpKind::DequantMatMul), 4 * layers + 1) << print_graph(g);
+  int bias_params = 0;
+  for (const Node& n : g.nodes())
+    bias_params += n.op == OpKind::Param && n.attr<LeafAttrs>().name.find(llm::names::kQkvBiasSuffix) != std::string::npos;
+  EXPECT_EQ(bias_params, layers) << "one stacked q|k|v bias per layer";
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ struct TinySpec {
   bool tied = true;           // no output.weight
   bool fused_ffn = true;      // gate and up share a dtype (the builder fuses them)
   DType embd_type = DType::Q8_0;
+  // attn_q / attn_k / attn_v types: the builder stacks q|k|v when all three
+  // match and q|k when those two do.
+  DType q_type = DType::Q4_K, k_type = DType::Q8_0, v_type = DType::F16;
 };
 
 inline TinySpec tiny_spec(const std::string& arch) {
@@ -49,14 +52,17 @@ inline TinySpec tiny_spec(const std::string& arch) {
     s.window = 3;
     s.rope_base = 1e6f;
     s.kv_heads = 1;
+    s.q_type = s.k_type = DType::Q8_0;  // [q | k] stacked, v apart (as in the real file's Q8_0 v layers)
   } else if (arch == "qwen3") {
     s.embd_type = DType::F16;
     s.rope_base = 1e6f;
+    s.q_type = s.k_type = s.v_type = DType::Q8_0;  // [q | k | v] stacked
   } else if (arch == "qwen2") {
     s.biases = true;
     s.tied = false;
     s.embd_type = DType::Q8_0;
-  } else if (arch == "llama") {
+    s.q_type = s.k_type = s.v_type = DType::Q4_K;  // [q | k | v] and the biases stacked
+  } else if (arch == "llama") {  // q, k, v of three types: no stacking
     s.tied = false;
     s.fused_ffn = false;
     s.embd_type = DType::F32;
@@ -114,9 +120,9 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
   if (!s.tied) add("output.weight", {s.vocab, H}, DType::Q8_0, wh);
   for (int64_t i = 0; i < s.layers; ++i) {
     add(blk(i, "attn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
-    add(blk(i, "attn_q.weight"), {QW, H}, DType::Q4_K, 2 * wh);
-    add(blk(i, "attn_k.weight"), {KW, H}, DType::Q8_0, 2 * wh);
-    add(blk(i, "attn_v.weight"), {KW, H}, DType::F16, wh);
+    add(blk(i, "attn_q.weight"), {QW, H}, s.q_type, 2 * wh);
+    add(blk(i, "attn_k.weight"), {KW, H}, s.k_type, 2 * wh);
+    add(blk(i, "attn_v.weight"), {KW, H}, s.v_type, wh);
     if (s.biases) {
       add(blk(i, "attn_q.bias"), {QW}, DType::F32, 0.2f);
       add(blk(i, "attn_k.bias"), {KW}, DType::F32, 0.2f);

@@ -77,7 +77,7 @@ Value Blocks::gated_ffn(Value x, int64_t layer, bool gelu_tanh) {
   if (f_.tensor(gate).type == f_.tensor(up).type) {
     // One projection to [gate | up] and one fused GLU instead of two
     // matmuls, an activation and a multiply.
-    Value gu = linear_fused(x, names::blk(layer, names::kGateUpSuffix), f_.tensor(gate).type);
+    Value gu = linear_fused(x, names::blk(layer, names::kGateUpSuffix), f_.tensor(gate).type, 2 * c_.ffn);
     h = gelu_tanh ? geglu(gu, true) : swiglu(gu);
   } else {
     Value g = linear(x, gate, c_.ffn, c_.hidden);
@@ -86,10 +86,32 @@ Value Blocks::gated_ffn(Value x, int64_t layer, bool gelu_tanh) {
   return linear(h, names::blk(layer, "ffn_down.weight"), c_.hidden, c_.ffn);
 }
 
-Value Blocks::linear_fused(Value x, const std::string& name, DType stored) {
+Value Blocks::linear_fused(Value x, const std::string& name, DType stored, int64_t rows) {
   const DType dt = is_float(stored) ? DType::F32 : stored;
-  Value w = param(g_, name, dt, {2 * c_.ffn, c_.hidden});
+  Value w = param(g_, name, dt, {rows, c_.hidden});
   return is_float(dt) ? matmul(x, w, MatMulAttrs{false, true}) : dequant_matmul(x, w);
+}
+
+Blocks::Qkv Blocks::qkv(Value x, int64_t layer) {
+  auto w = [&](const char* s) { return names::blk(layer, s); };
+  const int64_t H = c_.hidden, QW = c_.n_heads * c_.head_dim, KW = c_.n_kv_heads * c_.head_dim;
+  const DType tq = f_.tensor(w("attn_q.weight")).type, tk = f_.tensor(w("attn_k.weight")).type,
+              tv = f_.tensor(w("attn_v.weight")).type;
+  const int nb = has(w("attn_q.bias")) + has(w("attn_k.bias")) + has(w("attn_v.bias"));
+  const bool all3 = tq == tk && tk == tv, qk = tq == tk && has(w("attn_q.bias")) == has(w("attn_k.bias"));
+  // Biases are stacked too, so stack only parts that all have one or none.
+  if (all3 && (nb == 0 || nb == 3)) {
+    Value y = linear_fused(x, w(names::kQkvSuffix), tq, QW + 2 * KW);
+    if (nb == 3) y = y + param(g_, w(names::kQkvBiasSuffix), DType::F32, {QW + 2 * KW});
+    return {y, y, narrow(y, 2, QW + KW, KW), 0, QW};
+  }
+  if (qk) {
+    Value y = linear_fused(x, w(names::kQkSuffix), tq, QW + KW);
+    if (has(w("attn_q.bias"))) y = y + param(g_, w(names::kQkBiasSuffix), DType::F32, {QW + KW});
+    return {y, y, linear(x, w("attn_v.weight"), KW, H), 0, QW};
+  }
+  return {linear(x, w("attn_q.weight"), QW, H), linear(x, w("attn_k.weight"), KW, H),
+          linear(x, w("attn_v.weight"), KW, H)};
 }
 
 Value Blocks::rms(Value x, const std::string& name, int64_t width) {
@@ -104,8 +126,10 @@ PostNormPair Blocks::post_norm_pair(Value x, Value a, const std::string& w1, con
   return post_rms_norm_pair(x, a, weight(w1, {width}), weight(w2, {width}), c_.rms_eps);
 }
 
-Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm) {
+Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm,
+                   int64_t col) {
   RopeAttrs a;
+  a.src_offset = col;
   a.num_heads = static_cast<int>(heads);
   a.head_dim = static_cast<int>(c_.head_dim);
   a.n_rot = static_cast<int>(c_.n_rot);

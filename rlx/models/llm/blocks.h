@@ -24,6 +24,15 @@ class Blocks {
   // The gated FFN: act(gate(x)) · up(x), then down. Gate and up share one
   // fused projection when their dtypes match.
   Value gated_ffn(Value x, int64_t layer, bool gelu_tanh);
+  // The attention input projections of a layer. q and k are the rows their
+  // heads start in at column q_col / k_col: one stacked [q | k | v] (or
+  // [q | k]) projection when the dtypes allow, so Rope reads q and k straight
+  // out of it; v is a Narrow of it (a view at L = 1) or its own projection.
+  struct Qkv {
+    Value q, k, v;
+    int64_t q_col = 0, k_col = 0;
+  };
+  Qkv qkv(Value x, int64_t layer);
   Value rms(Value x, const std::string& name, int64_t width);
   // Post-norm residual x + rms(a, w) (Gemma), and the same with the next
   // norm rms(x + rms(a, w1), w2) from one node.
@@ -31,7 +40,9 @@ class Blocks {
   PostNormPair post_norm_pair(Value x, Value a, const std::string& w1, const std::string& w2, int64_t width);
   // RoPE of x [1, L, heads·head_dim]; with `head_norm` (a [head_dim] weight)
   // each head is RMS-normalized first, in the same op (QK-norm).
-  Value rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm = {});
+  // x's heads start at column `col` (a stacked projection's row).
+  Value rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm = {},
+             int64_t col = 0);
   // Writes k, v at `offset` into this layer's cache and attends over the
   // first kv_len rows; returns f32 [1, L, heads·head_dim].
   Value attend(int64_t layer, Value q, Value k, Value v, bool local, float scale);
@@ -42,7 +53,8 @@ class Blocks {
 
  private:
   Value weight(const std::string& name, std::vector<int64_t> shape);
-  Value linear_fused(Value x, const std::string& name, DType stored);
+  // x · Wᵀ for a param stacked by load_weights from same-dtype parts.
+  Value linear_fused(Value x, const std::string& name, DType stored, int64_t rows);
   Value as(Value x, DType t) const { return x.dtype() == t ? x : cast(x, t); }
 
   Graph& g_;

@@ -23,7 +23,7 @@ Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o)
   Graph g;
   Blocks b(g, c, f, o);
   b.check_weights();
-  const int64_t H = c.hidden, QW = c.n_heads * c.head_dim, KW = c.n_kv_heads * c.head_dim;
+  const int64_t H = c.hidden, QW = c.n_heads * c.head_dim;
   // Scores are scaled by query_pre_attn_scalar^-1/2: head_dim, except the
   // 27B model (62 layers) which uses hidden / heads (as llama.cpp does).
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.n_layers == 62 ? H / c.n_heads : c.head_dim));
@@ -36,12 +36,10 @@ Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o)
     auto w = [&](const char* s) { return names::blk(i, s); };
     const bool local = c.is_local_layer(i);
     const float base = local ? c.rope_base_local : c.rope_base;
-    Value q = b.rope(b.linear(h, w("attn_q.weight"), QW, H), c.n_heads, base, RopePairing::NeoX,
-                     w("attn_q_norm.weight"));
-    Value k = b.rope(b.linear(h, w("attn_k.weight"), KW, H), c.n_kv_heads, base, RopePairing::NeoX,
-                     w("attn_k_norm.weight"));
-    Value v = b.linear(h, w("attn_v.weight"), KW, H);
-    Value a = b.linear(b.attend(i, q, k, v, local, scale), w("attn_output.weight"), H, QW);
+    const Blocks::Qkv p = b.qkv(h, i);
+    Value q = b.rope(p.q, c.n_heads, base, RopePairing::NeoX, w("attn_q_norm.weight"), p.q_col);
+    Value k = b.rope(p.k, c.n_kv_heads, base, RopePairing::NeoX, w("attn_k_norm.weight"), p.k_col);
+    Value a = b.linear(b.attend(i, q, k, p.v, local, scale), w("attn_output.weight"), H, QW);
     const PostNormPair attn = b.post_norm_pair(x, a, w("post_attention_norm.weight"), w("ffn_norm.weight"), H);
     Value m = b.gated_ffn(attn.norm, i, /*gelu_tanh=*/true);
     if (i + 1 == c.n_layers) {

@@ -1,5 +1,6 @@
 #include "rlx/models/llm/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "rlx/models/llm/blocks.h"
@@ -34,15 +35,50 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// [gate; up] rows as one tensor of their common dtype (block rows are
-// independent, so stacking rows is concatenating bytes).
-Tensor stack_rows(const Tensor& a, const Tensor& b) {
-  std::vector<int64_t> shape = a.shape();
-  shape[0] += b.shape()[0];
-  Tensor out = Tensor::empty(a.dtype(), shape);
+// Builder params stacked from several file tensors, rows in this order.
+struct Stacked {
+  const char* suffix;
+  std::vector<const char*> parts;
+};
+const std::vector<Stacked>& stacked_params() {
+  static const std::vector<Stacked> table = {
+      {names::kGateUpSuffix, {"ffn_gate.weight", "ffn_up.weight"}},
+      {names::kQkvSuffix, {"attn_q.weight", "attn_k.weight", "attn_v.weight"}},
+      {names::kQkvBiasSuffix, {"attn_q.bias", "attn_k.bias", "attn_v.bias"}},
+      {names::kQkSuffix, {"attn_q.weight", "attn_k.weight"}},
+      {names::kQkBiasSuffix, {"attn_q.bias", "attn_k.bias"}},
+  };
+  return table;
+}
+
+// The parts' rows as one tensor (block rows are independent, so stacking
+// rows is concatenating bytes). Float parts of different types (biases) are
+// stacked in f32.
+Tensor stack_rows(const GgufFile& f, const std::string& prefix, const Stacked& s) {
+  std::vector<Tensor> parts;
+  for (const char* p : s.parts) parts.push_back(f.view(prefix + p));
+  DType dt = parts[0].dtype();
+  int64_t rows = 0;
+  for (const Tensor& t : parts) {
+    if (t.dtype() != dt) {
+      RLX_FORMAT_CHECK(is_float(t.dtype()) && is_float(dt), f.source(), ": ", prefix, s.suffix,
+                       " stacks parts of different quantized types (", dt, ", ", t.dtype(), ")");
+      dt = DType::F32;
+    }
+    RLX_FORMAT_CHECK(t.shape().size() == parts[0].shape().size() &&
+                         std::equal(t.shape().begin() + 1, t.shape().end(), parts[0].shape().begin() + 1),
+                     f.source(), ": ", prefix, s.suffix, " stacks parts of different row shapes");
+    rows += t.shape()[0];
+  }
+  std::vector<int64_t> shape = parts[0].shape();
+  shape[0] = rows;
+  Tensor out = Tensor::empty(dt, shape);
   auto* dst = static_cast<char*>(out.raw_mut());
-  std::memcpy(dst, a.raw(), a.nbytes());
-  std::memcpy(dst + a.nbytes(), b.raw(), b.nbytes());
+  for (const Tensor& t : parts) {
+    const Tensor c = t.dtype() == dt ? t : t.to(dt);
+    std::memcpy(dst, c.raw(), c.nbytes());
+    dst += c.nbytes();
+  }
   return out;
 }
 
@@ -50,16 +86,13 @@ Tensor stack_rows(const Tensor& a, const Tensor& b) {
 
 void load_weights(Executable& exe, const GgufFile& f) {
   for (const std::string& name : exe.param_names()) {
-    const std::string fused = names::kGateUpSuffix;
-    if (ends_with(name, fused)) {
-      const std::string prefix = name.substr(0, name.size() - fused.size());
-      Tensor gate = f.view(prefix + "ffn_gate.weight"), up = f.view(prefix + "ffn_up.weight");
-      RLX_FORMAT_CHECK(gate.dtype() == up.dtype() && gate.shape() == up.shape(), f.source(), ": ", prefix,
-                       "ffn_gate.weight and ffn_up.weight differ in dtype or shape");
-      exe.set_param(name, stack_rows(gate, up));
-    } else {
+    const Stacked* stacked = nullptr;
+    for (const Stacked& s : stacked_params())
+      if (ends_with(name, s.suffix)) stacked = &s;
+    if (stacked)
+      exe.set_param(name, stack_rows(f, name.substr(0, name.size() - std::string(stacked->suffix).size()), *stacked));
+    else
       exe.set_param(name, f.view(name));
-    }
   }
   const auto missing = exe.missing_params();
   RLX_ASSERT(missing.empty());

@@ -47,6 +47,13 @@ std::string blk(int64_t layer, const char* suffix);
 // The builder's fused gate+up projection, assembled by load_weights from
 // ffn_gate and ffn_up when both have the same dtype: rows [gate; up].
 inline const char* kGateUpSuffix = "ffn_gate_up.weight";
+// The fused attention input projections, assembled the same way: rows
+// [q; k; v] when the three share a dtype, else [q; k] when q and k do (Gemma 3
+// files mix Q5_0 and Q8_0 for v), with their biases stacked alike.
+inline const char* kQkvSuffix = "attn_q_k_v.weight";
+inline const char* kQkvBiasSuffix = "attn_q_k_v.bias";
+inline const char* kQkSuffix = "attn_q_k.weight";
+inline const char* kQkBiasSuffix = "attn_q_k.bias";
 }  // namespace names
 
 // One entry of an architecture's weight table: the per-layer suffix and whether
@@ -65,7 +72,7 @@ const std::vector<LayerWeight>& layer_weights(Arch arch);
 Graph build_graph(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& options);
 
 // Sets every param of `exe` from the file (zero-copy views; the fused gate+up
-// is assembled from its two halves).
+// and q/k/v projections are assembled from their parts).
 void load_weights(Executable& exe, const GgufFile& f);
 
 // Bytes of weights one decode step reads (every layer matrix, the norms, the

@@ -18,18 +18,16 @@ Graph build_qwen3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) 
   Graph g;
   Blocks b(g, c, f, o);
   b.check_weights();
-  const int64_t H = c.hidden, QW = c.n_heads * c.head_dim, KW = c.n_kv_heads * c.head_dim;
+  const int64_t H = c.hidden, QW = c.n_heads * c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   Value x = b.embed();
   for (int64_t i = 0; i < c.n_layers; ++i) {
     auto w = [&](const char* s) { return names::blk(i, s); };
     Value h = b.rms(x, w("attn_norm.weight"), H);
-    Value q = b.rope(b.linear(h, w("attn_q.weight"), QW, H), c.n_heads, c.rope_base, RopePairing::NeoX,
-                     w("attn_q_norm.weight"));
-    Value k = b.rope(b.linear(h, w("attn_k.weight"), KW, H), c.n_kv_heads, c.rope_base, RopePairing::NeoX,
-                     w("attn_k_norm.weight"));
-    Value v = b.linear(h, w("attn_v.weight"), KW, H);
-    x = x + b.linear(b.attend(i, q, k, v, false, scale), w("attn_output.weight"), H, QW);
+    const Blocks::Qkv p = b.qkv(h, i);
+    Value q = b.rope(p.q, c.n_heads, c.rope_base, RopePairing::NeoX, w("attn_q_norm.weight"), p.q_col);
+    Value k = b.rope(p.k, c.n_kv_heads, c.rope_base, RopePairing::NeoX, w("attn_k_norm.weight"), p.k_col);
+    x = x + b.linear(b.attend(i, q, k, p.v, false, scale), w("attn_output.weight"), H, QW);
     x = x + b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/false);
   }
   b.head(x);
