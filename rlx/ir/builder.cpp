@@ -90,6 +90,13 @@ Value expand(Value x, Shape shape) { return op(OpKind::Expand, ShapeAttrs{std::m
 Value write_slice(Value state, Value update, Value offset, int axis) {
   return op(OpKind::WriteSlice, WriteSliceAttrs{axis}, {state, update, offset});
 }
+Value rope_write_slice(Value state, Value update, Value offset, Value positions, RopeAttrs attrs,
+                       Value head_norm_weight) {
+  attrs.head_norm = head_norm_weight.graph != nullptr;
+  WriteSliceAttrs a{1, true, attrs};
+  if (attrs.head_norm) return op(OpKind::WriteSlice, a, {state, update, offset, positions, head_norm_weight});
+  return op(OpKind::WriteSlice, a, {state, update, offset, positions});
+}
 
 Value attention(Value q, Value k, Value v, AttentionAttrs attrs, Value mask_or_bias, Value kv_len) {
   std::vector<Value> in{q, k, v};

@@ -84,6 +84,10 @@ Value narrow(Value x, int axis, int64_t start, int64_t length);
 Value concat(const std::vector<Value>& xs, int axis);
 Value expand(Value x, Shape shape);
 Value write_slice(Value state, Value update, Value offset, int axis);
+// Writes rope(update, positions, attrs [, head_norm_weight]) into `state`
+// along axis 1 at `offset` (WriteSliceAttrs::rope): K into a KV cache, one op.
+Value rope_write_slice(Value state, Value update, Value offset, Value positions, RopeAttrs attrs,
+                       Value head_norm_weight = {});
 
 // Transformer blocks
 // `kv_len` (i32 [1] or [B]) sets attrs.kv_len_input: only the first kv_len keys count.

@@ -210,6 +210,8 @@ TensorType infer_reduce_like(const Ctx& c, OpKind op, const Attrs& attrs) {
   }
 }
 
+TensorType infer_rope_write(const Ctx& c, const WriteSliceAttrs& w);  // below, next to infer_rope
+
 TensorType infer_movement(const Ctx& c, OpKind op, const Attrs& attrs) {
   switch (op) {
     case OpKind::Gather: {
@@ -321,6 +323,7 @@ TensorType infer_movement(const Ctx& c, OpKind op, const Attrs& attrs) {
       return {c.dtype(0), target};
     }
     case OpKind::WriteSlice: {
+      if (std::get<WriteSliceAttrs>(attrs).rope) return infer_rope_write(c, std::get<WriteSliceAttrs>(attrs));
       c.arity(3, 3);
       if (c.g.node(c.in[0]).op != OpKind::State && c.g.node(c.in[0]).op != OpKind::WriteSlice)
         c.fail("first input must be a State (or a WriteSlice of one)");
@@ -417,6 +420,30 @@ TensorType infer_rope(const Ctx& c, const RopeAttrs& a) {
     if (!(a.norm_eps >= 0.0f)) c.fail("norm_eps must be >= 0, got ", a.norm_eps);
   }
   return {c.dtype(0), {x[0], x[1], Dim(int64_t{a.num_heads} * a.head_dim)}};
+}
+
+// WriteSlice with rope: the rotated update must fill rows of the state.
+TensorType infer_rope_write(const Ctx& c, const WriteSliceAttrs& w) {
+  const RopeAttrs& a = w.rope_attrs;
+  c.arity(a.head_norm ? 5 : 4, a.head_norm ? 5 : 4);
+  if (c.g.node(c.in[0]).op != OpKind::State && c.g.node(c.in[0]).op != OpKind::WriteSlice)
+    c.fail("first input must be a State (or a WriteSlice of one)");
+  if (!is_compute_float(c.dtype(0)) || !is_compute_float(c.dtype(1)))
+    c.fail("rope write needs f32/f16/bf16 state and update, got ", c.dtype(0), " and ", c.dtype(1));
+  if (w.axis != 1) c.fail("rope write goes along axis 1, got axis ", w.axis);
+  if (c.dtype(2) != DType::I32) c.fail("offset must be i32, got ", c.dtype(2));
+  // The rotated rows as a Rope over (update, positions [, weight]) would give them.
+  std::vector<NodeId> rope_in{c.in[1], c.in[3]};
+  if (a.head_norm) rope_in.push_back(c.in[4]);
+  const Ctx rc{c.g, rope_in, c.where};
+  const TensorType rows = infer_rope(rc, a);
+  const Shape& s = c.shape(0);
+  if (s.size() != 3) c.fail("state must be [B, ctx, H·D], got ", shape_to_string(s));
+  c.expect_dim(rows.shape[0], s[0], "update batch");
+  c.expect_dim(rows.shape[2], s[2], "rotated row width");
+  const Dim& l = rows.shape[1];
+  if (l.is_static() && s[1].is_static() && l.value > s[1].value) c.fail("update is longer than the state along axis 1");
+  return c.type(0);
 }
 
 }  // namespace

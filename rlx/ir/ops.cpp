@@ -90,7 +90,13 @@ struct AttrPrinter {
   void operator()(const ShapeAttrs& a) { os << "shape=" << shape_to_string(a.shape); }
   void operator()(const TransposeAttrs& a) { os << "perm=" << join(a.perm); }
   void operator()(const NarrowAttrs& a) { os << "axis=" << a.axis << " start=" << a.start << " length=" << a.length; }
-  void operator()(const WriteSliceAttrs& a) { os << "axis=" << a.axis; }
+  void operator()(const WriteSliceAttrs& a) {
+    os << "axis=" << a.axis;
+    if (a.rope) {
+      os << " rope ";
+      (*this)(a.rope_attrs);
+    }
+  }
   void operator()(const AttentionAttrs& a) {
     os << "heads=" << a.num_heads << " kv_heads=" << a.num_kv_heads << " head_dim=" << a.head_dim
        << " scale=" << a.scale << " softcap=" << a.softcap << " mask=" << mask_name(a.mask)

@@ -123,10 +123,6 @@ struct NarrowAttrs {
   int64_t length = 0;
   bool operator==(const NarrowAttrs&) const = default;
 };
-// Writes `update` into `state` at offset (i32 [1] input) along `axis`; the
-// result is the whole state (aliasing it). Inputs: state, update, offset.
-// A float update (f32/f16/bf16) is converted to the state's float type.
-struct WriteSliceAttrs { int axis = 1; bool operator==(const WriteSliceAttrs&) const = default; };
 // Q [B, Lq, H·D], K and V [B, Lk, Hkv·D]; query head h reads kv head h/(H/Hkv).
 // Extra inputs by mask: Custom → keep mask [B, Lk] (nonzero = keep);
 // Bias → additive scores [B|1, H|1, Lq, Lk].
@@ -164,6 +160,19 @@ struct RopeAttrs {
   bool head_norm = false;
   float norm_eps = 1e-6f;
   bool operator==(const RopeAttrs&) const = default;
+};
+// Writes `update` into `state` at offset (i32 [1] input) along `axis`; the
+// result is the whole state (aliasing it). Inputs: state, update, offset.
+// A float update (f32/f16/bf16) is converted to the state's float type.
+// rope: the KV-cache write of a rotated K in one op. Inputs state [B, ctx,
+//   H·D], update [B, L, W], offset, positions [, head norm weight]; the rows
+//   written are Rope(update, positions, rope_attrs [, weight]) (axis 1 only),
+//   computed in f32 and rounded once to the state's type.
+struct WriteSliceAttrs {
+  int axis = 1;
+  bool rope = false;
+  RopeAttrs rope_attrs{};
+  bool operator==(const WriteSliceAttrs&) const = default;
 };
 // FusedSwiGLU / FusedGeGLU: x [..., 2N] → act(x[..., :N]) · x[..., N:].
 // The gate is the FIRST half (one convention, everywhere).

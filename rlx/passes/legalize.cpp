@@ -68,6 +68,15 @@ NodeId lower_rope(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
   return dst.add(OpKind::Rope, a, {rows, ins[1]}, n.name);
 }
 
+// WriteSlice with rope → Rope, WriteSlice
+NodeId lower_rope_write(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
+  const RopeAttrs& a = n.attr<WriteSliceAttrs>().rope_attrs;
+  std::vector<NodeId> rope_in{ins[1], ins[3]};
+  if (a.head_norm) rope_in.push_back(ins[4]);
+  NodeId rows = dst.add(OpKind::Rope, a, rope_in, n.name);
+  return dst.add(OpKind::WriteSlice, WriteSliceAttrs{1}, {ins[0], rows, ins[2]}, n.name);
+}
+
 // Fused{Swi,Ge}GLU → act(first half) · second half
 NodeId lower_glu(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
   const Shape& s = dst.node(ins[0]).type.shape;
@@ -88,6 +97,7 @@ Lowering lowering_for(const Node& n) {
     case OpKind::FusedSwiGLU: case OpKind::FusedGeGLU: return lower_glu;
     case OpKind::FusedPostRmsNorm: return lower_post_rms_norm;
     case OpKind::Rope: return n.attr<RopeAttrs>().head_norm ? lower_rope : nullptr;
+    case OpKind::WriteSlice: return n.attr<WriteSliceAttrs>().rope ? lower_rope_write : nullptr;
     default: return nullptr;
   }
 }

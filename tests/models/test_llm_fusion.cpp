@@ -1,7 +1,8 @@
 // The op budget of the LLM decode graphs: after the pass pipeline the CPU
-// program (the CUDA one lowers node for node) keeps the fused forms — QK-norm
-// inside Rope, each Gemma post-norm residual together with the next norm, KV
-// writes that convert to the cache dtype without a Cast. A change that falls
+// program (the CUDA one lowers node for node) keeps the fused forms — stacked
+// q|k|v projections, QK-norm inside Rope, K's RoPE inside its cache write,
+// each Gemma post-norm residual together with the next norm, KV writes that
+// convert to the cache dtype without a Cast. A change that falls
 // back to the unfused ops fails here with the counts, not just in a benchmark.
 #include <gtest/gtest.h>
 
@@ -18,6 +19,15 @@ namespace {
 int count(const Graph& g, OpKind op) {
   int n = 0;
   for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+// KV-cache writes that rotate K as they store it (with QK-norm or without).
+int rope_writes(const Graph& g, bool head_norm) {
+  int n = 0;
+  for (const Node& node : g.nodes())
+    if (node.op == OpKind::WriteSlice && node.attr<WriteSliceAttrs>().rope)
+      n += node.attr<WriteSliceAttrs>().rope_attrs.head_norm == head_norm;
   return n;
 }
 
@@ -42,8 +52,10 @@ TEST(LlmFusion, Gemma3LayerIsFused) {
   int rope_with_norm = 0;
   for (const Node& n : g.nodes())
     if (n.op == OpKind::Rope && n.attr<RopeAttrs>().head_norm) ++rope_with_norm;
-  EXPECT_EQ(count(g, OpKind::Rope), 2 * layers) << print_graph(g);
-  EXPECT_EQ(rope_with_norm, 2 * layers) << "QK-norm not fused into Rope";
+  // q's Rope; k is rotated by its cache write.
+  EXPECT_EQ(count(g, OpKind::Rope), layers) << print_graph(g);
+  EXPECT_EQ(rope_with_norm, layers) << "QK-norm not fused into Rope";
+  EXPECT_EQ(rope_writes(g, true), layers) << "K's norm + RoPE not fused into its cache write";
   EXPECT_EQ(count(g, OpKind::FusedPostRmsNorm), 2 * layers) << "post-norm residuals not fused";
   // Only layer 0's attn_norm and the output norm stay plain RmsNorms.
   EXPECT_EQ(count(g, OpKind::RmsNorm), 2) << print_graph(g);
@@ -64,7 +76,9 @@ TEST(LlmFusion, Qwen3QkNormIsFusedIntoRope) {
   int rope_with_norm = 0;
   for (const Node& n : g.nodes())
     if (n.op == OpKind::Rope && n.attr<RopeAttrs>().head_norm) ++rope_with_norm;
-  EXPECT_EQ(rope_with_norm, 2 * layers) << print_graph(g);
+  EXPECT_EQ(rope_with_norm, layers) << print_graph(g);
+  EXPECT_EQ(count(g, OpKind::Rope), layers) << print_graph(g);
+  EXPECT_EQ(rope_writes(g, true), layers) << print_graph(g);
   // attn_norm and ffn_norm per layer, plus the output norm; no per-head norms left.
   EXPECT_EQ(count(g, OpKind::RmsNorm) + count(g, OpKind::FusedResidualRmsNorm), 2 * layers + 1) << print_graph(g);
   EXPECT_EQ(count(g, OpKind::Cast), 2 * layers) << print_graph(g);
@@ -83,6 +97,14 @@ TEST(LlmFusion, Qwen2StacksQkvAndBiases) {
   for (const Node& n : g.nodes())
     bias_params += n.op == OpKind::Param && n.attr<LeafAttrs>().name.find(llm::names::kQkvBiasSuffix) != std::string::npos;
   EXPECT_EQ(bias_params, layers) << "one stacked q|k|v bias per layer";
+}
+
+TEST(LlmFusion, LlamaRopesKInItsCacheWrite) {
+  const int layers = static_cast<int>(test::tiny_spec("llama").layers);
+  const Graph g = lowered_decode_graph("llama");
+  EXPECT_EQ(count(g, OpKind::Rope), layers) << print_graph(g);
+  EXPECT_EQ(rope_writes(g, false), layers) << print_graph(g);
+  EXPECT_EQ(count(g, OpKind::WriteSlice), 2 * layers);
 }
 
 }  // namespace

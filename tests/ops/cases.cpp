@@ -800,6 +800,10 @@ struct RopeSpec {
   int64_t max_pos = 127;
   RopeAttrs a;
   bool head_norm = false;  // per-head RMS norm (weight input "w") before rotating
+  // WriteSlice with rope: the rotated rows go into a state "cache" [b, ctx,
+  // H·D] at a random offset; with `convert` the update has another float type.
+  int64_t ctx = 0;
+  bool convert = false;
 };
 
 void rope_case(Table& t, const std::string& name, RopeSpec s) {
@@ -810,28 +814,39 @@ void rope_case(Table& t, const std::string& name, RopeSpec s) {
       b.scale_atol(1.0 + static_cast<double>(s.max_pos) / 16.0,
                    str("f32 atol x (1 + max_pos/16) for max_pos=", s.max_pos, ": theta = pos*freq is rounded in f32"));
     const int64_t w = s.width ? s.width : s.a.num_heads * s.a.head_dim;
-    auto x = b.input("x", {s.b, s.l, w}, uniform());
+    const DType xt = !s.convert ? b.dt : b.dt == DType::F32 ? DType::F16 : DType::F32;
+    auto x = b.input("x", {s.b, s.l, w}, uniform(), xt);
     auto pos = s.pos_2d ? b.input("pos", {s.b, s.l}, ints(0, s.max_pos), DType::I32)
                         : b.input("pos", {s.l}, ints(0, s.max_pos), DType::I32);
-    if (!s.head_norm) {
-      b.output(rope(x, pos, s.a));
-      b.set_reference([s](const Leaves& l) { return one(ref::rope(l.at("x"), l.at("pos"), s.a)); });
-      return;
-    }
     RopeAttrs a = s.a;
     a.norm_eps = 1e-6f;
-    b.output(rope(x, pos, a, b.param("w", {a.head_dim}, uniform(-2.0, 2.0, 0.25))));
-    b.set_reference([a, w](const Leaves& l) {
-      // Take the heads out of the (possibly wider) rows, normalize them, rotate.
-      const RefTensor& xs = l.at("x");
-      const int64_t hw = int64_t{a.num_heads} * a.head_dim, rows = xs.dim(0) * xs.dim(1);
-      RefTensor heads({xs.dim(0), xs.dim(1), hw});
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < hw; ++c) heads[r * hw + c] = xs[r * w + a.src_offset + c];
-      RopeAttrs plain = a;
-      plain.src_offset = 0;
-      plain.head_norm = false;
-      return one(ref::rope(ref::head_rms_norm(heads, l.at("w"), a.head_dim, a.norm_eps), l.at("pos"), plain));
+    Value nw = s.head_norm ? b.param("w", {a.head_dim}, uniform(-2.0, 2.0, 0.25)) : Value{};
+    if (s.ctx) {
+      const int64_t hw = int64_t{a.num_heads} * a.head_dim;
+      auto cache = b.state("cache", {s.b, s.ctx, hw}, uniform());
+      auto off = b.input("offset", {1}, ints(0, s.ctx - s.l), DType::I32);
+      b.output(rope_write_slice(cache, x, off, pos, a, nw));
+    } else {
+      b.output(rope(x, pos, a, nw));
+    }
+    b.set_reference([s, a, w](const Leaves& l) {
+      RefTensor rows;
+      if (!s.head_norm) {
+        rows = ref::rope(l.at("x"), l.at("pos"), a);
+      } else {
+        // Take the heads out of the (possibly wider) rows, normalize them, rotate.
+        const RefTensor& xs = l.at("x");
+        const int64_t hw = int64_t{a.num_heads} * a.head_dim, n = xs.dim(0) * xs.dim(1);
+        RefTensor heads({xs.dim(0), xs.dim(1), hw});
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < hw; ++c) heads[r * hw + c] = xs[r * w + a.src_offset + c];
+        RopeAttrs plain = a;
+        plain.src_offset = 0;
+        plain.head_norm = false;
+        rows = ref::rope(ref::head_rms_norm(heads, l.at("w"), a.head_dim, a.norm_eps), l.at("pos"), plain);
+      }
+      if (!s.ctx) return one(rows);
+      return one(ref::write_slice(l.at("cache"), rows, static_cast<int64_t>(l.at("offset")[0]), 1));
     });
   });
 }
@@ -872,6 +887,20 @@ void rope_glu_cases(Table& t) {
   rope_case(t, "rope_head_norm_qwen3", {2, 5, 0, true, 511, rope_attrs(8, 128, 128, P::NeoX), true});
   rope_case(t, "rope_head_norm_partial_interleaved", {1, 9, 0, false, 255, rope_attrs(3, 64, 24, P::Interleaved), true});
   rope_case(t, "rope_head_norm_strided", {2, 7, 256, false, 127, rope_attrs(2, 32, 32, P::NeoX, 128), true});
+  // Rotated K written straight into a KV cache (WriteSlice with rope): Gemma 3
+  // decode from a stacked [q | k] row with QK-norm, Qwen3-like prefill from
+  // [q | k | v] rows, Llama's interleaved pairs without a norm, batched
+  // positions, and updates of another float type than the cache.
+  {
+    RopeSpec g{1, 1, 1280, false, 1023, rope_attrs(1, 256, 256, P::NeoX, 1024), true, 64};
+    rope_case(t, "rope_write_gemma_k_decode", g);
+    g.convert = true;
+    rope_case(t, "rope_write_gemma_k_decode_convert", g);
+    rope_case(t, "rope_write_qkv_prefill", {1, 9, 256, false, 127, rope_attrs(2, 32, 32, P::NeoX, 128), true, 33});
+    rope_case(t, "rope_write_interleaved_partial", {2, 5, 200, false, 255, rope_attrs(3, 40, 20, P::Interleaved, 37),
+                                                    false, 17, true});
+    rope_case(t, "rope_write_positions_2d", {3, 2, 0, true, 511, rope_attrs(2, 16, 16, P::NeoX), false, 7});
+  }
 
   auto glu_case = [&t](const std::string& name, Shape64 shape, OpKind op, bool tanh_approx) {
     t.add(name, kF, [=](CaseBuilder& b) {

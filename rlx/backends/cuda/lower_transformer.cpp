@@ -1,5 +1,5 @@
-// Rope, FusedSwiGLU and FusedGeGLU → the rope and glu kernel families;
-// Sample → the select family.
+// Rope, WriteSlice with rope (K into a KV cache), FusedSwiGLU and FusedGeGLU
+// → the rope and glu kernel families; Sample → the select family.
 #include "rlx/backends/cuda/kernels/glu.h"
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/kernels/select.h"
@@ -22,6 +22,28 @@ void lower_rope(LowerCtx& c, NodeId id) {
   const DType norm_dt = a.head_norm ? c.type(n.inputs[2]).dtype : DType::F32;
   c.add(id, str(a.head_norm ? "head rms_norm + rope " : "rope ", rope_pairing_name(a.pairing), " ", dtype_name(dt)),
         [=](cudaStream_t s) { launch_rope(dt, src, W, pos, batched, y, B, L, a, s, norm_w, norm_dt); });
+}
+
+void lower_rope_write(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const auto st = c.dims(n.inputs[0]), u = c.dims(n.inputs[1]);
+  const bool batched = c.type(n.inputs[3]).rank() == 2;
+  const RopeAttrs a = n.attr<WriteSliceAttrs>().rope_attrs;
+  const DType st_dt = n.type.dtype, u_dt = c.type(n.inputs[1]).dtype;
+  void* cache = c.ptr(id);  // aliases input 0
+  const void* k = c.in_ptr(id, 1);
+  const auto* offset = static_cast<const int32_t*>(c.in_ptr(id, 2));
+  const auto* pos = static_cast<const int32_t*>(c.in_ptr(id, 3));
+  const void* norm_w = a.head_norm ? c.in_ptr(id, 4) : nullptr;
+  const DType norm_dt = a.head_norm ? c.type(n.inputs[4]).dtype : DType::F32;
+  const int64_t B = u[0], L = u[1], W = u[2], capacity = st[1];
+  int32_t* const* flag = c.error_flag(id);
+  c.add(id, str(a.head_norm ? "head rms_norm + rope " : "rope ", rope_pairing_name(a.pairing), " -> cache ",
+                dtype_name(u_dt), " -> ", dtype_name(st_dt)),
+        [=](cudaStream_t s) {
+          launch_rope_write(u_dt, k, W, pos, batched, offset, st_dt, cache, B, L, capacity, a, norm_w, norm_dt, *flag,
+                            s);
+        });
 }
 
 void lower_glu(LowerCtx& c, NodeId id) {
@@ -61,6 +83,16 @@ void register_transformer_lowerings() {
     for (DType w : {DType::F32, DType::F16, DType::BF16})
       register_cuda_lowering(OpKind::Rope, {t, DType::I32, w, t}, lower_rope,
                              str("head rms_norm + rope [", dtype_name(t), ", weight ", dtype_name(w), "]"));
+  constexpr DType floats[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType st : floats)
+    for (DType u : floats) {
+      const std::string sig = str(" [", dtype_name(u), " -> ", dtype_name(st), "]");
+      register_cuda_lowering(OpKind::WriteSlice, {st, u, DType::I32, DType::I32, st}, lower_rope_write,
+                             "write_slice of rope" + sig);
+      for (DType w : floats)
+        register_cuda_lowering(OpKind::WriteSlice, {st, u, DType::I32, DType::I32, w, st}, lower_rope_write,
+                               str("write_slice of head rms_norm + rope", sig, " weight ", dtype_name(w)));
+    }
   register_cuda_float_lowering(OpKind::FusedSwiGLU, {DType::F32, DType::F32}, lower_glu, "swiglu");
   register_cuda_float_lowering(OpKind::FusedGeGLU, {DType::F32, DType::F32}, lower_glu, "geglu");
 }

@@ -126,8 +126,7 @@ PostNormPair Blocks::post_norm_pair(Value x, Value a, const std::string& w1, con
   return post_rms_norm_pair(x, a, weight(w1, {width}), weight(w2, {width}), c_.rms_eps);
 }
 
-Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm,
-                   int64_t col) {
+RopeAttrs Blocks::rope_attrs(int64_t heads, float base, RopePairing pairing, int64_t col) const {
   RopeAttrs a;
   a.src_offset = col;
   a.num_heads = static_cast<int>(heads);
@@ -137,18 +136,21 @@ Value Blocks::rope(Value x, int64_t heads, float base, RopePairing pairing, cons
   a.freq_base = base;
   a.freq_scale = c_.rope_freq_scale;
   a.norm_eps = c_.rms_eps;
-  if (head_norm.empty()) return rlx::rope(x, positions_, a);
-  return rlx::rope(x, positions_, a, weight(head_norm, {c_.head_dim}));
+  return a;
 }
 
-Value Blocks::attend(int64_t layer, Value q, Value k, Value v, bool local, float scale) {
+Value Blocks::attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local, float scale) {
   const DType kv = o_.kv_dtype == o_.compute ? DType::F32 : o_.kv_dtype;
   const int64_t width = c_.n_kv_heads * c_.head_dim;
+  auto norm = [&](const std::string& name) { return name.empty() ? Value{} : weight(name, {c_.head_dim}); };
+  Value q = rlx::rope(p.q, positions_, rope_attrs(c_.n_heads, r.base, r.pairing, p.q_col), norm(r.q_norm));
   Value kc = state(g_, str("cache.", layer, ".k"), kv, {1, o_.ctx, width});
   Value vc = state(g_, str("cache.", layer, ".v"), kv, {1, o_.ctx, width});
-  // The cache writes convert k and v to the cache dtype themselves (no Cast nodes).
-  kc = write_slice(kc, k, offset_, 1);
-  vc = write_slice(vc, v, offset_, 1);
+  // k is rotated as it is written; both writes convert to the cache dtype
+  // themselves (no Rope or Cast nodes between the projection and the cache).
+  kc = rope_write_slice(kc, p.k, offset_, positions_, rope_attrs(c_.n_kv_heads, r.base, r.pairing, p.k_col),
+                        norm(r.k_norm));
+  vc = write_slice(vc, p.v, offset_, 1);
   AttentionAttrs a;
   a.num_heads = static_cast<int>(c_.n_heads);
   a.num_kv_heads = static_cast<int>(c_.n_kv_heads);

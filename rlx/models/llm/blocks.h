@@ -38,14 +38,17 @@ class Blocks {
   // norm rms(x + rms(a, w1), w2) from one node.
   Value post_norm(Value x, Value a, const std::string& w, int64_t width);
   PostNormPair post_norm_pair(Value x, Value a, const std::string& w1, const std::string& w2, int64_t width);
-  // RoPE of x [1, L, heads·head_dim]; with `head_norm` (a [head_dim] weight)
-  // each head is RMS-normalized first, in the same op (QK-norm).
-  // x's heads start at column `col` (a stacked projection's row).
-  Value rope(Value x, int64_t heads, float base, RopePairing pairing, const std::string& head_norm = {},
-             int64_t col = 0);
-  // Writes k, v at `offset` into this layer's cache and attends over the
-  // first kv_len rows; returns f32 [1, L, heads·head_dim].
-  Value attend(int64_t layer, Value q, Value k, Value v, bool local, float scale);
+  // RoPE of the layer's q and k; with a norm weight name each head is
+  // RMS-normalized first, in the same op (QK-norm).
+  struct RopeSpec {
+    float base;
+    RopePairing pairing;
+    std::string q_norm, k_norm;  // [head_dim] weights, or empty
+  };
+  // Ropes q; ropes k as it writes it, and writes v, at `offset` into this
+  // layer's cache (one op each); attends over the first kv_len rows.
+  // Returns f32 [1, L, heads·head_dim].
+  Value attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local, float scale);
   // Last position → output_norm → head (token_embd when tied) → softcap → outputs.
   void head(Value x);
 
@@ -56,6 +59,8 @@ class Blocks {
   // x · Wᵀ for a param stacked by load_weights from same-dtype parts.
   Value linear_fused(Value x, const std::string& name, DType stored, int64_t rows);
   Value as(Value x, DType t) const { return x.dtype() == t ? x : cast(x, t); }
+  // Rope attrs for `heads` heads starting at column `col` of the source row.
+  RopeAttrs rope_attrs(int64_t heads, float base, RopePairing pairing, int64_t col) const;
 
   Graph& g_;
   const LlmConfig& c_;

@@ -37,9 +37,8 @@ Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o)
     const bool local = c.is_local_layer(i);
     const float base = local ? c.rope_base_local : c.rope_base;
     const Blocks::Qkv p = b.qkv(h, i);
-    Value q = b.rope(p.q, c.n_heads, base, RopePairing::NeoX, w("attn_q_norm.weight"), p.q_col);
-    Value k = b.rope(p.k, c.n_kv_heads, base, RopePairing::NeoX, w("attn_k_norm.weight"), p.k_col);
-    Value a = b.linear(b.attend(i, q, k, p.v, local, scale), w("attn_output.weight"), H, QW);
+    const Blocks::RopeSpec r{base, RopePairing::NeoX, w("attn_q_norm.weight"), w("attn_k_norm.weight")};
+    Value a = b.linear(b.attend(i, p, r, local, scale), w("attn_output.weight"), H, QW);
     const PostNormPair attn = b.post_norm_pair(x, a, w("post_attention_norm.weight"), w("ffn_norm.weight"), H);
     Value m = b.gated_ffn(attn.norm, i, /*gelu_tanh=*/true);
     if (i + 1 == c.n_layers) {

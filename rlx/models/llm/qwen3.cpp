@@ -25,9 +25,8 @@ Graph build_qwen3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) 
     auto w = [&](const char* s) { return names::blk(i, s); };
     Value h = b.rms(x, w("attn_norm.weight"), H);
     const Blocks::Qkv p = b.qkv(h, i);
-    Value q = b.rope(p.q, c.n_heads, c.rope_base, RopePairing::NeoX, w("attn_q_norm.weight"), p.q_col);
-    Value k = b.rope(p.k, c.n_kv_heads, c.rope_base, RopePairing::NeoX, w("attn_k_norm.weight"), p.k_col);
-    x = x + b.linear(b.attend(i, q, k, p.v, false, scale), w("attn_output.weight"), H, QW);
+    const Blocks::RopeSpec r{c.rope_base, RopePairing::NeoX, w("attn_q_norm.weight"), w("attn_k_norm.weight")};
+    x = x + b.linear(b.attend(i, p, r, false, scale), w("attn_output.weight"), H, QW);
     x = x + b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/false);
   }
   b.head(x);

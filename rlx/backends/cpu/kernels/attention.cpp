@@ -26,16 +26,19 @@
 // θ_i = pos·freq_scale·freq_base^(−2i/n_rot), angles and rotation in f64.
 // NeoX pairs (i, i + n_rot/2); Interleaved pairs (2i, 2i+1); dims ≥ n_rot copy.
 // head_norm: each head is first x·rsqrt(Σx²/head_dim + eps)·w in f32 (Σ in
-// f64), rotated without rounding in between.
+// f64), rotated without rounding in between. WriteSlice with rope stores
+// the same rows (f32, then the state's type) into a KV cache at the offset.
 //
 // FusedSwiGLU / FusedGeGLU: y = act(x[..., :N]) · x[..., N:] (gate first).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/core/half.h"
 
 namespace rlx::cpu {
 namespace {
@@ -282,24 +285,18 @@ void attention_kernel(KernelArgs& args) {
   });
 }
 
-void rope_kernel(KernelArgs& args) {
-  const auto& a = args.attrs<RopeAttrs>();
-  const auto& xd = args.in_dims(0);
-  const int64_t B = xd[0], L = xd[1], W = xd[2];
+// Rope of B·L rows of x (row stride W) into y [B·L, H·head_dim], f32.
+void rope_rows(const RopeAttrs& a, const float* x, int64_t B, int64_t L, int64_t W, const int32_t* pos,
+               bool batched_pos, const float* norm_w, float* y, ThreadPool& pool) {
   const int64_t H = a.num_heads, hd = a.head_dim, half = a.n_rot / 2;
   const int64_t OW = H * hd;
-  const bool batched_pos = args.in_dims(1).size() == 2;
-  const int32_t* pos = args.in<int32_t>(1);
-  const float* x = args.in_f32(0);
-  const float* norm_w = a.head_norm ? args.in_f32(2) : nullptr;
-  float* y = args.out_f32();
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     inv_freq[static_cast<size_t>(i)] =
         std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.n_rot));
   const double fscale = a.freq_scale;
   const bool neox = a.pairing == RopePairing::NeoX;
-  args.pool.parallel_for(B * L, std::max<int64_t>(1, 8192 / std::max<int64_t>(OW, 1)), [&](int64_t r0, int64_t r1) {
+  pool.parallel_for(B * L, std::max<int64_t>(1, 8192 / std::max<int64_t>(OW, 1)), [&](int64_t r0, int64_t r1) {
     std::vector<double> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
     std::vector<float> normed(norm_w ? static_cast<size_t>(hd) : 0);
     for (int64_t r = r0; r < r1; ++r) {
@@ -333,6 +330,45 @@ void rope_kernel(KernelArgs& args) {
       }
     }
   });
+}
+
+void rope_kernel(KernelArgs& args) {
+  const auto& a = args.attrs<RopeAttrs>();
+  const auto& xd = args.in_dims(0);
+  rope_rows(a, args.in_f32(0), xd[0], xd[1], xd[2], args.in<int32_t>(1), args.in_dims(1).size() == 2,
+            a.head_norm ? args.in_f32(2) : nullptr, args.out_f32(), args.pool);
+}
+
+// WriteSlice with rope: the rotated update rows (f32) stored at the offset,
+// rounded once to the state's type. The state is written in place (never
+// staged, it is the whole KV cache).
+void rope_write_kernel(KernelArgs& args) {
+  const RopeAttrs& a = args.attrs<WriteSliceAttrs>().rope_attrs;
+  const auto& st = args.in_dims(0);
+  const auto& ud = args.in_dims(1);
+  const int64_t B = ud[0], L = ud[1], ctx = st[1], OW = st[2];
+  RLX_CHECK(args.in_numel(2) >= 1, args.where(), ": the offset input is empty");
+  const int64_t offset = args.in<int32_t>(2)[0];
+  if (offset < 0 || offset + L > ctx)
+    throw InvalidArgument(str(args.where(), ": offset ", offset, " + update length ", L,
+                              " exceeds the state's dim 1 of ", ctx));
+  const DType t = args.out_dtype();
+  const int64_t es = dtype_size(t);
+  auto* y = static_cast<char*>(args.out_raw());
+  if (args.in_raw(0) != args.out_raw() && B * ctx * OW > 0)
+    std::memcpy(y, args.in_raw(0), static_cast<size_t>(B * ctx * OW * es));
+  std::vector<float> rows(static_cast<size_t>(B * L * OW));
+  rope_rows(a, args.in_f32(1), B, L, ud[2], args.in<int32_t>(3), args.in_dims(3).size() == 2,
+            a.head_norm ? args.in_f32(4) : nullptr, rows.data(), args.pool);
+  for (int64_t r = 0; r < B * L; ++r) {
+    const int64_t at = ((r / L) * ctx + offset + r % L) * OW;
+    const float* src = rows.data() + r * OW;
+    for (int64_t i = 0; i < OW; ++i) {
+      if (t == DType::F16) reinterpret_cast<uint16_t*>(y)[at + i] = f32_to_f16(src[i]);
+      else if (t == DType::BF16) reinterpret_cast<uint16_t*>(y)[at + i] = f32_to_bf16(src[i]);
+      else reinterpret_cast<float*>(y)[at + i] = src[i];
+    }
+  }
 }
 
 enum class GluAct { Silu, GeluErf, GeluTanh };
@@ -385,6 +421,16 @@ void register_attention_kernels() {
       register_cpu_kernel(OpKind::Rope, {t, DType::I32, w, t}, rope_kernel,
                           str("rms_norm per head + rope (f64 angles, weight ", dtype_name(w), ")") + sfx);
   }
+  // KV-cache writes of a rotated K: state type st, update type ut (any pair).
+  for (DType st : kFloats)
+    for (DType ut : kFloats) {
+      const std::string sfx = str(" [", dtype_name(ut), " -> ", dtype_name(st), "]");
+      register_cpu_kernel(OpKind::WriteSlice, {st, ut, DType::I32, DType::I32, st}, rope_write_kernel,
+                          "write_slice of rope (f64 angles)" + sfx);
+      for (DType w : kFloats)
+        register_cpu_kernel(OpKind::WriteSlice, {st, ut, DType::I32, DType::I32, w, st}, rope_write_kernel,
+                            str("write_slice of rms_norm per head + rope (weight ", dtype_name(w), ")") + sfx);
+    }
   register_cpu_float_kernel(OpKind::FusedSwiGLU, {DType::F32, DType::F32}, glu_kernel, "swiglu (gate = first half)");
   register_cpu_float_kernel(OpKind::FusedGeGLU, {DType::F32, DType::F32}, glu_kernel, "geglu (gate = first half)");
 }

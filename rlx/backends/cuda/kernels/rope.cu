@@ -1,5 +1,6 @@
 // Rotary position embedding (RopeAttrs semantics) and the fused rope + KV-cache
-// write used by LLM decode.
+// writes used by LLM decode (WriteSlice with rope: K only, optionally
+// head-normed, converting to the cache type; launch_rope_kv_write: K and V).
 //
 // Algorithm: one block per (b, l) row. The host computes the inverse
 // frequencies freq_base^(−2i/n_rot) in f64 exactly as the CPU kernel does and
@@ -93,12 +94,12 @@ __device__ __forceinline__ void angles(const RopeParams& p, int64_t pos, float* 
   __syncthreads();
 }
 
-// Output element d (< head_dim) of one head whose source starts at xs
-// (rstd: the head's norm factor, unused without a head norm).
+// Output element d (< head_dim) of one head whose source starts at xs, in
+// f32 (rstd: the head's norm factor, unused without a head norm).
 template <typename T>
-__device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn,
-                                       float rstd = 1.0f) {
-  if (d >= p.n_rot) return p.norm_w ? from_f32<T>(src(p, xs, d, rstd)) : xs[d];
+__device__ __forceinline__ float rope_f32(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn,
+                                          float rstd = 1.0f) {
+  if (d >= p.n_rot) return src(p, xs, d, rstd);
   const int half = p.n_rot / 2;
   int i, partner;
   bool first;
@@ -114,7 +115,14 @@ __device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, 
   const float a = src(p, xs, d, rstd), b = src(p, xs, partner, rstd);
   const float c = cs[i], s = sn[i];
   // first of the pair: a·c − b·s; second: a·c + b·s (b is the first element)
-  return from_f32<T>(first ? fmaf(a, c, -b * s) : fmaf(a, c, b * s));
+  return first ? fmaf(a, c, -b * s) : fmaf(a, c, b * s);
+}
+
+template <typename T>
+__device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn,
+                                       float rstd = 1.0f) {
+  if (d >= p.n_rot && !p.norm_w) return xs[d];
+  return from_f32<T>(rope_f32(p, xs, d, cs, sn, rstd));
 }
 
 template <typename T>
@@ -135,12 +143,15 @@ __global__ void __launch_bounds__(256) rope_kernel(const T* x, const int32_t* po
   }
 }
 
-template <typename T>
+// K (rotated, optionally head-normed) and, when v is given, V rows stored
+// into caches of type C at slot *cache_pos + l; one rounding, to C.
+template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_kv_kernel(const T* k, const T* v, int64_t v_stride, int64_t v_offset, const int32_t* positions,
-                   const int32_t* cache_pos, T* k_cache, T* v_cache, int64_t capacity, RopeParams p, int32_t* err) {
+                   const int32_t* cache_pos, C* k_cache, C* v_cache, int64_t capacity, RopeParams p, int32_t* err) {
   dev::pdl_begin();
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
+  extern __shared__ float rstd[];  // p.heads floats when p.norm_w
   const int64_t start = *cache_pos;
   if (start < 0 || start + p.L > capacity) {
     if (err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
@@ -149,16 +160,18 @@ __global__ void __launch_bounds__(256)
   const int64_t row = blockIdx.x;
   const int64_t b = row / p.L, l = row - b * p.L;
   const int64_t pos = positions ? positions[p.pos_batched ? row : l] : start + l;
+  const T* kr = k + row * p.x_stride + p.x_offset;
+  if (p.norm_w) head_norms(p, kr, rstd);
   angles(p, pos, cs, sn);
   const int width = p.heads * p.head_dim;
   const int64_t slot = (b * capacity + start + l) * width;
-  const T* kr = k + row * p.x_stride + p.x_offset;
-  const T* vr = v + row * v_stride + v_offset;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / p.head_dim, d = e - h * p.head_dim;
-    k_cache[slot + e] = rope_elem(p, kr + h * p.head_dim, d, cs, sn);
-    v_cache[slot + e] = vr[e];
+    k_cache[slot + e] = from_f32<C>(rope_f32(p, kr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f));
   }
+  if (!v) return;
+  const T* vr = v + row * v_stride + v_offset;
+  for (int e = threadIdx.x; e < width; e += blockDim.x) v_cache[slot + e] = from_f32<C>(to_f32(vr[e]));
 }
 
 RopeParams make_params(const RopeAttrs& a, bool pos_batched, int64_t L, int64_t x_stride, const char* op) {
@@ -221,10 +234,40 @@ void launch_rope_kv_write(DType dtype, const void* k, int64_t k_stride, const vo
   RLX_CHECK(B * L < (int64_t{1} << 31), "RopeKvWrite: ", B * L, " rows exceed the grid limit");
   dispatch_float(dtype, "RopeKvWrite", [&](auto tag) {
     using T = decltype(tag);
-    rope_kv_kernel<T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), 0, stream>>>(
+    rope_kv_kernel<T, T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), 0, stream>>>(
         static_cast<const T*>(k), static_cast<const T*>(v), v_stride, v_offset, positions, cache_pos,
         static_cast<T*>(k_cache), static_cast<T*>(v_cache), capacity, p, error_flag);
     RLX_CUDA_CHECK_LAUNCH("RopeKvWrite");
+  });
+}
+
+void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int32_t* positions,
+                       bool positions_batched, const int32_t* cache_pos, DType cache_dtype, void* k_cache, int64_t B,
+                       int64_t L, int64_t capacity, const RopeAttrs& attrs, const void* norm_weight, DType norm_dtype,
+                       int32_t* error_flag, cudaStream_t stream) {
+  const char* op = "WriteSlice (rope)";
+  RopeParams p = make_params(attrs, positions_batched, L, k_stride, op);
+  RLX_CHECK(attrs.head_norm == (norm_weight != nullptr), op, ": head_norm is ", attrs.head_norm,
+            " but the norm weight is ", norm_weight ? "given" : "missing");
+  RLX_CHECK_AS(Unsupported, !norm_weight || is_compute_float(norm_dtype), op, ": head norm weight of dtype ",
+               dtype_name(norm_dtype));
+  RLX_CHECK(!norm_weight || attrs.num_heads <= kMaxRopeNormHeads, op, ": head norm over ", attrs.num_heads,
+            " heads exceeds ", kMaxRopeNormHeads);
+  p.norm_w = norm_weight;
+  p.norm_wtype = norm_dtype;
+  p.norm_eps = attrs.norm_eps;
+  if (B * L == 0) return;
+  RLX_CHECK(B * L < (int64_t{1} << 31), op, ": ", B * L, " rows exceed the grid limit");
+  const size_t smem = norm_weight ? sizeof(float) * static_cast<size_t>(p.heads) : 0;
+  dispatch_float(k_dtype, op, [&](auto ktag) {
+    using T = decltype(ktag);
+    dispatch_float(cache_dtype, op, [&](auto ctag) {
+      using C = decltype(ctag);
+      rope_kv_kernel<T, C><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), smem, stream>>>(
+          static_cast<const T*>(k), nullptr, 0, 0, positions, cache_pos, static_cast<C*>(k_cache), nullptr, capacity,
+          p, error_flag);
+      RLX_CUDA_CHECK_LAUNCH("WriteSlice (rope)");
+    });
   });
 }
 

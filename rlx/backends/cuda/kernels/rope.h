@@ -41,4 +41,14 @@ void launch_rope_kv_write(DType dtype, const void* k, int64_t k_stride, const vo
                           const int32_t* cache_pos, void* k_cache, void* v_cache, int64_t B, int64_t L,
                           int64_t capacity, const RopeAttrs& attrs, int32_t* error_flag, cudaStream_t stream);
 
+// WriteSlice with rope (WriteSliceAttrs::rope): rope (after the per-head
+// norm when attrs.head_norm, as launch_rope) of k's rows, stored into
+// k_cache [B, capacity, num_heads·head_dim] of cache_dtype at slot
+// *cache_pos + l, computed in f32 and rounded once. Positions are [L] or
+// [B, L]. A bad *cache_pos writes nothing and sets kErrSliceOutOfRange.
+void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int32_t* positions,
+                       bool positions_batched, const int32_t* cache_pos, DType cache_dtype, void* k_cache, int64_t B,
+                       int64_t L, int64_t capacity, const RopeAttrs& attrs, const void* norm_weight, DType norm_dtype,
+                       int32_t* error_flag, cudaStream_t stream);
+
 }  // namespace rlx::cuda
