@@ -6,18 +6,25 @@
 // also copy inputs in and outputs out. The memcpy line gives the machine's
 // practical memory-bandwidth ceiling for the bandwidth-bound ops.
 //
-//   rlx_cpu_bench [--reps N]      (RLX_NUM_THREADS sets the thread count)
+// With --minilm DIR, instead: the BERT encoder of that model folder at
+// embedding batch shapes (B texts x L tokens), whole-run time per batch and
+// kernel time summed per kernel description, largest first.
+//
+//   rlx_cpu_bench [--reps N] [--minilm DIR]   (RLX_NUM_THREADS sets the thread count)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "rlx/ir/builder.h"
+#include "rlx/models/bert/bert.h"
 #include "rlx/runtime/session.h"
 
 #ifdef RLX_HAVE_BLAS
@@ -91,7 +98,9 @@ void bench_matmul(int reps) {
               "median of %d\n", reps);
   std::printf("  %-18s %20s %20s %12s\n", "M x K x N", "rlx, blas path", "rlx, builtin", "cblas_sgemm");
   struct S { int64_t m, k, n; };
-  for (S s : {S{256, 256, 256}, S{512, 512, 512}, S{1024, 1024, 1024}, S{128, 384, 1536}, S{1, 4096, 4096}}) {
+  for (S s : {S{256, 256, 256}, S{512, 512, 512}, S{1024, 1024, 1024}, S{128, 384, 1536}, S{1, 4096, 4096},
+              // MiniLM at 32 texts x 16 tokens: QKV, FFN up, FFN down
+              S{512, 384, 1152}, S{512, 384, 1536}, S{512, 1536, 384}}) {
     rlx::Graph g;
     auto a = rlx::input(g, "a", rlx::DType::F32, {s.m, s.k});
     auto b = rlx::param(g, "b", rlx::DType::F32, {s.k, s.n});
@@ -201,18 +210,90 @@ void bench_layernorm(int reps) {
   std::printf("  memcpy same size (1 thread): %.1f GB/s (read + write)\n", bytes / tc * 1e-9);
 }
 
+// Per kernel description: summed "... -> desc  T us" times of the last run.
+void add_kernel_times(const rlx::Executable& exe, std::map<std::string, double>& by_kernel) {
+  const std::string r = exe.dispatch_report();
+  size_t line = 0;
+  while (line < r.size()) {
+    size_t end = r.find('\n', line);
+    if (end == std::string::npos) end = r.size();
+    const std::string l = r.substr(line, end - line);
+    line = end + 1;
+    const size_t arrow = l.find(" -> "), us = l.rfind(" us");
+    if (arrow == std::string::npos || us == std::string::npos || us + 3 != l.size()) continue;
+    const size_t sp = l.rfind("  ", us);
+    by_kernel[l.substr(arrow + 4, sp - arrow - 4)] += std::atof(l.substr(sp + 2, us - sp - 2).c_str()) * 1e-6;
+  }
+}
+
+void bench_minilm(int reps, const std::string& dir) {
+  const rlx::bert::BertConfig cfg = rlx::bert::BertConfig::from_dir(dir);
+  rlx::Session session("cpu");
+  auto exe = session.compile(rlx::bert::build_graph(cfg));
+  for (auto& [name, t] : rlx::bert::load_weights(cfg, dir)) exe->set_param(name, t);
+  std::printf("\nBERT encoder of %s (%lld layers, hidden %lld), f32; median of %d runs per shape\n", dir.c_str(),
+              static_cast<long long>(cfg.layers), static_cast<long long>(cfg.hidden), reps);
+  struct S { int64_t b, l; };
+  for (S s : {S{32, 16}, S{32, 32}, S{32, 128}, S{8, 256}}) {
+    std::vector<int32_t> ids(static_cast<size_t>(s.b * s.l)), mask(ids.size(), 1), pos(static_cast<size_t>(s.l));
+    std::mt19937 rng(1);
+    for (auto& x : ids) x = static_cast<int32_t>(1000 + rng() % 20000);
+    for (int64_t i = 0; i < s.l; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    // Every other text is half as long (padded), as in a real batch.
+    for (int64_t b = 1; b < s.b; b += 2)
+      for (int64_t i = s.l / 2; i < s.l; ++i) mask[static_cast<size_t>(b * s.l + i)] = 0;
+    const std::vector<rlx::Tensor> ins = {rlx::Tensor::from(ids, {s.b, s.l}),
+                                          rlx::Tensor::zeros(rlx::DType::I32, {s.b, s.l}),
+                                          rlx::Tensor::from(mask, {s.b, s.l}), rlx::Tensor::from(pos, {s.l})};
+    exe->run(ins);
+    std::vector<double> run, cpu;
+    std::vector<std::map<std::string, double>> kern;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = Clock::now();
+      const std::clock_t c0 = std::clock();
+      exe->run(ins);
+      cpu.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+      run.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      kern.emplace_back();
+      add_kernel_times(*exe, kern.back());
+    }
+    std::vector<double> sorted = run;
+    std::sort(sorted.begin(), sorted.end());
+    const double med = sorted[sorted.size() / 2];
+    std::sort(cpu.begin(), cpu.end());
+    // CPU time (all threads) is steadier than wall time on a shared machine.
+    std::printf("  B=%lld L=%lld: run %8.3f ms (%.0f texts/s), process CPU time %8.3f ms\n",
+                static_cast<long long>(s.b), static_cast<long long>(s.l), med * 1e3, static_cast<double>(s.b) / med,
+                cpu[cpu.size() / 2] * 1e3);
+    // Kernel split of the median run.
+    const auto& k = kern[static_cast<size_t>(std::find(run.begin(), run.end(), med) - run.begin())];
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [d, t] : k) rows.emplace_back(t, d);
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [t, d] : rows)
+      if (t >= 0.01 * med) std::printf("    %7.3f ms %5.1f%%  %s\n", t * 1e3, 100.0 * t / med, d.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 15;
-  for (int i = 1; i < argc; ++i)
+  std::string minilm;
+  for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (std::string(argv[i]) == "--minilm" && i + 1 < argc) minilm = argv[++i];
+  }
   set_env("RLX_DISPATCH_REPORT", "1");  // per-kernel times
   rlx::Session session("cpu");
   std::printf("rlx cpu bench: %s (%s)\n", session.device().name.c_str(), session.device().details.c_str());
 #ifndef RLX_HAVE_BLAS
   std::printf("built without OpenBLAS: the rlx+blas column runs the built-in kernel\n");
 #endif
+  if (!minilm.empty()) {
+    bench_minilm(reps, minilm);
+    return 0;
+  }
   bench_matmul(reps);
   bench_attention(reps);
   bench_layernorm(reps);

@@ -15,8 +15,10 @@
 //  - row path (Lq ≤ 3, decode): one task per (b, kv head, i) serving the
 //    query heads of that GQA group, so K/V stream once; dot products over
 //    the visible key range only, weighted V sum skipping zero weights.
-//  - block path (prefill): one task per (b, h, block of ≤ 32 queries) over the
-//    block's key range; S = Q·Kᵀ and O = P·V run on the GEMM micro-kernel.
+//  - block path (prefill): one task per (b, h, block of ≤ 128 queries) over
+//    the block's key range; S = Q·Kᵀ and O = P·V run on the GEMM micro-kernel.
+//    A Custom key mask narrows that range to its first..last kept key, so
+//    right-padded keys cost nothing.
 //    Hidden keys get weight exactly 0 (a non-finite V row under a hidden key
 //    would still poison 0·v, as in any matmul-based attention).
 // Memory: per chunk of tasks one qb×Lk score block (or an Lk row), a qb×D
@@ -38,6 +40,7 @@
 
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/backends/cpu/kernels/vmath.h"
 #include "rlx/core/half.h"
 
 namespace rlx::cpu {
@@ -45,7 +48,9 @@ namespace {
 
 constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 constexpr int64_t kRowPathMaxLq = 3;    // decode-sized queries take the row path
-constexpr int64_t kMaxQueryBlock = 32;  // query rows per block-path task
+// Query rows per block-path task: up to a whole sequence of this length, so
+// the K and V blocks are packed once per head.
+constexpr int64_t kMaxQueryBlock = 128;
 constexpr int64_t kMaxGroup = 64;       // query heads per kv head on the row path
 
 struct AttnProblem {
@@ -62,6 +67,10 @@ struct AttnProblem {
   int64_t bias_sb, bias_sh;  // batch and head strides of bias (0 = broadcast)
   const int32_t* kv_len;     // valid keys, [1] or [B] (kv_len_n entries), or null = Lk
   int64_t kv_len_n;
+  // Custom mask: per batch, the first kept key and one past the last; keys
+  // outside never get weight, so no score is formed for them (padding).
+  const int64_t* kept_lo;
+  const int64_t* kept_hi;
 };
 
 inline int64_t valid_keys(const AttnProblem& p, int64_t b) {
@@ -73,42 +82,66 @@ inline void visible_range(const AttnProblem& p, int64_t b, int64_t i, int64_t& l
   const int64_t kv = valid_keys(p, b);
   lo = 0;
   hi = kv;
-  if (p.mask != MaskKind::Causal && p.mask != MaskKind::SlidingWindow) return;
-  const int64_t q_pos = i + kv - p.Lq;
-  hi = std::clamp<int64_t>(q_pos + 1, 0, kv);
-  if (p.mask == MaskKind::SlidingWindow) lo = std::clamp<int64_t>(q_pos - p.window + 1, 0, kv);
+  if (p.mask == MaskKind::Causal || p.mask == MaskKind::SlidingWindow) {
+    const int64_t q_pos = i + kv - p.Lq;
+    hi = std::clamp<int64_t>(q_pos + 1, 0, kv);
+    if (p.mask == MaskKind::SlidingWindow) lo = std::clamp<int64_t>(q_pos - p.window + 1, 0, kv);
+  }
+  if (p.kept_lo) {
+    lo = std::max(lo, p.kept_lo[b]);
+    hi = std::max(lo, std::min(hi, p.kept_hi[b]));
+  }
 }
 
 // s[j − lo] for j in [lo, hi): raw q·k in (read only where visible), softmax
 // numerators exp(s_j − max) out, 0 for hidden keys. Returns their sum; 0 when
-// row i of head h sees nothing (the caller then writes zeros).
+// row i of head h sees nothing (the caller then writes zeros). Each step is
+// its own loop over the row so it vectorizes; max and sum use 16 lanes.
+RLX_CPU_MULTIVERSION
 float softmax_numerators(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t lo, int64_t hi, float* s) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int64_t n = hi - lo;
   int64_t vlo, vhi;
   visible_range(p, b, i, vlo, vhi);
-  const uint8_t* keep = p.keep ? p.keep + b * p.Lk : nullptr;
-  const float* bias = p.bias ? p.bias + b * p.bias_sb + h * p.bias_sh + i * p.Lk : nullptr;
+  vlo = std::clamp(vlo - lo, int64_t{0}, n);
+  vhi = std::clamp(vhi - lo, vlo, n);
+  const uint8_t* keep = p.keep ? p.keep + b * p.Lk + lo : nullptr;
+  const float* bias = p.bias ? p.bias + b * p.bias_sb + h * p.bias_sh + i * p.Lk + lo : nullptr;
+  for (int64_t j = 0; j < n; ++j) s[j] *= p.scale;
+  if (p.softcap > 0.0f)
+    for (int64_t j = 0; j < n; ++j) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
+  if (bias)
+    for (int64_t j = 0; j < n; ++j) s[j] += bias[j];
+  std::fill(s, s + vlo, neg_inf);
+  std::fill(s + vhi, s + n, neg_inf);
+  if (keep)
+    for (int64_t j = vlo; j < vhi; ++j) s[j] = keep[j] ? s[j] : neg_inf;
+  constexpr int kLanes = 16;
+  float m[kLanes];
+  std::fill_n(m, kLanes, neg_inf);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
   float mx = neg_inf;
-  for (int64_t j = lo; j < hi; ++j) {
-    float x = neg_inf;
-    if (j >= vlo && j < vhi && (!keep || keep[j])) {
-      x = s[j - lo] * p.scale;
-      if (p.softcap > 0.0f) x = p.softcap * std::tanh(x / p.softcap);
-      if (bias) x += bias[j];
-      if (x > mx) mx = x;
-    }
-    s[j - lo] = x;
-  }
+  for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  for (float v : m) mx = v > mx ? v : mx;
   if (!(mx > neg_inf)) {
-    std::fill_n(s, hi - lo, 0.0f);
+    std::fill_n(s, n, 0.0f);
     return 0.0f;
   }
+  // exp_fast(−inf) is exactly 0, so hidden keys get weight 0.
+  float acc[kLanes] = {};
+  for (j = 0; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      s[j + l] = exp_fast(s[j + l] - mx);
+      acc[l] += s[j + l];
+    }
   float sum = 0.0f;
-  for (int64_t j = 0; j < hi - lo; ++j) {
-    const float e = s[j] == neg_inf ? 0.0f : std::exp(s[j] - mx);
-    s[j] = e;
-    sum += e;
+  for (; j < n; ++j) {
+    s[j] = exp_fast(s[j] - mx);
+    sum += s[j];
   }
+  for (float v : acc) sum += v;
   return sum;
 }
 
@@ -240,9 +273,22 @@ void attention_kernel(KernelArgs& args) {
   p.mask = a.mask;
   p.window = a.window;
   std::vector<uint8_t> keep;
+  std::vector<int64_t> kept_lo, kept_hi;
   if (a.mask == MaskKind::Custom) {
     keep = key_mask(args, 3);
     p.keep = keep.data();
+    kept_lo.assign(static_cast<size_t>(p.B), 0);
+    kept_hi.assign(static_cast<size_t>(p.B), 0);
+    for (int64_t b = 0; b < p.B; ++b) {
+      const uint8_t* row = p.keep + b * p.Lk;
+      int64_t first = 0, last = p.Lk;
+      while (first < p.Lk && !row[first]) ++first;
+      while (last > first && !row[last - 1]) --last;
+      kept_lo[static_cast<size_t>(b)] = first;
+      kept_hi[static_cast<size_t>(b)] = last;
+    }
+    p.kept_lo = kept_lo.data();
+    p.kept_hi = kept_hi.data();
   } else if (a.mask == MaskKind::Bias) {
     const auto& bd = args.in_dims(3);
     p.bias = args.in_f32(3);

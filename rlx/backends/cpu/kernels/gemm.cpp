@@ -2,21 +2,24 @@
 //
 // Paths, chosen per problem:
 //  - OpenBLAS cblas_sgemm for large problems (built with RLX_HAVE_BLAS,
-//    RLX_CPU_BLAS=1, M·N·K ≥ 64³ per GEMM, ≥ 256³ when batched). Called from
-//    this thread only, one call per batch; OpenBLAS runs its own threads
-//    (sized once to our pool's size). A batch whose B is shared and A not
-//    transposed is folded into one GEMM by the caller (matmul.cpp).
-//  - Built-in blocked kernel otherwise. Work is split into tasks of
-//    kMC×kNC output tiles (× batch) run on the pool. Per task and per K block
-//    of kKC: B is packed into kNR-column micro-panels ([kc][kNR], zero padded)
-//    and A into kMR-row micro-panels ([kc][kMR]); a kMR×kNR register tile then
-//    accumulates over k in order, so each C element is a sequential f32 sum.
-//    A tile (6 KiB) stays in L1, the packed B block (256 KiB) in L2. Packing
-//    reads strided views, so transposes (and attention's head-strided Q/K/V
-//    through gemm_serial) cost nothing extra.
+//    RLX_CPU_BLAS=1, M·N·K ≥ 64³ per GEMM, ≥ 256³ when batched). Called from this thread only, one call per batch; OpenBLAS runs its own
+//    threads (sized once to our pool's size). A batch whose B is shared and
+//    A not transposed is folded into one GEMM by the caller (matmul.cpp).
+//  - Built-in blocked kernel otherwise: an mr×nr register tile (12×32 with
+//    AVX-512 FMA, else 6×16 on AVX2/baseline vectors) accumulating over k in
+//    order from packed micro-panels, A as [kc][mr], B as [kc][nr], zero
+//    padded. Packing reads strided views, so transposes (and attention's
+//    head-strided Q/K/V through gemm_serial) cost nothing extra.
+//    One GEMM (batch 1, the weight matmuls): all of B is packed once, in
+//    parallel, then tasks of kMC rows × a range of column panels pack their
+//    A block per K block of kKC (kept in L2) and sweep the B panels (each
+//    reused from L1 across the block's row panels).
+//    Batched GEMMs: tasks of kMC×kNC output tiles (× batch), each packing
+//    its own A and B blocks.
 //  - Row-streaming GEMV for M < 4 (decode): no packing, B is read once;
 //    i-k-j axpy for row-major B, 8-lane dot products for transposed B.
-// The bias+activation epilogue runs on each finished tile, while it is hot.
+// The bias+activation epilogue runs on each finished column panel or tile,
+// while it is hot.
 #include "rlx/backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -25,7 +28,12 @@
 #include <mutex>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "rlx/backends/cpu/kernel.h"
+#include "rlx/backends/cpu/kernels/vmath.h"
 #include "rlx/core/env.h"
 
 #ifdef RLX_HAVE_BLAS
@@ -35,11 +43,10 @@
 namespace rlx::cpu {
 namespace {
 
-constexpr int64_t kMR = 6;    // register tile rows
-constexpr int64_t kNR = 16;   // register tile columns (two 8-float vectors)
 constexpr int64_t kKC = 256;  // K block
-constexpr int64_t kMC = 72;   // task tile rows (a multiple of kMR)
-constexpr int64_t kNC = 256;  // task tile columns (a multiple of kNR)
+constexpr int64_t kMC = 144;  // task rows (a multiple of every kernel's mr)
+constexpr int64_t kNC = 256;  // batched task columns (a multiple of every kernel's nr)
+constexpr int64_t kMaxMR = 12, kMaxNR = 32;
 constexpr int64_t kGemvMaxM = 3;
 constexpr int64_t kGemvCols = 64;
 constexpr int64_t kBlasMinWork = 64 * 64 * 64;
@@ -63,89 +70,150 @@ struct View {
   float at(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
 };
 
-// B(k0.., j0..) → micro-panels: panel q holds columns j0+q·kNR.. as [kc][kNR],
-// zero padded past nc. Reads follow B's contiguous direction.
-void pack_b(View b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
-  for (int64_t jp = 0; jp < nc; jp += kNR) {
-    const int64_t w = std::min(kNR, nc - jp);
+// C[mr × nr] (row stride ldc) = (accumulate ? C : 0) + Apanel[kc][mr] · Bpanel[kc][nr],
+// each element summed over k in order.
+using MicroFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate);
+struct MicroKernel {
+  int64_t mr, nr;
+  MicroFn fn;
+};
+
+RLX_CPU_MULTIVERSION
+void micro_6x16(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
+                bool accumulate) {
+  v8f t[6][2] = {};
+  if (accumulate)
+    for (int r = 0; r < 6; ++r) std::memcpy(t[r], c + r * ldc, sizeof(t[r]));
+  for (int64_t k = 0; k < kc; ++k) {
+    v8f b0, b1;
+    std::memcpy(&b0, bp + k * 16, sizeof(b0));
+    std::memcpy(&b1, bp + k * 16 + 8, sizeof(b1));
+    const float* a = ap + k * 6;
+    for (int r = 0; r < 6; ++r) {
+      t[r][0] += a[r] * b0;
+      t[r][1] += a[r] * b1;
+    }
+  }
+  for (int r = 0; r < 6; ++r) std::memcpy(c + r * ldc, t[r], sizeof(t[r]));
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(RLX_NO_MULTIVERSION)
+#define RLX_GEMM_AVX512 1
+// 24 of the 32 zmm registers accumulate; per k two B loads and 12
+// broadcasts feed 24 FMAs.
+__attribute__((target("avx512f"))) void micro_12x32(int64_t kc, const float* __restrict ap,
+                                                    const float* __restrict bp, float* __restrict c, int64_t ldc,
+                                                    bool accumulate) {
+  __m512 t[12][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < 12; ++r) {
+    t[r][0] = accumulate ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
+    t[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * 32), b1 = _mm512_loadu_ps(bp + k * 32 + 16);
+    const float* a = ap + k * 12;
+#pragma GCC unroll 12
+    for (int r = 0; r < 12; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+      t[r][0] = _mm512_fmadd_ps(av, b0, t[r][0]);
+      t[r][1] = _mm512_fmadd_ps(av, b1, t[r][1]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < 12; ++r) {
+    _mm512_storeu_ps(c + r * ldc, t[r][0]);
+    _mm512_storeu_ps(c + r * ldc + 16, t[r][1]);
+  }
+}
+#endif
+
+// The kernel for this machine, chosen once.
+const MicroKernel& micro_kernel() {
+  static const MicroKernel k = [] {
+#ifdef RLX_GEMM_AVX512
+    if (__builtin_cpu_supports("avx512f")) return MicroKernel{12, 32, micro_12x32};
+#endif
+    return MicroKernel{6, 16, micro_6x16};
+  }();
+  return k;
+}
+
+// B(k0.., j0..) → nr-column micro-panels: panel q holds columns j0+q·nr.. as
+// [kc][nr], zero padded past nc. Reads follow B's contiguous direction.
+void pack_b(View b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr, float* dst) {
+  for (int64_t jp = 0; jp < nc; jp += nr) {
+    const int64_t w = std::min(nr, nc - jp);
     float* d = dst + jp * kc;
-    if (w < kNR)
+    if (w < nr)
       for (int64_t k = 0; k < kc; ++k)
-        for (int64_t j = w; j < kNR; ++j) d[k * kNR + j] = 0.0f;
+        for (int64_t j = w; j < nr; ++j) d[k * nr + j] = 0.0f;
     if (b.cs == 1) {
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = b.p + (k0 + k) * b.rs + j0 + jp;
-        for (int64_t j = 0; j < w; ++j) d[k * kNR + j] = src[j];
+        for (int64_t j = 0; j < w; ++j) d[k * nr + j] = src[j];
       }
     } else {
       for (int64_t j = 0; j < w; ++j)
-        for (int64_t k = 0; k < kc; ++k) d[k * kNR + j] = b.at(k0 + k, j0 + jp + j);
+        for (int64_t k = 0; k < kc; ++k) d[k * nr + j] = b.at(k0 + k, j0 + jp + j);
     }
   }
 }
 
-// A(i0.., k0..) → micro-panels: panel q holds rows i0+q·kMR.. as [kc][kMR],
-// zero padded past mc.
-void pack_a(View a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* dst) {
-  for (int64_t ip = 0; ip < mc; ip += kMR) {
-    const int64_t h = std::min(kMR, mc - ip);
+// A(i0.., k0..) → mr-row micro-panels: panel q holds rows i0+q·mr.. as
+// [kc][mr], zero padded past mc.
+void pack_a(View a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t mr, float* dst) {
+  for (int64_t ip = 0; ip < mc; ip += mr) {
+    const int64_t h = std::min(mr, mc - ip);
     float* d = dst + ip * kc;
-    if (h < kMR)
+    if (h < mr)
       for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = h; r < kMR; ++r) d[k * kMR + r] = 0.0f;
+        for (int64_t r = h; r < mr; ++r) d[k * mr + r] = 0.0f;
     if (a.cs == 1) {
       for (int64_t r = 0; r < h; ++r) {
         const float* src = a.p + (i0 + ip + r) * a.rs + k0;
-        for (int64_t k = 0; k < kc; ++k) d[k * kMR + r] = src[k];
+        for (int64_t k = 0; k < kc; ++k) d[k * mr + r] = src[k];
       }
     } else {
       for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = 0; r < h; ++r) d[k * kMR + r] = a.at(i0 + ip + r, k0 + k);
+        for (int64_t r = 0; r < h; ++r) d[k * mr + r] = a.at(i0 + ip + r, k0 + k);
     }
   }
 }
 
-// tile[kMR][kNR] += Apanel[kc][kMR] · Bpanel[kc][kNR], k in order.
-RLX_CPU_MULTIVERSION
-void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict tile) {
-  v8f c[kMR][2];
-  std::memcpy(c, tile, sizeof(c));
-  for (int64_t k = 0; k < kc; ++k) {
-    v8f b0, b1;
-    std::memcpy(&b0, bp + k * kNR, sizeof(b0));
-    std::memcpy(&b1, bp + k * kNR + 8, sizeof(b1));
-    const float* a = ap + k * kMR;
-    for (int r = 0; r < kMR; ++r) {
-      c[r][0] += a[r] * b0;
-      c[r][1] += a[r] * b1;
+// C[mc × w] (row stride ldc) (+)= packed A block [mc rows] · one packed B
+// panel, w ≤ nr valid columns; partial tiles go through a local tile.
+void panel_column(const MicroKernel& uk, int64_t kc, const float* ap, const float* bp, int64_t mc, int64_t w,
+                  float* c, int64_t ldc, bool accumulate) {
+  alignas(64) float tile[kMaxMR * kMaxNR];
+  for (int64_t ir = 0; ir < mc; ir += uk.mr) {
+    const int64_t h = std::min(uk.mr, mc - ir);
+    float* cp = c + ir * ldc;
+    if (h == uk.mr && w == uk.nr) {
+      uk.fn(kc, ap + ir * kc, bp, cp, ldc, accumulate);
+      continue;
     }
+    std::fill_n(tile, uk.mr * uk.nr, 0.0f);
+    if (accumulate)
+      for (int64_t r = 0; r < h; ++r) std::copy_n(cp + r * ldc, w, tile + r * uk.nr);
+    uk.fn(kc, ap + ir * kc, bp, tile, uk.nr, accumulate);
+    for (int64_t r = 0; r < h; ++r) std::copy_n(tile + r * uk.nr, w, cp + r * ldc);
   }
-  std::memcpy(tile, c, sizeof(c));
 }
 
 // C[mc × nc] (row stride ldc) = A(i0.., :) · B(:, j0..) over all K, for
-// mc ≤ kMC and nc ≤ kNC; c points at C(i0, j0).
+// mc ≤ kMC and nc ≤ kNC; c points at C(i0, j0). Packs its own blocks.
 void gemm_tile(View a, View b, int64_t K, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float* c, int64_t ldc,
                GemmScratch& s) {
-  alignas(64) float tile[kMR * kNR];
+  const MicroKernel& uk = micro_kernel();
   if (K == 0)
     for (int64_t i = 0; i < mc; ++i) std::fill_n(c + i * ldc, nc, 0.0f);
   for (int64_t k0 = 0; k0 < K; k0 += kKC) {
     const int64_t kc = std::min(kKC, K - k0);
-    pack_b(b, k0, kc, j0, nc, s.b.data());
-    pack_a(a, i0, mc, k0, kc, s.a.data());
-    for (int64_t ir = 0; ir < mc; ir += kMR) {
-      const int64_t h = std::min(kMR, mc - ir);
-      for (int64_t jr = 0; jr < nc; jr += kNR) {
-        const int64_t w = std::min(kNR, nc - jr);
-        float* cp = c + ir * ldc + jr;
-        std::fill_n(tile, kMR * kNR, 0.0f);
-        if (k0 > 0)
-          for (int64_t r = 0; r < h; ++r) std::copy_n(cp + r * ldc, w, tile + r * kNR);
-        micro_kernel(kc, s.a.data() + ir * kc, s.b.data() + jr * kc, tile);
-        for (int64_t r = 0; r < h; ++r) std::copy_n(tile + r * kNR, w, cp + r * ldc);
-      }
-    }
+    pack_b(b, k0, kc, j0, nc, uk.nr, s.b.data());
+    pack_a(a, i0, mc, k0, kc, uk.mr, s.a.data());
+    for (int64_t jr = 0; jr < nc; jr += uk.nr)
+      panel_column(uk, kc, s.a.data(), s.b.data() + jr * kc, mc, std::min(uk.nr, nc - jr), c + jr, ldc, k0 > 0);
   }
 }
 
@@ -156,12 +224,16 @@ View b_view(const GemmProblem& p, int64_t bi) {
   return p.trans_b ? View{b_base(p, bi), 1, p.K} : View{b_base(p, bi), p.N, 1};
 }
 
-// One task tile of the parallel GEMM, with its epilogue.
+void epilogue(const GemmProblem& p, float* c, int64_t rows, int64_t j0, int64_t nc) {
+  if (p.bias || p.act != Activation::None)
+    for (int64_t i = 0; i < rows; ++i) bias_act_row(c + i * p.N, p.bias ? p.bias + j0 : nullptr, nc, p.act);
+}
+
+// One task tile of the batched GEMM, with its epilogue.
 void blocked_tile(const GemmProblem& p, int64_t bi, int64_t i0, int64_t mc, int64_t j0, int64_t nc, GemmScratch& s) {
   float* c = p.c + bi * p.M * p.N + i0 * p.N + j0;
   gemm_tile(a_view(p, bi), b_view(p, bi), p.K, i0, mc, j0, nc, c, p.N, s);
-  if (p.bias || p.act != Activation::None)
-    for (int64_t i = 0; i < mc; ++i) bias_act_row(c + i * p.N, p.bias ? p.bias + j0 : nullptr, nc, p.act);
+  epilogue(p, c, mc, j0, nc);
 }
 
 // Columns [j0, j0+nc) of every row of a short (M < 4) problem.
@@ -192,8 +264,54 @@ void gemv_block(const GemmProblem& p, int64_t bi, int64_t j0, int64_t nc, float*
       for (int64_t i = 0; i < p.M; ++i) c[i * p.N + j0 + j] = dot8(rows[i], bcol, p.K);
     }
   }
-  if (p.bias || p.act != Activation::None)
-    for (int64_t i = 0; i < p.M; ++i) bias_act_row(c + i * p.N + j0, p.bias ? p.bias + j0 : nullptr, nc, p.act);
+  epilogue(p, c + j0, p.M, j0, nc);
+}
+
+// One GEMM (batch 1): B packed once, then row blocks × column ranges.
+void run_packed(ThreadPool& pool, const GemmProblem& p) {
+  const MicroKernel& uk = micro_kernel();
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const int64_t np = ceil_div(N, uk.nr), npad = np * uk.nr, nkb = ceil_div(K, kKC);
+  const bool serial = M * N * K < kSerialWork;
+  // Packed B: K block kb (rows k0..) at k0·npad, panel q of it at q·nr·kc.
+  // Kept per thread and grown only, so steady-state runs do not fault pages.
+  thread_local std::vector<float> packed_b;
+  if (packed_b.size() < static_cast<size_t>(K * npad)) packed_b.resize(static_cast<size_t>(K * npad));
+  float* pb = packed_b.data();
+  const View bv = b_view(p, 0), av = a_view(p, 0);
+  pool.parallel_for(nkb * np, serial ? nkb * np : 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t k0 = (t / np) * kKC, kc = std::min(kKC, K - k0), q = t % np;
+      pack_b(bv, k0, kc, q * uk.nr, std::min(uk.nr, N - q * uk.nr), uk.nr, pb + k0 * npad + q * uk.nr * kc);
+    }
+  });
+  // Column ranges: enough tasks for about four per thread.
+  const int64_t mt = ceil_div(M, kMC);
+  const int64_t want = std::clamp<int64_t>(ceil_div(4 * int64_t{pool.size()}, mt), 1, np);
+  const int64_t per = ceil_div(np, want), nt = ceil_div(np, per);
+  pool.parallel_for(mt * nt, serial ? mt * nt : 1, [&](int64_t t0, int64_t t1) {
+    GemmScratch s;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = (t / nt) * kMC, mc = std::min(kMC, M - i0);
+      const int64_t q0 = (t % nt) * per, q1 = std::min(np, q0 + per);
+      float* c = p.c + i0 * N;
+      if (K == 0) {
+        for (int64_t i = 0; i < mc; ++i) std::fill_n(c + i * N + q0 * uk.nr, std::min(N, q1 * uk.nr) - q0 * uk.nr, 0.0f);
+        epilogue(p, c + q0 * uk.nr, mc, q0 * uk.nr, std::min(N, q1 * uk.nr) - q0 * uk.nr);
+        continue;
+      }
+      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, K - k0);
+        const bool last = k0 + kc == K;
+        pack_a(av, i0, mc, k0, kc, uk.mr, s.a.data());
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t j0 = q * uk.nr, w = std::min(uk.nr, N - j0);
+          panel_column(uk, kc, s.a.data(), pb + k0 * npad + q * uk.nr * kc, mc, w, c + j0, N, k0 > 0);
+          if (last) epilogue(p, c + j0, mc, j0, w);
+        }
+      }
+    }
+  });
 }
 
 void run_builtin(ThreadPool& pool, const GemmProblem& p) {
@@ -208,6 +326,10 @@ void run_builtin(ThreadPool& pool, const GemmProblem& p) {
         gemv_block(p, bi, j0, std::min(kGemvCols, p.N - j0), arow.data());
       }
     });
+    return;
+  }
+  if (p.batch == 1) {
+    run_packed(pool, p);
     return;
   }
   const int64_t mt = ceil_div(p.M, kMC), nt = ceil_div(p.N, kNC);
@@ -260,6 +382,9 @@ bool blas_built_in() {
 #endif
 }
 
+// Loops over a row: vectorized, GELU-erf and SiLU through vmath.h (libm's
+// erf/exp would run one element at a time).
+RLX_CPU_MULTIVERSION
 void bias_act_row(float* c, const float* bias, int64_t n, Activation act) {
   if (bias)
     for (int64_t j = 0; j < n; ++j) c[j] += bias[j];
@@ -269,10 +394,10 @@ void bias_act_row(float* c, const float* bias, int64_t n, Activation act) {
       for (int64_t j = 0; j < n; ++j) c[j] = c[j] > 0.0f ? c[j] : 0.0f;
       return;
     case Activation::Silu:
-      for (int64_t j = 0; j < n; ++j) c[j] = c[j] / (1.0f + std::exp(-c[j]));
+      for (int64_t j = 0; j < n; ++j) c[j] = c[j] / (1.0f + exp_fast(-c[j]));
       return;
     case Activation::GeluErf:
-      for (int64_t j = 0; j < n; ++j) c[j] = gelu_erf(c[j]);
+      for (int64_t j = 0; j < n; ++j) c[j] = gelu_erf_fast(c[j]);
       return;
     case Activation::GeluTanh:
       for (int64_t j = 0; j < n; ++j) c[j] = gelu_tanh(c[j]);

@@ -9,11 +9,11 @@
 #include "rlx/backends/cpu/thread_pool.h"
 #include "rlx/ir/ops.h"
 
-// Hot loops are compiled twice, for AVX2 and for the baseline ISA, and picked
-// at load time (GCC/Clang function multiversioning). Only the vector width
-// differs: no FMA contraction, so both clones produce identical bits.
+// Hot loops are compiled for AVX-512, AVX2 and the baseline ISA and picked at
+// load time (GCC/Clang function multiversioning). Clones may differ in the
+// last bits (FMA contraction where the ISA has it); each is deterministic.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(RLX_NO_MULTIVERSION)
-#define RLX_CPU_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#define RLX_CPU_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define RLX_CPU_MULTIVERSION
 #endif
@@ -42,7 +42,8 @@ enum class GemmPath { Auto, Blas, Builtin };
 // Runs the problem and returns the path taken. Auto uses OpenBLAS when rlx
 // was built with it, RLX_CPU_BLAS is on and M·N·K ≥ 64³ (≥ 256³ for each GEMM
 // of a batch); asking for Blas
-// without BLAS built in falls back to Builtin. Sums over K in f32, in order.
+// without BLAS built in falls back to Builtin. Sums over K in f32, in order
+// (fused multiply-adds on the AVX-512 path).
 GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want = GemmPath::Auto);
 bool blas_built_in();
 
