@@ -18,7 +18,8 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_NUM_THREADS", EnvType::Int, "0",
        "CPU backend worker threads; 0 = one per hardware thread."},
       {"RLX_CPU_BLAS", EnvType::Bool, "1",
-       "Use the system BLAS (OpenBLAS) for large f32 matmuls on the CPU backend."},
+       "Use the system BLAS (OpenBLAS) for large f32 matmuls on the CPU backend (on CPUs without AVX-512; "
+       "with it the built-in kernel runs them)."},
       {"RLX_COMPILE_CACHE", EnvType::Int, "64",
        "Specializations (shape bindings) an Executable keeps compiled; least recently used go first."},
       {"RLX_VERIFY", EnvType::Bool, "0",

@@ -1,19 +1,24 @@
 // f32 GEMM for the CPU backend.
 //
 // Paths, chosen per problem:
-//  - OpenBLAS cblas_sgemm for large problems (built with RLX_HAVE_BLAS,
-//    RLX_CPU_BLAS=1, M·N·K ≥ 64³ per GEMM, ≥ 256³ when batched). Called from this thread only, one call per batch; OpenBLAS runs its own
-//    threads (sized once to our pool's size). A batch whose B is shared and
-//    A not transposed is folded into one GEMM by the caller (matmul.cpp).
+//  - OpenBLAS cblas_sgemm for large problems on machines without AVX-512
+//    (built with RLX_HAVE_BLAS, RLX_CPU_BLAS=1, M·N·K ≥ 64³ per GEMM, ≥ 256³
+//    when batched). Called from this thread only, one call per batch;
+//    OpenBLAS runs its own threads (sized once to our pool's size). A batch
+//    whose B is shared and A not transposed is folded into one GEMM by the
+//    caller (matmul.cpp).
 //  - Built-in blocked kernel otherwise: an mr×nr register tile (12×32 with
 //    AVX-512 FMA, else 6×16 on AVX2/baseline vectors) accumulating over k in
-//    order from packed micro-panels, A as [kc][mr], B as [kc][nr], zero
-//    padded. Packing reads strided views, so transposes (and attention's
+//    order. B is packed into zero-padded [kc][nr] micro-panels (16×16
+//    register transposes for a transposed B on AVX-512); A is read in place,
+//    mr rows of stride lda, when its rows are contiguous, and copied into
+//    row-major zero-padded panels otherwise (a transposed A, the last partial
+//    panel). Packing reads strided views, so transposes (and attention's
 //    head-strided Q/K/V through gemm_serial) cost nothing extra.
 //    One GEMM (batch 1, the weight matmuls): all of B is packed once, in
-//    parallel, then tasks of kMC rows × a range of column panels pack their
-//    A block per K block of kKC (kept in L2) and sweep the B panels (each
-//    reused from L1 across the block's row panels).
+//    parallel, then tasks of kMC rows × a range of column panels sweep the
+//    B panels per K block of kKC (each panel reused from L1 across the
+//    block's row panels).
 //    Batched GEMMs: tasks of kMC×kNC output tiles (× batch), each packing
 //    its own A and B blocks.
 //  - Row-streaming GEMV for M < 4 (decode): no packing, B is read once;
@@ -70,17 +75,18 @@ struct View {
   float at(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
 };
 
-// C[mr × nr] (row stride ldc) = (accumulate ? C : 0) + Apanel[kc][mr] · Bpanel[kc][nr],
+// C[mr × nr] (row stride ldc) = (accumulate ? C : 0) + A · Bpanel[kc][nr], A(r, k) = a[r·lda + k],
 // each element summed over k in order.
-using MicroFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate);
+using MicroFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
+                         bool accumulate);
 struct MicroKernel {
   int64_t mr, nr;
   MicroFn fn;
 };
 
 RLX_CPU_MULTIVERSION
-void micro_6x16(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-                bool accumulate) {
+void micro_6x16(int64_t kc, const float* __restrict ap, int64_t lda, const float* __restrict bp, float* __restrict c,
+                int64_t ldc, bool accumulate) {
   v8f t[6][2] = {};
   if (accumulate)
     for (int r = 0; r < 6; ++r) std::memcpy(t[r], c + r * ldc, sizeof(t[r]));
@@ -88,10 +94,10 @@ void micro_6x16(int64_t kc, const float* __restrict ap, const float* __restrict 
     v8f b0, b1;
     std::memcpy(&b0, bp + k * 16, sizeof(b0));
     std::memcpy(&b1, bp + k * 16 + 8, sizeof(b1));
-    const float* a = ap + k * 6;
     for (int r = 0; r < 6; ++r) {
-      t[r][0] += a[r] * b0;
-      t[r][1] += a[r] * b1;
+      const float a = ap[r * lda + k];
+      t[r][0] += a * b0;
+      t[r][1] += a * b1;
     }
   }
   for (int r = 0; r < 6; ++r) std::memcpy(c + r * ldc, t[r], sizeof(t[r]));
@@ -101,7 +107,7 @@ void micro_6x16(int64_t kc, const float* __restrict ap, const float* __restrict 
 #define RLX_GEMM_AVX512 1
 // 24 of the 32 zmm registers accumulate; per k two B loads and 12
 // broadcasts feed 24 FMAs.
-__attribute__((target("avx512f"))) void micro_12x32(int64_t kc, const float* __restrict ap,
+__attribute__((target("avx512f"))) void micro_12x32(int64_t kc, const float* __restrict ap, int64_t lda,
                                                     const float* __restrict bp, float* __restrict c, int64_t ldc,
                                                     bool accumulate) {
   __m512 t[12][2];
@@ -110,12 +116,18 @@ __attribute__((target("avx512f"))) void micro_12x32(int64_t kc, const float* __r
     t[r][0] = accumulate ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
     t[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
   }
+  // Four row bases, so each broadcast is one base + {0, 1, 2}·lda address.
+  const float* a0 = ap;
+  const float* a3 = ap + 3 * lda;
+  const float* a6 = ap + 6 * lda;
+  const float* a9 = ap + 9 * lda;
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(bp + k * 32), b1 = _mm512_loadu_ps(bp + k * 32 + 16);
-    const float* a = ap + k * 12;
+    const float* rows[12] = {a0, a0 + lda, a0 + 2 * lda, a3, a3 + lda, a3 + 2 * lda,
+                             a6, a6 + lda, a6 + 2 * lda, a9, a9 + lda, a9 + 2 * lda};
 #pragma GCC unroll 12
     for (int r = 0; r < 12; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r]);
+      const __m512 av = _mm512_set1_ps(rows[r][k]);
       t[r][0] = _mm512_fmadd_ps(av, b0, t[r][0]);
       t[r][1] = _mm512_fmadd_ps(av, b1, t[r][1]);
     }
@@ -125,6 +137,57 @@ __attribute__((target("avx512f"))) void micro_12x32(int64_t kc, const float* __r
     _mm512_storeu_ps(c + r * ldc, t[r][0]);
     _mm512_storeu_ps(c + r * ldc + 16, t[r][1]);
   }
+}
+
+// Index vectors of transpose16's stage d = 1 << s: lo picks (i, j) → row i
+// keeps its element j when bit d of j is clear, else takes row i+d's j−d;
+// hi is the mirror for row i+d.
+struct TransposeIdx {
+  alignas(64) int32_t lo[4][16];
+  alignas(64) int32_t hi[4][16];
+};
+constexpr TransposeIdx make_transpose_idx() {
+  TransposeIdx t{};
+  for (int s = 0; s < 4; ++s)
+    for (int j = 0; j < 16; ++j) {
+      const int d = 1 << s;
+      t.lo[s][j] = (j & d) ? 16 + j - d : j;
+      t.hi[s][j] = (j & d) ? 16 + j : j + d;
+    }
+  return t;
+}
+constexpr TransposeIdx kTransposeIdx = make_transpose_idx();
+
+// out[j] = column j of the 16×16 block whose rows are r[0..15]: four
+// butterfly stages, stage d swapping the off-diagonal d×d blocks of each
+// 2d×2d block (two-source permutes; no undefined-lane intrinsics).
+__attribute__((target("avx512f"))) inline void transpose16(const __m512 r[16], __m512 out[16]) {
+  for (int i = 0; i < 16; ++i) out[i] = r[i];
+  for (int s = 0; s < 4; ++s) {
+    const int d = 1 << s;
+    const __m512i lo = _mm512_load_si512(kTransposeIdx.lo[s]), hi = _mm512_load_si512(kTransposeIdx.hi[s]);
+    for (int i = 0; i < 16; ++i) {
+      if (i & d) continue;
+      const __m512 a = out[i], b = out[i + d];
+      out[i] = _mm512_permutex2var_ps(a, lo, b);
+      out[i + d] = _mm512_permutex2var_ps(a, hi, b);
+    }
+  }
+}
+
+// d[k·nr + j] = src[j·ld + k] for j < 16, k < kc (16 columns of a transposed
+// B into a micro-panel), 16 k at a time through register transposes.
+__attribute__((target("avx512f"))) void pack_b_transposed16(const float* src, int64_t ld, int64_t kc, float* d,
+                                                            int64_t nr) {
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16) {
+    __m512 r[16], t[16];
+    for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src + j * ld + k);
+    transpose16(r, t);
+    for (int kk = 0; kk < 16; ++kk) _mm512_storeu_ps(d + (k + kk) * nr, t[kk]);
+  }
+  for (; k < kc; ++k)
+    for (int j = 0; j < 16; ++j) d[k * nr + j] = src[j * ld + k];
 }
 #endif
 
@@ -153,50 +216,68 @@ void pack_b(View b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr, 
         const float* src = b.p + (k0 + k) * b.rs + j0 + jp;
         for (int64_t j = 0; j < w; ++j) d[k * nr + j] = src[j];
       }
-    } else {
-      for (int64_t j = 0; j < w; ++j)
-        for (int64_t k = 0; k < kc; ++k) d[k * nr + j] = b.at(k0 + k, j0 + jp + j);
+      continue;
     }
+    int64_t j = 0;
+#ifdef RLX_GEMM_AVX512
+    if (b.rs == 1 && nr % 16 == 0 && __builtin_cpu_supports("avx512f"))
+      for (; j + 16 <= w; j += 16) pack_b_transposed16(b.p + (j0 + jp + j) * b.cs + k0, b.cs, kc, d + j, nr);
+#endif
+    for (; j < w; ++j)
+      for (int64_t k = 0; k < kc; ++k) d[k * nr + j] = b.at(k0 + k, j0 + jp + j);
   }
 }
 
-// A(i0.., k0..) → mr-row micro-panels: panel q holds rows i0+q·mr.. as
-// [kc][mr], zero padded past mc.
-void pack_a(View a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t mr, float* dst) {
-  for (int64_t ip = 0; ip < mc; ip += mr) {
-    const int64_t h = std::min(mr, mc - ip);
-    float* d = dst + ip * kc;
-    if (h < mr)
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = h; r < mr; ++r) d[k * mr + r] = 0.0f;
-    if (a.cs == 1) {
-      for (int64_t r = 0; r < h; ++r) {
-        const float* src = a.p + (i0 + ip + r) * a.rs + k0;
-        for (int64_t k = 0; k < kc; ++k) d[k * mr + r] = src[k];
-      }
-    } else {
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = 0; r < h; ++r) d[k * mr + r] = a.at(i0 + ip + r, k0 + k);
-    }
+// Rows [i0, i0+rows) × columns [k0, k0+kc) of A → row-major dst with row
+// stride kc, zero rows up to a multiple of mr.
+void pack_a_rows(View a, int64_t i0, int64_t rows, int64_t k0, int64_t kc, int64_t mr, float* dst) {
+  const int64_t padded = (rows + mr - 1) / mr * mr;
+  std::fill(dst + rows * kc, dst + padded * kc, 0.0f);
+  if (a.cs == 1) {
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(a.p + (i0 + r) * a.rs + k0, kc, dst + r * kc);
+  } else {
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t r = 0; r < rows; ++r) dst[r * kc + k] = a.at(i0 + r, k0 + k);
   }
 }
 
-// C[mc × w] (row stride ldc) (+)= packed A block [mc rows] · one packed B
-// panel, w ≤ nr valid columns; partial tiles go through a local tile.
-void panel_column(const MicroKernel& uk, int64_t kc, const float* ap, const float* bp, int64_t mc, int64_t w,
-                  float* c, int64_t ldc, bool accumulate) {
+// One K block of A rows [i0, i0+mc) as the kernels read it: full panels at
+// rows + ir·lda; the last partial panel (mc not a multiple of mr) in edge,
+// mr rows of stride kc.
+struct ABlock {
+  const float* rows;
+  int64_t lda;
+  const float* edge;
+};
+
+ABlock prepare_a(View a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t mr, float* buf) {
+  const int64_t full = mc / mr * mr;
+  if (a.cs == 1) {  // rows contiguous: read in place
+    if (full < mc) pack_a_rows(a, i0 + full, mc - full, k0, kc, mr, buf);
+    return {a.p + i0 * a.rs + k0, a.rs, full < mc ? buf : nullptr};
+  }
+  pack_a_rows(a, i0, mc, k0, kc, mr, buf);
+  return {buf, kc, full < mc ? buf + full * kc : nullptr};
+}
+
+// C[mc × w] (row stride ldc) (+)= A block · one packed B panel, w ≤ nr
+// valid columns; partial tiles go through a local tile.
+void panel_column(const MicroKernel& uk, int64_t kc, const ABlock& a, const float* bp, int64_t mc, int64_t w, float* c,
+                  int64_t ldc, bool accumulate) {
   alignas(64) float tile[kMaxMR * kMaxNR];
   for (int64_t ir = 0; ir < mc; ir += uk.mr) {
     const int64_t h = std::min(uk.mr, mc - ir);
+    const float* ap = h == uk.mr ? a.rows + ir * a.lda : a.edge;
+    const int64_t lda = h == uk.mr ? a.lda : kc;
     float* cp = c + ir * ldc;
     if (h == uk.mr && w == uk.nr) {
-      uk.fn(kc, ap + ir * kc, bp, cp, ldc, accumulate);
+      uk.fn(kc, ap, lda, bp, cp, ldc, accumulate);
       continue;
     }
     std::fill_n(tile, uk.mr * uk.nr, 0.0f);
     if (accumulate)
       for (int64_t r = 0; r < h; ++r) std::copy_n(cp + r * ldc, w, tile + r * uk.nr);
-    uk.fn(kc, ap + ir * kc, bp, tile, uk.nr, accumulate);
+    uk.fn(kc, ap, lda, bp, tile, uk.nr, accumulate);
     for (int64_t r = 0; r < h; ++r) std::copy_n(tile + r * uk.nr, w, cp + r * ldc);
   }
 }
@@ -211,9 +292,9 @@ void gemm_tile(View a, View b, int64_t K, int64_t i0, int64_t mc, int64_t j0, in
   for (int64_t k0 = 0; k0 < K; k0 += kKC) {
     const int64_t kc = std::min(kKC, K - k0);
     pack_b(b, k0, kc, j0, nc, uk.nr, s.b.data());
-    pack_a(a, i0, mc, k0, kc, uk.mr, s.a.data());
+    const ABlock ab = prepare_a(a, i0, mc, k0, kc, uk.mr, s.a.data());
     for (int64_t jr = 0; jr < nc; jr += uk.nr)
-      panel_column(uk, kc, s.a.data(), s.b.data() + jr * kc, mc, std::min(uk.nr, nc - jr), c + jr, ldc, k0 > 0);
+      panel_column(uk, kc, ab, s.b.data() + jr * kc, mc, std::min(uk.nr, nc - jr), c + jr, ldc, k0 > 0);
   }
 }
 
@@ -303,10 +384,10 @@ void run_packed(ThreadPool& pool, const GemmProblem& p) {
       for (int64_t k0 = 0; k0 < K; k0 += kKC) {
         const int64_t kc = std::min(kKC, K - k0);
         const bool last = k0 + kc == K;
-        pack_a(av, i0, mc, k0, kc, uk.mr, s.a.data());
+        const ABlock ab = prepare_a(av, i0, mc, k0, kc, uk.mr, s.a.data());
         for (int64_t q = q0; q < q1; ++q) {
           const int64_t j0 = q * uk.nr, w = std::min(uk.nr, N - j0);
-          panel_column(uk, kc, s.a.data(), pb + k0 * npad + q * uk.nr * kc, mc, w, c + j0, N, k0 > 0);
+          panel_column(uk, kc, ab, pb + k0 * npad + q * uk.nr * kc, mc, w, c + j0, N, k0 > 0);
           if (last) epilogue(p, c + j0, mc, j0, w);
         }
       }
@@ -412,8 +493,11 @@ GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want) {
   bool blas = false;
   if (want == GemmPath::Blas) blas = fits_int;
   else if (want == GemmPath::Auto)
-    blas = fits_int && p.M * p.N * p.K >= (p.batch == 1 ? kBlasMinWork : kBlasMinWorkBatched) &&
-           env_bool("RLX_CPU_BLAS");
+    // With AVX-512 the built-in 12×32 FMA tile is as fast as OpenBLAS at
+    // embedding shapes and faster end to end (no spinning BLAS threads
+    // competing with the pool); bench/cpu_bench.cpp --minilm compares them.
+    blas = fits_int && micro_kernel().nr != 32 &&
+           p.M * p.N * p.K >= (p.batch == 1 ? kBlasMinWork : kBlasMinWorkBatched) && env_bool("RLX_CPU_BLAS");
   if (blas) {
     run_blas(pool, p);
     return GemmPath::Blas;

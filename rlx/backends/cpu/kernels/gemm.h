@@ -40,8 +40,9 @@ struct GemmProblem {
 enum class GemmPath { Auto, Blas, Builtin };
 
 // Runs the problem and returns the path taken. Auto uses OpenBLAS when rlx
-// was built with it, RLX_CPU_BLAS is on and M·N·K ≥ 64³ (≥ 256³ for each GEMM
-// of a batch); asking for Blas
+// was built with it, RLX_CPU_BLAS is on, the machine lacks AVX-512 (where it
+// has it the built-in kernel is as fast) and M·N·K ≥ 64³ (≥ 256³ for each
+// GEMM of a batch); asking for Blas
 // without BLAS built in falls back to Builtin. Sums over K in f32, in order
 // (fused multiply-adds on the AVX-512 path).
 GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want = GemmPath::Auto);
