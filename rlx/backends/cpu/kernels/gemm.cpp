@@ -23,7 +23,7 @@
 //    its own A and B blocks.
 //  - Row-streaming GEMV for M < 4 (decode): no packing, B is read once;
 //    i-k-j axpy for row-major B, 8-lane dot products for transposed B.
-// The bias+activation epilogue runs on each finished column panel or tile,
+// The bias+activation epilogue runs on each finished task's block or tile,
 // while it is hot.
 #include "rlx/backends/cpu/kernels/gemm.h"
 
@@ -388,8 +388,10 @@ void run_packed(ThreadPool& pool, const GemmProblem& p) {
         for (int64_t q = q0; q < q1; ++q) {
           const int64_t j0 = q * uk.nr, w = std::min(uk.nr, N - j0);
           panel_column(uk, kc, ab, pb + k0 * npad + q * uk.nr * kc, mc, w, c + j0, N, k0 > 0);
-          if (last) epilogue(p, c + j0, mc, j0, w);
         }
+        // On the task's whole column range (still in L2): long rows vectorize
+        // better than one nr-wide panel at a time.
+        if (last) epilogue(p, c + q0 * uk.nr, mc, q0 * uk.nr, std::min(N, q1 * uk.nr) - q0 * uk.nr);
       }
     }
   });
