@@ -1,5 +1,6 @@
-// CPU backend micro-benchmarks: matmul through rlx (OpenBLAS path and the
-// built-in kernel) next to cblas_sgemm called directly, attention throughput
+// CPU backend micro-benchmarks: matmul through rlx (RLX_CPU_BLAS on and off:
+// the OpenBLAS path and the built-in kernel, except on AVX-512 CPUs where
+// both run the built-in kernel) next to cblas_sgemm called directly, attention throughput
 // and layernorm bandwidth. Each figure is the median of timed runs after
 // warm-up. "kernel" times come from the dispatch report (RLX_DISPATCH_REPORT,
 // the kernel call alone); "run" times are whole Executable::run calls, which
@@ -96,7 +97,8 @@ Timing time_runs(int reps, rlx::Executable& exe, const std::vector<rlx::Tensor>&
 void bench_matmul(int reps) {
   std::printf("\nmatmul f32 C[M,N] = A[M,K]·B[K,N] (B a param): GFLOP/s of the kernel (of the whole run), "
               "median of %d\n", reps);
-  std::printf("  %-18s %20s %20s %12s\n", "M x K x N", "rlx, blas path", "rlx, builtin", "cblas_sgemm");
+  std::printf("  (on AVX-512 CPUs both rlx columns run the built-in kernel)\n");
+  std::printf("  %-18s %20s %20s %12s\n", "M x K x N", "rlx, CPU_BLAS=1", "rlx, CPU_BLAS=0", "cblas_sgemm");
   struct S { int64_t m, k, n; };
   for (S s : {S{256, 256, 256}, S{512, 512, 512}, S{1024, 1024, 1024}, S{128, 384, 1536}, S{1, 4096, 4096},
               // MiniLM at 32 texts x 16 tokens: QKV, FFN up, FFN down
