@@ -59,6 +59,7 @@ class SentenceEmbedder {
   BertConfig config_;
   WordPieceTokenizer tokenizer_;
   int64_t max_length_ = 512;
+  int64_t length_step_ = 8;  // batch lengths are multiples of this
   std::unique_ptr<Session> session_;
   std::shared_ptr<Executable> exe_;
   EmbedStats stats_;
