@@ -9,12 +9,16 @@
 namespace rlx::cuda {
 namespace {
 
+bool is_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type;
+  return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+}
+
 // An rlx kernel (namespace rlx::cuda): it starts with dev::pdl_begin()
 // (device/pdl.cuh), so an edge into it may be programmatic. cuBLAS, cuDNN,
 // CUB and custom-op kernels are not, and keep full dependencies.
 bool is_rlx_kernel(cudaGraphNode_t node) {
-  cudaGraphNodeType type;
-  if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) return false;
+  if (!is_kernel(node)) return false;
   cudaKernelNodeParams params{};
   const char* name = nullptr;
   if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || !params.func ||
@@ -24,11 +28,6 @@ bool is_rlx_kernel(cudaGraphNode_t node) {
   }
   const std::string_view n(name);
   return n.find("3rlx4cuda") != std::string_view::npos || n.find("rlx::cuda::") != std::string_view::npos;
-}
-
-bool is_kernel(cudaGraphNode_t node) {
-  cudaGraphNodeType type;
-  return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
 }
 
 // Programmatic dependent launch: every kernel → rlx-kernel edge of `graph`

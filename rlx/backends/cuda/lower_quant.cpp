@@ -83,11 +83,12 @@ std::vector<ShapeBucket> calibrate_gemv(CalibContext& ctx) {
         // Scratch: W (quantized; the scratch's byte pattern decodes to finite
         // values), x and y in f16, and the dequantized f16 weights.
         const int64_t w_bytes = dtype_bytes(wt, sh.n * sh.k);
+        const int64_t x_off = align(w_bytes), y_off = x_off + align(m * sh.k * 2), deq_off = y_off + align(m * sh.n * 2);
         const uint8_t* w = reinterpret_cast<const uint8_t*>(base);
-        const void* x = base + align(w_bytes);
-        void* y = base + align(w_bytes) + align(m * sh.k * 2);
-        void* deq = base + align(w_bytes) + align(m * sh.k * 2) + align(m * sh.n * 2);
-        const size_t need = static_cast<size_t>(align(w_bytes) + align(m * sh.k * 2) + align(m * sh.n * 2) + sh.n * sh.k * 2);
+        const void* x = base + x_off;
+        void* y = base + y_off;
+        void* deq = base + deq_off;
+        const auto need = static_cast<size_t>(deq_off + sh.n * sh.k * 2);
         RLX_CHECK(need <= ctx.scratch_bytes(), "calibrate: gemv ", dtype_name(wt), " needs ", need, " bytes of scratch");
         GemmArgs g;
         g.dtype = DType::F16;

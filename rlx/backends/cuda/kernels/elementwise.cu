@@ -26,9 +26,9 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/fastdiv.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/core/error.h"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 extern "C" __device__ float __nv_expf(float);
 extern "C" __device__ float __nv_logf(float);

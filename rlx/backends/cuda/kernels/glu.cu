@@ -9,9 +9,9 @@
 #include "rlx/backends/cuda/kernels/glu.h"
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 // Full-precision libdevice routines (the library builds with --use_fast_math).
 extern "C" __device__ float __nv_expf(float);

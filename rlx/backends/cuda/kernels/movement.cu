@@ -24,10 +24,10 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/fastdiv.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/core/error.h"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {

@@ -28,10 +28,10 @@
 #include <type_traits>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {

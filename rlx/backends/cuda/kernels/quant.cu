@@ -19,13 +19,13 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/backends/cuda/kernels/movement.h"
 #include "rlx/core/error.h"
 #include "rlx/formats/quant_tables.h"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {

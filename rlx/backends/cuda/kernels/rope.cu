@@ -26,10 +26,10 @@
 #include <cmath>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/backends/cuda/kernels/movement.h"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {

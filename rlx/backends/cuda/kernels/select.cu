@@ -25,10 +25,10 @@
 
 #include "rlx/backends/cpu/kernels/sampling_rng.h"
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
 #include "rlx/backends/cuda/kernels/reduce.h"
-#include "rlx/backends/cuda/device/pdl.cuh"
 
 namespace rlx::cuda {
 namespace {
