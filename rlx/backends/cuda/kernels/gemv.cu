@@ -1,0 +1,308 @@
+// The fused quantized GEMV for small m (launch_quant_gemv in quant.h):
+// groups of threads share a few weight rows and stride over their units;
+// activations come straight from L1/L2 (see gemv_kernel and gemv_unit_kernel).
+#include <algorithm>
+#include <type_traits>
+
+#include "rlx/backends/cuda/kernels/quant.h"
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/backends/cuda/device/quant_blocks.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/kernels/quant_common.cuh"
+#include "rlx/core/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+using namespace quant_detail;
+using dev::IqTables;
+
+// ---- GEMV ------------------------------------------------------------------------
+
+constexpr int kGemvMaxThreads = 256;
+constexpr int kGemvMaxRowsPerGroup = 4;
+
+// kChunk consecutive activations x[i .. i + kChunk) as f32. Block-type chunks
+// start at multiples of 32 elements, so with a 16-byte-aligned x the loads
+// are 16 bytes wide (`vec`); x is small and shared by every row, so these
+// reads hit L1/L2, not DRAM.
+template <int N>
+__device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, bool vec, float (&o)[N]) {
+  if constexpr (N % 8 == 0) {
+    if (vec) {
+      if (io == FloatKind::F32) {
+#pragma unroll
+        for (int j = 0; j < N; j += 4) {
+          const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + j));
+          o[j] = v.x, o[j + 1] = v.y, o[j + 2] = v.z, o[j + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; j += 8) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i + j));
+          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            const uint16_t lo = static_cast<uint16_t>(w[h] & 0xFFFF), hi = static_cast<uint16_t>(w[h] >> 16);
+            if (io == FloatKind::F16) {
+              o[j + 2 * h] = __half2float(__ushort_as_half(lo));
+              o[j + 2 * h + 1] = __half2float(__ushort_as_half(hi));
+            } else {
+              o[j + 2 * h] = __uint_as_float(static_cast<uint32_t>(lo) << 16);
+              o[j + 2 * h + 1] = __uint_as_float(static_cast<uint32_t>(hi) << 16);
+            }
+          }
+        }
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) o[j] = load_as_f32(x, i + j, io);
+}
+
+// y[r, row] = Σ_k x[r, k] · W[row, k] for r < m ≤ M.
+//
+// Layout: a block is `groups` groups of `tpr` threads (tpr a multiple of 32);
+// group g owns rows [row0, row0 + rpg), taken one after another, and its
+// threads stride over a row's kChunk-element units, so one weight row is read
+// by up to 256 threads at once (short rows: K = 640 has 20 units of Q8_0 →
+// one warp per group, eight groups per block). Each thread decodes its units
+// into registers and accumulates Σ w·x in f32 for every x row; warps reduce by
+// shuffles and a group's warps through shared memory. Weights are read once,
+// straight from global memory; activations come through L1/L2. The row loop
+// is deliberately not unrolled: one copy of each decoder per kernel keeps
+// the 28 types × 4 row counts of this file compiling in reasonable time.
+template <class Q, int M>
+__global__ void __launch_bounds__(kGemvMaxThreads)
+    gemv_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
+                int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t) {
+  dev::pdl_begin();
+  constexpr int kPer = Q::kBlockElems / Q::kChunk;
+  __shared__ float red[kGemvMaxThreads / 32][M];
+  const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
+  const int groups = blockDim.x / tpr;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * rpg;
+  const int64_t units = k / Q::kChunk;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
+
+#pragma unroll 1
+  for (int q = 0; q < rpg; ++q) {
+    const int64_t row = row0 + q;
+    float acc[M];
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+    if (row < n) {
+      const uint8_t* wr = w + row * row_bytes;
+      for (int64_t u = gt; u < units; u += tpr) {
+        float v[Q::kChunk];
+        Q::decode(wr + (u / kPer) * Q::kBlockBytes, static_cast<int>(u % kPer), t, v);
+        const int64_t e = u * Q::kChunk;
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          if (r >= m) break;
+          float xm[Q::kChunk];
+          load_x(x, r * k + e, io, x_vec, xm);
+          float s = 0.0f;
+#pragma unroll
+          for (int i = 0; i < Q::kChunk; ++i) s = fmaf(v[i], xm[i], s);
+          acc[r] += s;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      const float s = dev::warp_sum(acc[r]);
+      if (lane == 0) red[warp][r] = s;
+    }
+    __syncthreads();
+    if (gt < M && gt < m && row < n) {
+      float s = 0.0f;
+      for (int j = 0; j < wpg; ++j) s += red[group * wpg + j][gt];
+      store_from_f32(y, gt * n + row, s, io);
+    }
+    __syncthreads();  // red is reused by the next row
+  }
+}
+
+// The GEMV of the types with a dev::GemvUnit (the common GGUF types).
+//
+// Layout: a block of 256 threads is 256 / tpr groups of tpr threads (tpr a
+// power of two, 8..256); group g owns rows [row0, row0 + rpg), rpg ≤ R, and
+// its threads stride over the row's units, so the weights are read by the
+// whole group at once and each thread works on all rpg rows together: it
+// issues the loads of every row before using any (rpg loads in flight, more
+// with the unrolled loop), and loads each run of activations once for rpg
+// rows. Sums are reduced once per group of rows: by shuffles within a warp
+// (tpr ≤ 32: short rows, e.g. the 262144 × 640 output head, take 8 or 16
+// threads per row and 128 rows per block), and through shared memory with one
+// __syncthreads for tpr > 32.
+template <class U, int M, int R>
+__global__ void __launch_bounds__(kGemvMaxThreads)
+    gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
+                     int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
+                     IqTables t) {
+  dev::pdl_begin();
+  constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
+  const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
+  const int groups = blockDim.x / tpr;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * rpg;
+  const int64_t units = k / U::kBlockElems * U::kUnits;
+  const typename U::Ctx ctx = U::context(t);
+
+  bool live[R];
+  const uint8_t* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    live[r] = r < rpg && row0 + r < n;
+    wr[r] = w + (live[r] ? row0 + r : 0) * row_bytes;
+  }
+  float acc[R][M];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+
+#pragma unroll 2
+  for (int64_t u = gt; u < units; u += tpr) {
+    const int64_t b = u / U::kUnits;
+    const int j = static_cast<int>(u % U::kUnits);
+    typename U::Raw raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (live[r]) raw[r] = U::load(wr[r] + b * U::kBlockBytes, j);
+    const int64_t e0 = b * U::kBlockElems;
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if (i >= m) break;
+      float xv[kRuns][kLen], xs[kRuns];
+#pragma unroll
+      for (int q = 0; q < kRuns; ++q) {
+        load_x(x, i * k + e0 + U::run_start(j, q), io, x_vec, xv[q]);
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kLen; ++e) s += xv[q][e];
+        xs[q] = s;  // unused (and not computed) by units without "− min" terms
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (live[r]) acc[r][i] += U::dot(raw[r], ctx, xv, xs);
+    }
+  }
+
+  // Reduce over the group's threads. Within a warp: a butterfly over the
+  // group's tpr lanes (aligned, since tpr is a power of two), so every lane
+  // ends with the group's sums.
+  const int width = tpr < 32 ? tpr : 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+      for (int o = width / 2; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
+  if (tpr <= 32) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if ((r * M + i) % tpr == gt && live[r] && i < m) store_from_f32(y, i * n + row0 + r, acc[r][i], io);
+    return;
+  }
+  __shared__ float red[kGemvMaxThreads / 32][R * M];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
+  }
+  __syncthreads();
+  if (gt < R * M) {
+    const int r = gt / M, i = gt % M;
+    if (r < rpg && i < m && row0 + r < n) {
+      float s = 0.0f;
+      for (int v = 0; v < wpg; ++v) s += red[group * wpg + v][gt];
+      store_from_f32(y, i * n + row0 + r, s, io);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
+                       int64_t k, cudaStream_t stream) {
+  RLX_CHECK(m >= 1 && m <= kMaxGemvRows, "quantized gemv: m = ", m, " rows, the fused kernel takes 1..",
+            kMaxGemvRows);
+  const int64_t block = dtype_info(w_type).block_elems;
+  RLX_CHECK(n >= 0 && k > 0 && k % block == 0, "quantized gemv: K = ", k, " is not a positive multiple of ",
+            dtype_name(w_type), "'s block of ", block);
+  RLX_CHECK(n < (int64_t{1} << 31), "quantized gemv: N = ", n, " rows is too many");
+  if (n == 0) return;
+  const FloatKind io = float_kind(x_dtype, "quantized gemv");
+  const IqTables t = tables_for_current_device();
+  const int64_t row_bytes = dtype_bytes(w_type, k);
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  auto launch = [&](auto q, auto rows_tag) {
+    using Q = decltype(q);
+    constexpr int M = decltype(rows_tag)::value;
+    // Threads per row group: enough to cover a row's units in one pass, at
+    // most 256; rows per group: as many as keep ≥ 32 warps per SM busy.
+    const int64_t units = k / Q::kChunk;
+    const int tpr = static_cast<int>(std::min<int64_t>(kGemvMaxThreads, (units + 31) / 32 * 32));
+    const int64_t want_warps = int64_t{32} * sm_count();
+    int rpg = kGemvMaxRowsPerGroup;
+    while (rpg > 1 && (n + rpg - 1) / rpg * (tpr / 32) < want_warps) rpg /= 2;
+    const int groups = std::max(1, kGemvMaxThreads / tpr);
+    const int64_t rows_per_block = int64_t{groups} * rpg;
+    const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+    gemv_kernel<Q, M><<<blocks, groups * tpr, 0, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
+                                                          n, k, row_bytes, tpr, rpg, x_vec, io, t);
+  };
+  // The common types take the unit kernel when their blocks are aligned for
+  // its wide loads (weights from a GGUF file on the device always are).
+  auto launch_unit = [&](auto u, auto rows_tag) {
+    using U = decltype(u);
+    constexpr int M = decltype(rows_tag)::value;
+    // Rows per group: more share each x load, but every row's unit is held
+    // in registers (twice, with the unrolled loop); large units get 2.
+    constexpr int R = M == 1 && sizeof(typename U::Raw) <= 20 ? 4 : 2;
+    // Threads per row: enough that each does at most 4 units of a row; then,
+    // while that leaves fewer than 16 warps per SM, more threads per row (down
+    // to 2 units each), then fewer rows per group, for more loads in flight.
+    const int64_t units = k / U::kBlockElems * U::kUnits;
+    int tpr = 8, rpg = R;
+    while (tpr < kGemvMaxThreads && units > 4 * tpr) tpr *= 2;
+    const int64_t want_warps = int64_t{16} * sm_count();
+    auto warps = [&] { return (n + rpg - 1) / rpg * tpr / 32; };
+    while (warps() < want_warps) {
+      if (tpr < kGemvMaxThreads && units > 2 * tpr) tpr *= 2;
+      else if (rpg > 1) rpg /= 2;
+      else break;
+    }
+    const int groups = kGemvMaxThreads / tpr;
+    const int64_t rows_per_block = int64_t{groups} * rpg;
+    const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+    gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t);
+  };
+  bool done = false;
+  dev::visit_gemv_unit(w_type, [&](auto u) {
+    using U = decltype(u);
+    if (reinterpret_cast<uintptr_t>(w) % U::kAlign != 0 || row_bytes % U::kAlign != 0) return;
+    if (m == 1) launch_unit(u, std::integral_constant<int, 1>{});
+    else launch_unit(u, std::integral_constant<int, kMaxGemvRows>{});
+    done = true;
+  });
+  if (!done) {
+    visit_or_throw(w_type, "quantized gemv", [&](auto q) {
+      // Two row counts only (1, and up to 8 with the rows past m skipped):
+      // 28 types × 2 row counts already make this file the slowest to compile.
+      if (m == 1) launch(q, std::integral_constant<int, 1>{});
+      else launch(q, std::integral_constant<int, kMaxGemvRows>{});
+    });
+  }
+  RLX_CUDA_CHECK_LAUNCH("DequantMatMul (gemv)");
+}
+
+}  // namespace rlx::cuda
