@@ -557,6 +557,34 @@ TEST(CudaKernels, ArgMaxTopK) {
           ASSERT_EQ(got[a * in + c], best) << "argmax " << dtype_name(t) << " " << o << "x" << n << "x" << in;
         }
     }
+  // Few long rows (LLM logits) split across CTAs: scratch + zeroed counters.
+  // Each case runs three times on the same counters with fresh data, so a
+  // counter left non-zero by one launch would break the next.
+  for (auto [o, n] : {std::pair<int64_t, int64_t>{1, 262144}, {2, 100003}, {3, 16384}, {1, 151936}})
+    for (DType t : kFloats) {
+      const ArgmaxPlan plan = argmax_plan(t, o, n, 1);
+      ASSERT_GT(plan.splits, 1) << o << "x" << n;
+      Buf ws(plan.workspace_bytes), counters(plan.counters * 4), y(static_cast<size_t>(o) * 4);
+      ASSERT_EQ(cudaMemset(counters.p(), 0, plan.counters * 4), cudaSuccess);
+      for (int rep = 0; rep < 3; ++rep) {
+        Vd v(static_cast<size_t>(o * n));
+        for (auto& e : v) e = static_cast<double>(rng()() % 257) - 128;  // ties across chunks
+        if (rep == 1) v[static_cast<size_t>(n - 1)] = NAN;               // NaN in the last chunk ranks first
+        FT x(t, v);
+        launch_argmax(t, x.p(), y.as<int32_t>(), o, n, 1, nullptr, ws.p(), counters.as<int32_t>());
+        const auto got = read_as<int32_t>(y);
+        for (int64_t a = 0; a < o; ++a) {
+          int64_t best = 0;
+          for (int64_t r = 1; r < n; ++r) {
+            const double p = x.v[a * n + r], q = x.v[a * n + best];
+            if (!std::isnan(q) && (std::isnan(p) || p > q)) best = r;
+          }
+          ASSERT_EQ(got[a], best) << "split argmax " << dtype_name(t) << " " << o << "x" << n << " rep " << rep;
+        }
+      }
+      const auto left = read_as<int32_t>(counters);
+      for (int32_t c : left) ASSERT_EQ(c, 0) << "argmax left a counter set";
+    }
   for (DType t : kFloats)
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 100}, {3, 4099}, {2, 64}})
       for (int k : {1, 5, 17, 64})

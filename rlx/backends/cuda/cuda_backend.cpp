@@ -139,6 +139,12 @@ class CudaProgram final : public Program {
       ctx.add(-1, "read error flags",
               [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(hflags, dflags, fbytes, cudaMemcpyDeviceToHost, s)); });
     }
+    if (const size_t n = ctx.counter_ints()) {
+      counters_ = std::make_unique<DeviceBuffer>(dc.index, n * sizeof(int32_t), "grid counters");
+      RLX_CUDA_CHECK(cudaMemset(counters_->data(), 0, n * sizeof(int32_t)));
+      ctx.bind_counters(static_cast<int32_t*>(counters_->data()));
+      counter_slots_ = ctx.take_counter_slots();
+    }
     char* out_host = static_cast<char*>(out_stage_->data());
     for (const auto& io : outputs_) {
       const void* src = ptrs[static_cast<size_t>(io.node)];
@@ -241,10 +247,10 @@ class CudaProgram final : public Program {
   Graph graph_;
   DeviceContext& dc_;
   MemoryPlan plan_;
-  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, flags_;
+  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, flags_, counters_;
   std::unique_ptr<PinnedBuffer> flags_host_;
   std::vector<NodeId> flag_nodes_;
-  std::vector<std::unique_ptr<int32_t*>> flag_slots_;
+  std::vector<std::unique_ptr<int32_t*>> flag_slots_, counter_slots_;
   void* workspace_ptr_ = nullptr;
   std::unique_ptr<PinnedBuffer> in_stage_, out_stage_;
   std::vector<IoSlot> inputs_, outputs_;

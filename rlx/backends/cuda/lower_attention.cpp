@@ -112,6 +112,8 @@ void lower_attention(LowerCtx& c, NodeId id) {
   if (mask_lengths) ws = lens_off + key_mask_scratch_ints(p.B) * sizeof(int32_t);
   c.need_workspace(ws);
   void* const* wslot = c.workspace_slot();
+  const size_t n_counters = attention_counter_ints(p);
+  int32_t* const* cslot = n_counters ? c.counters(n_counters) : nullptr;
   const bool convert_mask = a.mask == MaskKind::Custom && p.key_mask == nullptr;
   const int64_t mask_n = int64_t{p.B} * p.Lk;
   c.add(id, str("attention ", attention_path_name(attention_path(p)), " ", dtype_name(p.dtype), " D=", p.D),
@@ -122,6 +124,7 @@ void lower_attention(LowerCtx& c, NodeId id) {
             p.key_mask = reinterpret_cast<const uint8_t*>(w + attn_ws);
           }
           if (mask_lengths) p.key_mask_scratch = reinterpret_cast<int32_t*>(w + lens_off);
+          if (cslot) p.counters = *cslot;
           launch_attention(p, attn_ws ? w : nullptr, s);
         });
 }

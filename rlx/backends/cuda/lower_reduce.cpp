@@ -84,7 +84,14 @@ void lower_argmax(LowerCtx& c, NodeId id) {
   const DType dt = c.type(n.inputs[0]).dtype;
   const void* x = c.in_ptr(id, 0);
   auto* y = static_cast<int32_t*>(c.ptr(id));
-  c.add(id, str("argmax ", dtype_name(dt)), [=](cudaStream_t s) { launch_argmax(dt, x, y, v.outer, v.axis, v.inner, s); });
+  const ArgmaxPlan plan = argmax_plan(dt, v.outer, v.axis, v.inner);
+  c.need_workspace(plan.workspace_bytes);
+  void* const* wslot = c.workspace_slot();
+  int32_t* const* cslot = plan.counters ? c.counters(plan.counters) : nullptr;
+  c.add(id, str("argmax ", dtype_name(dt), plan.splits > 1 ? str(" (", plan.splits, " splits per row)") : ""),
+        [=](cudaStream_t s) {
+          launch_argmax(dt, x, y, v.outer, v.axis, v.inner, s, cslot ? *wslot : nullptr, cslot ? *cslot : nullptr);
+        });
 }
 
 void lower_topk(LowerCtx& c, NodeId id) {

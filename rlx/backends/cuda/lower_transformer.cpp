@@ -71,8 +71,11 @@ void lower_sample(LowerCtx& c, NodeId id) {
   const auto* step = n.inputs.size() > 1 ? static_cast<const int32_t*>(c.in_ptr(id, 1)) : nullptr;
   auto* out = static_cast<int32_t*>(c.ptr(id));
   const int64_t B = d[0], V = d[1];
-  c.add(id, str("sample ", dtype_name(dt)),
-        [=](cudaStream_t s) { launch_sample(dt, logits, out, B, V, a, step, *wslot, ws, s); });
+  const size_t n_counters = sample_counter_ints(dt, B, V, a);
+  int32_t* const* cslot = n_counters ? c.counters(n_counters) : nullptr;
+  c.add(id, str("sample ", dtype_name(dt)), [=](cudaStream_t s) {
+    launch_sample(dt, logits, out, B, V, a, step, *wslot, ws, s, cslot ? *cslot : nullptr);
+  });
 }
 
 }  // namespace

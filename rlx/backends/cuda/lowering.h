@@ -71,6 +71,33 @@ class LowerCtx {
   }
   std::vector<std::unique_ptr<int32_t*>> take_flag_slots() { return std::move(flag_slots_); }
 
+  // `n` device int32s that are zero when the program is compiled and that
+  // every kernel using them leaves at zero again (the last CTA of a grid-wide
+  // reduction resets what it counted), so runs and CUDA-graph replays need no
+  // memset before them. Distinct per call; valid once compile finishes; read
+  // the pointer inside the thunk through the returned slot.
+  int32_t* const* counters(size_t n) {
+    counter_slots_.push_back({std::make_unique<int32_t*>(nullptr), n});
+    return counter_slots_.back().slot.get();
+  }
+  size_t counter_ints() const {
+    size_t total = 0;
+    for (const auto& c : counter_slots_) total += c.n;
+    return total;
+  }
+  void bind_counters(int32_t* base) {
+    for (auto& c : counter_slots_) {
+      *c.slot = base;
+      base += c.n;
+    }
+  }
+  std::vector<std::unique_ptr<int32_t*>> take_counter_slots() {
+    std::vector<std::unique_ptr<int32_t*>> out;
+    for (auto& c : counter_slots_) out.push_back(std::move(c.slot));
+    counter_slots_.clear();
+    return out;
+  }
+
   // Users of a node (computed once per program).
   const std::vector<NodeId>& users(NodeId id) {
     if (users_.empty()) users_ = graph.users();
@@ -93,6 +120,11 @@ class LowerCtx {
   size_t workspace_bytes_ = 0;
   std::vector<NodeId> flag_nodes_;
   std::vector<std::unique_ptr<int32_t*>> flag_slots_;
+  struct CounterSlot {
+    std::unique_ptr<int32_t*> slot;
+    size_t n;
+  };
+  std::vector<CounterSlot> counter_slots_;
   std::vector<std::vector<NodeId>> users_;
 };
 

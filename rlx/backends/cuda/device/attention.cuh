@@ -53,7 +53,8 @@ struct AttnArgs {
   // last split of a group to finish merges the group's partials.
   float* ws_o;
   float* ws_ml;
-  int* ws_count;
+  int* ws_count;  // zero before the launch (memset, or counters_zeroed); the merging CTA re-zeroes its own
+  bool counters_zeroed;
   int splits;
 };
 

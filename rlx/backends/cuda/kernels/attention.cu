@@ -272,6 +272,7 @@ struct Plan {
   size_t ws_o_bytes = 0;   // partial outputs
   size_t ws_ml_bytes = 0;  // (m, l) pairs
   size_t ws_bytes = 0;     // total, with the row groups' arrival counters
+  size_t counters = 0;     // arrival counters (one per row group) when splits > 1
 };
 
 Plan make_plan(const AttentionParams& p, const dev::AttnArgs& a) {
@@ -283,8 +284,8 @@ Plan make_plan(const AttentionParams& p, const dev::AttnArgs& a) {
       const size_t rows = static_cast<size_t>(p.B) * p.Lq * p.H;
       plan.ws_o_bytes = align_up(rows * plan.splits * p.D * sizeof(float));
       plan.ws_ml_bytes = align_up(rows * plan.splits * 2 * sizeof(float));
-      const size_t groups = static_cast<size_t>(p.B) * p.Hkv * ((p.H / p.Hkv * p.Lq + 15) / 16);
-      plan.ws_bytes = plan.ws_o_bytes + plan.ws_ml_bytes + align_up(groups * sizeof(int));
+      plan.counters = static_cast<size_t>(p.B) * p.Hkv * ((p.H / p.Hkv * p.Lq + 15) / 16);
+      plan.ws_bytes = plan.ws_o_bytes + plan.ws_ml_bytes + align_up(plan.counters * sizeof(int));
     }
   }
   return plan;
@@ -317,6 +318,11 @@ size_t attention_workspace_bytes(const AttentionParams& p) {
   return make_plan(p, make_args(p)).ws_bytes;
 }
 
+size_t attention_counter_ints(const AttentionParams& p) {
+  validate(p);
+  return make_plan(p, make_args(p)).counters;
+}
+
 void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t stream) {
   validate(p);
   if (p.B == 0 || p.Lq == 0) return;
@@ -330,7 +336,10 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
                   " bytes of workspace (attention_workspace_bytes) but got none");
         a.ws_o = static_cast<float*>(workspace);
         a.ws_ml = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.ws_o_bytes);
-        a.ws_count = reinterpret_cast<int*>(static_cast<char*>(workspace) + plan.ws_o_bytes + plan.ws_ml_bytes);
+        // Counters that are already zero need no memset (attention_decode.cu).
+        a.counters_zeroed = p.counters != nullptr;
+        a.ws_count = p.counters ? p.counters
+                                : reinterpret_cast<int*>(static_cast<char*>(workspace) + plan.ws_o_bytes + plan.ws_ml_bytes);
       }
       detail::launch_attention_decode(p.dtype, a, stream);
       return;

@@ -63,6 +63,11 @@ struct AttentionParams {
   // launched (each skips the rows that are not its own), so CUDA-graph
   // replays need no re-capture.
   int32_t* key_mask_scratch = nullptr;
+  // Optional: ≥ attention_counter_ints(*this) device int32s that are zero
+  // before the launch and are left zero after it (LowerCtx::counters). With
+  // them the split-KV decode needs no memset of its arrival counters, so a
+  // decode step has one node per attention instead of two.
+  int32_t* counters = nullptr;
 
   // Fill the row/batch strides for separate dense Q [B, Lq, H·D], K/V
   // [B, Lk, Hkv·D], and (when bias is set) a dense bias [B, H, Lq, Lk].
@@ -83,6 +88,8 @@ inline size_t key_mask_scratch_ints(int B) { return 2 * static_cast<size_t>(B); 
 // Device scratch launch_attention needs for these params (split-KV decode
 // partials); 0 when none. Depends only on the shapes and the current device.
 size_t attention_workspace_bytes(const AttentionParams& p);
+// Number of AttentionParams::counters the launch would use (0: none).
+size_t attention_counter_ints(const AttentionParams& p);
 
 // Runs attention. `workspace` holds at least attention_workspace_bytes(p)
 // bytes (may be null when that is 0); it is 256-byte aligned by the caller.

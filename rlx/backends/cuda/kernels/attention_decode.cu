@@ -303,6 +303,9 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
   }
   __syncthreads();
   if (!s_last) return;
+  // Every active split has arrived: re-zero the counter for the next launch
+  // (counters that persist across launches need no memset).
+  if (tid == 0) *(a.ws_count + (static_cast<int64_t>(b) * a.Hkv + kvh) * RG + rg) = 0;
   __threadfence();
   for (int idx = tid; idx < 16 * D; idx += P::kThreads) {
     const int r = idx / D, d = idx % D;
@@ -333,7 +336,7 @@ void launch_decode_t(const AttnArgs& a, cudaStream_t stream) {
   const int RG = (a.group * a.Lq + 15) / 16;
   const int64_t blocks = static_cast<int64_t>(a.B) * a.Hkv * RG * a.splits;
   RLX_CHECK(blocks <= 0x7fffffff, "attention: decode grid too large (", blocks, " blocks)");
-  if (a.splits > 1) {
+  if (a.splits > 1 && !a.counters_zeroed) {
     const int64_t groups = static_cast<int64_t>(a.B) * a.Hkv * RG;
     RLX_CUDA_CHECK(cudaMemsetAsync(a.ws_count, 0, static_cast<size_t>(groups) * sizeof(int), stream));
   }

@@ -12,7 +12,8 @@
 //     memory in a fixed order (results are deterministic).
 // Float Sum/Mean accumulate in f64 like the CPU reference, Max/Min in the
 // compute type with NaN sticky. ArgMax carries (value, index) pairs and keeps
-// the lower index on ties; NaN ranks above everything.
+// the lower index on ties; NaN ranks above everything. A few very long rows
+// (LLM logits) split across CTAs; the last CTA of a row merges (argmax_plan).
 //
 // TopK (k ≤ 64, last axis): one block per row. Each thread scans its strided
 // slice of the row and keeps a sorted list of its best K ≥ k candidates in
@@ -24,10 +25,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <climits>
 #include <type_traits>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
@@ -236,6 +239,70 @@ __global__ void __launch_bounds__(256) argmax_rows_kernel(const T* x, int32_t* y
   if (threadIdx.x == 0) y[row] = bi;
 }
 
+// One chunk of a long row per CTA (blockIdx.x: split, blockIdx.y: row); the
+// winners go to `parts`, and the last CTA of the row to arrive reduces them
+// and re-zeroes the row's counter. Ties and NaN follow better(), whose order
+// is total (value, then index), so the merge order does not matter.
+template <typename C>
+struct ArgmaxPart {
+  C v;
+  int i;
+};
+
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    argmax_split_kernel(const T* x, int32_t* y, int n, int chunk, ArgmaxPart<compute_t<T>>* parts, int32_t* counters) {
+  dev::pdl_begin();
+  using C = compute_t<T>;
+  __shared__ C sv[32];
+  __shared__ int si[32];
+  __shared__ bool last;
+  const int64_t row = blockIdx.y;
+  const int split = blockIdx.x, splits = gridDim.x;
+  const T* xr = x + row * n;
+  const int begin = split * chunk, end = min(n, begin + chunk);  // chunk is a multiple of V
+  C best = to_c(xr[begin]);
+  int bi = INT_MAX;
+  for (int j = begin / V + threadIdx.x; j < end / V; j += blockDim.x) {
+    const Vec<T, V> t = reinterpret_cast<const Vec<T, V>*>(xr)[j];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const C v = to_c(t.v[k]);
+      if (better(v, j * V + k, best, bi)) best = v, bi = j * V + k;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_best(best, bi);
+  if (lane == 0) sv[warp] = best, si[warp] = bi;
+  __syncthreads();
+  if (warp != 0) return;
+  best = sv[0];
+  bi = INT_MAX;
+  if (lane < static_cast<int>(blockDim.x >> 5)) best = sv[lane], bi = si[lane];
+  warp_best(best, bi);
+  ArgmaxPart<C>* pr = parts + row * splits;
+  if (lane == 0) {
+    pr[split] = {best, bi};
+    __threadfence();  // publish the part before arriving
+    last = atomicAdd(counters + row, 1) == splits - 1;
+  }
+  __syncwarp();
+  if (!last) return;
+  __threadfence();
+  C b = __ldcg(&pr[0].v);
+  int i = INT_MAX;
+  for (int s = lane; s < splits; s += 32) {
+    const C v = __ldcg(&pr[s].v);
+    const int j = __ldcg(&pr[s].i);
+    if (better(v, j, b, i)) b = v, i = j;
+  }
+  warp_best(b, i);
+  if (lane == 0) {
+    y[row] = i;
+    counters[row] = 0;  // every split has arrived: ready for the next launch
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(256) argmax_cols_kernel(const T* x, int32_t* y, int64_t n, int64_t inner) {
   dev::pdl_begin();
@@ -355,15 +422,46 @@ void launch_reduce(ReduceFn fn, DType dtype, const void* x, void* y, int64_t out
   });
 }
 
+ArgmaxPlan argmax_plan(DType dtype, int64_t outer, int64_t reduce, int64_t inner) {
+  ArgmaxPlan plan;
+  // Split only rows long enough that one CTA per row leaves most SMs idle.
+  int device = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  const int sms = device_props(device).sm_count;
+  if (inner != 1 || reduce < 16384 || outer <= 0 || outer * 4 > sms || reduce > INT_MAX) return plan;
+  int64_t part_bytes = 0;
+  dispatch_reduce_type(dtype, "ArgMax", [&](auto tag) {
+    part_bytes = static_cast<int64_t>(sizeof(ArgmaxPart<compute_t<decltype(tag)>>));
+  });
+  // About two CTAs per SM over all rows, each with ≥ 4096 elements; chunks
+  // are whole 2048-element steps so each split's vector loads stay aligned.
+  const int64_t want = std::clamp<int64_t>(2 * sms / outer, 1, (reduce + 4095) / 4096);
+  plan.chunk = ((reduce + want - 1) / want + 2047) / 2048 * 2048;
+  plan.splits = static_cast<int>((reduce + plan.chunk - 1) / plan.chunk);
+  if (plan.splits <= 1) return ArgmaxPlan{};
+  plan.workspace_bytes = static_cast<size_t>(outer * plan.splits * part_bytes);
+  plan.counters = static_cast<size_t>(outer);
+  return plan;
+}
+
 void launch_argmax(DType dtype, const void* x, int32_t* y, int64_t outer, int64_t reduce, int64_t inner,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, void* workspace, int32_t* counters) {
   RLX_CHECK(reduce > 0 && reduce <= INT_MAX, "ArgMax: axis of ", reduce, " elements (need 1 .. 2^31-1)");
   if (outer * inner == 0) return;
+  const ArgmaxPlan plan = workspace && counters ? argmax_plan(dtype, outer, reduce, inner) : ArgmaxPlan{};
   dispatch_reduce_type(dtype, "ArgMax", [&](auto tag) {
     using T = decltype(tag);
     const T* xt = static_cast<const T*>(x);
     const int n = static_cast<int>(reduce);
-    if (inner == 1) {
+    if (plan.splits > 1) {
+      RLX_CHECK(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "ArgMax: workspace must be 16-byte aligned");
+      constexpr int V = static_cast<int>(16 / sizeof(T));
+      auto* parts = static_cast<ArgmaxPart<compute_t<T>>*>(workspace);
+      const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(outer));
+      const int chunk = static_cast<int>(plan.chunk);
+      if (n % V == 0 && aligned(x, 16)) argmax_split_kernel<T, V><<<grid, 256, 0, stream>>>(xt, y, n, chunk, parts, counters);
+      else argmax_split_kernel<T, 1><<<grid, 256, 0, stream>>>(xt, y, n, chunk, parts, counters);
+    } else if (inner == 1) {
       constexpr int V = static_cast<int>(16 / sizeof(T));
       const bool block_mode = n >= 2048 || outer < 264;
       const dim3 block = block_mode ? dim3(256) : dim3(32, 8);

@@ -24,8 +24,22 @@ void launch_reduce(ReduceFn fn, DType dtype, const void* x, void* y, int64_t out
 
 // y[o, i] = index (i32) of the largest x[o, :, i]; the first one on ties; NaN
 // ranks above every number. dtype f32/f16/bf16/f64/i32/i64; reduce ≥ 1.
+//
+// Few long rows (an LLM's logits: 1 × 262144) would leave one CTA per row
+// reading the whole row; with scratch they are cut into `splits` chunks, one
+// CTA each, and the last CTA of a row (an arrival counter) reduces the
+// chunks' winners. `workspace` (≥ plan.workspace_bytes, 16-byte aligned) and
+// `counters` (≥ plan.counters int32s, zero before the launch and left zero
+// after it: LowerCtx::counters) enable it; without them every row takes one CTA.
+struct ArgmaxPlan {
+  int splits = 1;
+  int64_t chunk = 0;  // elements per split
+  size_t workspace_bytes = 0;
+  size_t counters = 0;
+};
+ArgmaxPlan argmax_plan(DType dtype, int64_t outer, int64_t reduce, int64_t inner);
 void launch_argmax(DType dtype, const void* x, int32_t* y, int64_t outer, int64_t reduce, int64_t inner,
-                   cudaStream_t stream);
+                   cudaStream_t stream, void* workspace = nullptr, int32_t* counters = nullptr);
 
 inline constexpr int kMaxTopK = 64;
 

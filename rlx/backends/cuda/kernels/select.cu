@@ -172,18 +172,29 @@ int grid_for(int64_t work) {
 }  // namespace
 
 size_t sample_workspace_bytes(int64_t batch, int64_t vocab, const SampleAttrs& attrs) {
-  if (attrs.temperature == 0.0f || batch * vocab == 0) return 0;
+  if (batch * vocab == 0) return 0;
+  // Greedy: the split ArgMax's scratch is at most 16 bytes per split.
+  if (attrs.temperature == 0.0f) return argmax_plan(DType::F64, batch, vocab, 1).workspace_bytes;
   return layout(batch, vocab).total;
+}
+
+size_t sample_counter_ints(DType dtype, int64_t batch, int64_t vocab, const SampleAttrs& attrs) {
+  if (attrs.temperature != 0.0f || batch * vocab == 0) return 0;
+  return argmax_plan(dtype, batch, vocab, 1).counters;
 }
 
 void launch_sample(DType dtype, const void* logits, int32_t* out, int64_t batch, int64_t vocab,
                    const SampleAttrs& attrs, const int32_t* step, void* workspace, size_t workspace_bytes,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, int32_t* counters) {
   RLX_CHECK(vocab > 0 && vocab <= INT32_MAX, "Sample: vocabulary of ", vocab, " entries (need 1 .. 2^31-1)");
   RLX_CHECK(attrs.temperature >= 0.0f && attrs.top_k >= 0 && attrs.top_p > 0.0f && attrs.top_p <= 1.0f,
             "Sample: invalid sampling attributes");
   if (batch == 0) return;
-  if (attrs.temperature == 0.0f) return launch_argmax(dtype, logits, out, batch, vocab, 1, stream);
+  if (attrs.temperature == 0.0f) {
+    const bool split = counters && workspace && workspace_bytes >= argmax_plan(dtype, batch, vocab, 1).workspace_bytes;
+    return launch_argmax(dtype, logits, out, batch, vocab, 1, stream, split ? workspace : nullptr,
+                         split ? counters : nullptr);
+  }
   RLX_CHECK(batch < (int64_t{1} << 31), "Sample: batch of ", batch, " rows");
   const Layout l = layout(batch, vocab);
   RLX_CHECK(workspace && workspace_bytes >= l.total, "Sample: workspace of ", workspace_bytes, " bytes, need ",

@@ -15,9 +15,10 @@
 
 namespace rlx::cuda {
 
-// Workspace bytes launch_sample needs for logits [batch, vocab]; 0 when
-// temperature == 0 (greedy needs none).
+// Workspace bytes launch_sample needs for logits [batch, vocab] (greedy: the
+// split ArgMax's, reduce.h), and the zeroed counters greedy can use.
 size_t sample_workspace_bytes(int64_t batch, int64_t vocab, const SampleAttrs& attrs);
+size_t sample_counter_ints(DType dtype, int64_t batch, int64_t vocab, const SampleAttrs& attrs);
 
 // logits [batch, vocab] (f32/f16/bf16) → out i32 [batch]. Per row, as the CPU:
 //   temperature 0 → ArgMax (NaN above every number, first index on ties).
@@ -35,6 +36,6 @@ size_t sample_workspace_bytes(int64_t batch, int64_t vocab, const SampleAttrs& a
 // light kernels; temperature 0 is a single argmax kernel.
 void launch_sample(DType dtype, const void* logits, int32_t* out, int64_t batch, int64_t vocab,
                    const SampleAttrs& attrs, const int32_t* step, void* workspace, size_t workspace_bytes,
-                   cudaStream_t stream);
+                   cudaStream_t stream, int32_t* counters = nullptr);
 
 }  // namespace rlx::cuda
