@@ -144,7 +144,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
                      IqTables t) {
-  dev::pdl_begin();
   constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
   const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
   const int groups = blockDim.x / tpr;
@@ -165,14 +164,27 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll
     for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
 
-#pragma unroll 2
-  for (int64_t u = gt; u < units; u += tpr) {
+  // Software pipeline: unit u + tpr is loaded while unit u is used. The first
+  // unit's weights are fetched before pdl_wait(): no kernel writes weights, so
+  // with programmatic launch their DRAM latency overlaps the kernel before.
+  using Raw = typename U::Raw;
+  auto fetch = [&](int64_t u, Raw (&raw)[R]) {
     const int64_t b = u / U::kUnits;
     const int j = static_cast<int>(u % U::kUnits);
-    typename U::Raw raw[R];
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (live[r]) raw[r] = U::load(wr[r] + b * U::kBlockBytes, j);
+  };
+  Raw cur[R];
+  if (gt < units) fetch(gt, cur);
+  dev::pdl_begin();
+
+#pragma unroll 1
+  for (int64_t u = gt; u < units; u += tpr) {
+    Raw next[R];
+    if (u + tpr < units) fetch(u + tpr, next);
+    const int64_t b = u / U::kUnits;
+    const int j = static_cast<int>(u % U::kUnits);
     const int64_t e0 = b * U::kBlockElems;
 #pragma unroll
     for (int i = 0; i < M; ++i) {
@@ -188,8 +200,10 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
       }
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (live[r]) acc[r][i] += U::dot(raw[r], ctx, xv, xs);
+        if (live[r]) acc[r][i] += U::dot(cur[r], ctx, xv, xs);
     }
+#pragma unroll
+    for (int r = 0; r < R; ++r) cur[r] = next[r];
   }
 
   // Reduce over the group's threads. Within a warp: a butterfly over the

@@ -19,10 +19,11 @@
 // three times (the re-reads hit L1/L2).
 //
 // Post-norm residual (x + rms(a)·w1, then optionally rms of that ·w2): one
-// block per row, three passes: Σa²; y = x + a·rstd·w1 stored (and Σy² of the
-// rounded y); h from y re-read by the thread that wrote it (L1). Decode rows
-// are short (a few thousand columns), so the launch, not the bytes, is the cost
-// this saves: two norms and an add become one kernel.
+// block per row holding it in registers (w1, w2 fetched before pdl_wait):
+// Σa²; y = x + a·rstd·w1 stored (and Σy² of the rounded y); h = y·rstd2·w2.
+// Rows past 16 columns per thread take a three-pass loop instead. Decode rows
+// are short (a few thousand columns), so the launch and the latency chain, not
+// the bytes, are the cost: two norms and an add become one kernel.
 #include "rlx/backends/cuda/kernels/norm.h"
 
 #include <type_traits>
@@ -298,6 +299,59 @@ __global__ void __launch_bounds__(256) post_rms_norm_kernel(PostNormArgs p) {
   for (int c = threadIdx.x; c < p.cols; c += blockDim.x) h[c] = from_f32<T>(to_f32(y[c]) * rstd2 * to_f32(w2[c]));
 }
 
+// The same with the row in registers (N columns per thread, column t + i·threads),
+// for rows up to 16 per thread: the weights are fetched before pdl_wait() (no
+// kernel writes them), so in a decode step their DRAM latency overlaps the
+// kernel before, and x and a are read once, all loads issued together.
+template <typename T, typename P, int N>
+__global__ void __launch_bounds__(256) post_rms_norm_reg_kernel(PostNormArgs p) {
+  __shared__ float scratch[32];
+  const int t = threadIdx.x, nt = blockDim.x, cols = p.cols;
+  const P* w1 = static_cast<const P*>(p.w1);
+  const P* w2 = static_cast<const P*>(p.w2);
+  float w1v[N], w2v[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = t + i * nt;
+    w1v[i] = c < cols ? to_f32(w1[c]) : 0.0f;
+    w2v[i] = c < cols && w2 ? to_f32(w2[c]) : 0.0f;
+  }
+  dev::pdl_begin();
+  const size_t base = static_cast<size_t>(blockIdx.x) * cols;
+  const T* x = static_cast<const T*>(p.x) + base;
+  const T* a = static_cast<const T*>(p.a) + base;
+  T* y = static_cast<T*>(p.y) + base;
+  float xv[N], av[N];
+  float q = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = t + i * nt;
+    xv[i] = c < cols ? to_f32(x[c]) : 0.0f;
+    av[i] = c < cols ? to_f32(a[c]) : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) q = fmaf(av[i], av[i], q);
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_cols + p.eps);
+  float q2 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = t + i * nt;
+    const T yv = from_f32<T>(xv[i] + av[i] * rstd * w1v[i]);
+    if (c < cols) y[c] = yv;
+    xv[i] = to_f32(yv);  // the rounded sum, as the next norm sees it
+    q2 = fmaf(xv[i], xv[i], q2);
+  }
+  if (!w2) return;  // uniform over the block
+  const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_cols + p.eps);
+  T* h = static_cast<T*>(p.h) + base;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = t + i * nt;
+    if (c < cols) h[c] = from_f32<T>(xv[i] * rstd2 * w2v[i]);
+  }
+}
+
 }  // namespace
 
 void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* a, const void* w1,
@@ -310,12 +364,25 @@ void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const
   if (rows == 0) return;
   RLX_CHECK(rows < (int64_t{1} << 31), op, ": ", rows, " rows exceeds the grid limit");
   const PostNormArgs args{x, a, w1, w2, y, h, static_cast<int>(cols), eps};
-  const int threads = cols >= 256 ? 256 : cols > 64 ? 128 : 32;
+  // Registers: about 4 columns per thread up to 1024 columns (fewer threads,
+  // cheaper reductions), then 256 threads with up to 16 columns each.
+  const int reg_threads = cols > 1024 ? 256 : static_cast<int>((cols + 4 * 32 - 1) / (4 * 32) * 32);
+  int per = static_cast<int>((cols + reg_threads - 1) / reg_threads), n_reg = 1;
+  while (n_reg < per) n_reg *= 2;
+  const int threads = n_reg <= 16 ? reg_threads : cols >= 256 ? 256 : cols > 64 ? 128 : 32;
   dispatch_float(x_dtype, op, [&](auto xt) {
     using T = decltype(xt);
     dispatch_float(param_dtype, op, [&](auto pt) {
       using P = decltype(pt);
-      post_rms_norm_kernel<T, P><<<static_cast<unsigned>(rows), threads, 0, stream>>>(args);
+      const auto grid = static_cast<unsigned>(rows);
+      switch (n_reg) {
+        case 1: post_rms_norm_reg_kernel<T, P, 1><<<grid, threads, 0, stream>>>(args); break;
+        case 2: post_rms_norm_reg_kernel<T, P, 2><<<grid, threads, 0, stream>>>(args); break;
+        case 4: post_rms_norm_reg_kernel<T, P, 4><<<grid, threads, 0, stream>>>(args); break;
+        case 8: post_rms_norm_reg_kernel<T, P, 8><<<grid, threads, 0, stream>>>(args); break;
+        case 16: post_rms_norm_reg_kernel<T, P, 16><<<grid, threads, 0, stream>>>(args); break;
+        default: post_rms_norm_kernel<T, P><<<grid, threads, 0, stream>>>(args);
+      }
       RLX_CUDA_CHECK_LAUNCH(op);
     });
   });

@@ -20,7 +20,8 @@
 // Head norm (QK-norm, RopeAttrs::head_norm): before the angles, warp w sums
 // x² over heads w, w + nwarps, ... and stores rsqrt(mean + eps) per head in
 // shared memory; each element is then x·rstd·weight in f32, rotated with no
-// rounding in between (the weight is tiny and stays in L1).
+// rounding in between. The weight is staged in shared memory before
+// pdl_wait(), so its load overlaps the kernel before (device/pdl.cuh).
 #include "rlx/backends/cuda/kernels/rope.h"
 
 #include <cmath>
@@ -76,10 +77,19 @@ __device__ __forceinline__ void head_norms(const RopeParams& p, const T* xr, flo
 }
 
 // Source element d of a head, normalized when the params carry a head norm.
+// nw: the norm weight staged in shared memory (stage_norm_weight).
 template <typename T>
-__device__ __forceinline__ float src(const RopeParams& p, const T* xs, int d, float rstd) {
+__device__ __forceinline__ float src(const RopeParams& p, const T* xs, int d, float rstd, const float* nw) {
   const float v = to_f32(xs[d]);
-  return p.norm_w ? v * rstd * norm_weight(p, d) : v;
+  return p.norm_w ? v * rstd * nw[d] : v;
+}
+
+// Copies the head-norm weight to shared memory. Called before pdl_wait(): no
+// kernel writes weights, so in a decode step this load overlaps the kernel
+// before; the __syncthreads in angles() publishes it.
+__device__ __forceinline__ void stage_norm_weight(const RopeParams& p, float* nw) {
+  if (!p.norm_w) return;
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) nw[d] = norm_weight(p, d);
 }
 
 // Fills cs/sn for the row's position (threads 0 .. n_rot/2 − 1), then syncs.
@@ -98,8 +108,8 @@ __device__ __forceinline__ void angles(const RopeParams& p, int64_t pos, float* 
 // f32 (rstd: the head's norm factor, unused without a head norm).
 template <typename T>
 __device__ __forceinline__ float rope_f32(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn,
-                                          float rstd = 1.0f) {
-  if (d >= p.n_rot) return src(p, xs, d, rstd);
+                                          float rstd, const float* nw) {
+  if (d >= p.n_rot) return src(p, xs, d, rstd, nw);
   const int half = p.n_rot / 2;
   int i, partner;
   bool first;
@@ -112,7 +122,7 @@ __device__ __forceinline__ float rope_f32(const RopeParams& p, const T* xs, int 
     i = d >> 1;
     partner = first ? d + 1 : d - 1;
   }
-  const float a = src(p, xs, d, rstd), b = src(p, xs, partner, rstd);
+  const float a = src(p, xs, d, rstd, nw), b = src(p, xs, partner, rstd, nw);
   const float c = cs[i], s = sn[i];
   // first of the pair: a·c − b·s; second: a·c + b·s (b is the first element)
   return first ? fmaf(a, c, -b * s) : fmaf(a, c, b * s);
@@ -120,16 +130,18 @@ __device__ __forceinline__ float rope_f32(const RopeParams& p, const T* xs, int 
 
 template <typename T>
 __device__ __forceinline__ T rope_elem(const RopeParams& p, const T* xs, int d, const float* cs, const float* sn,
-                                       float rstd = 1.0f) {
+                                       float rstd, const float* nw) {
   if (d >= p.n_rot && !p.norm_w) return xs[d];
-  return from_f32<T>(rope_f32(p, xs, d, cs, sn, rstd));
+  return from_f32<T>(rope_f32(p, xs, d, cs, sn, rstd, nw));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(256) rope_kernel(const T* x, const int32_t* positions, T* y, RopeParams p) {
-  dev::pdl_begin();
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
-  extern __shared__ float rstd[];  // p.heads floats when p.norm_w
+  extern __shared__ float rstd[];  // p.heads floats, then the norm weight, when p.norm_w
+  float* nw = rstd + p.heads;
+  stage_norm_weight(p, nw);
+  dev::pdl_begin();
   const int64_t row = blockIdx.x;
   const int64_t l = row % p.L;
   const T* xr = x + row * p.x_stride + p.x_offset;
@@ -139,7 +151,7 @@ __global__ void __launch_bounds__(256) rope_kernel(const T* x, const int32_t* po
   T* yr = y + row * width;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / p.head_dim, d = e - h * p.head_dim;
-    yr[e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f);
+    yr[e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
   }
 }
 
@@ -149,9 +161,11 @@ template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_kv_kernel(const T* k, const T* v, int64_t v_stride, int64_t v_offset, const int32_t* positions,
                    const int32_t* cache_pos, C* k_cache, C* v_cache, int64_t capacity, RopeParams p, int32_t* err) {
-  dev::pdl_begin();
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
-  extern __shared__ float rstd[];  // p.heads floats when p.norm_w
+  extern __shared__ float rstd[];  // p.heads floats, then the norm weight, when p.norm_w
+  float* nw = rstd + p.heads;
+  stage_norm_weight(p, nw);
+  dev::pdl_begin();
   const int64_t start = *cache_pos;
   if (start < 0 || start + p.L > capacity) {
     if (err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
@@ -167,7 +181,7 @@ __global__ void __launch_bounds__(256)
   const int64_t slot = (b * capacity + start + l) * width;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / p.head_dim, d = e - h * p.head_dim;
-    k_cache[slot + e] = from_f32<C>(rope_f32(p, kr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f));
+    k_cache[slot + e] = from_f32<C>(rope_f32(p, kr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw));
   }
   if (!v) return;
   const T* vr = v + row * v_stride + v_offset;
@@ -214,7 +228,7 @@ void launch_rope(DType dtype, const void* x, int64_t W, const int32_t* positions
   p.norm_eps = attrs.norm_eps;
   if (B * L == 0) return;
   RLX_CHECK(B * L < (int64_t{1} << 31), "Rope: ", B * L, " rows exceed the grid limit");
-  const size_t smem = norm_weight ? sizeof(float) * static_cast<size_t>(p.heads) : 0;
+  const size_t smem = norm_weight ? sizeof(float) * static_cast<size_t>(p.heads + p.head_dim) : 0;
   dispatch_float(dtype, "Rope", [&](auto tag) {
     using T = decltype(tag);
     rope_kernel<T><<<static_cast<unsigned>(B * L), threads_for(p.heads * p.head_dim), smem, stream>>>(
@@ -258,7 +272,7 @@ void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int
   p.norm_eps = attrs.norm_eps;
   if (B * L == 0) return;
   RLX_CHECK(B * L < (int64_t{1} << 31), op, ": ", B * L, " rows exceed the grid limit");
-  const size_t smem = norm_weight ? sizeof(float) * static_cast<size_t>(p.heads) : 0;
+  const size_t smem = norm_weight ? sizeof(float) * static_cast<size_t>(p.heads + p.head_dim) : 0;
   dispatch_float(k_dtype, op, [&](auto ktag) {
     using T = decltype(ktag);
     dispatch_float(cache_dtype, op, [&](auto ctag) {
