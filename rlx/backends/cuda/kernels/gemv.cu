@@ -139,11 +139,19 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 // (tpr ≤ 32: short rows, e.g. the 262144 × 640 output head, take 8 or 16
 // threads per row and 128 rows per block), and through shared memory with one
 // __syncthreads for tpr > 32.
+//
+// Activations: with x_smem (m·K floats fit in the launch's dynamic shared
+// memory), the block first copies x into shared memory as f32, so the loop's
+// activation reads cost a shared-memory access instead of an L2 round trip
+// per unit; decode GEMVs are short enough that those round trips, not the
+// weight bytes, set their time.
 template <class U, int M, int R>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
-                     IqTables t) {
+                     IqTables t, bool x_smem) {
+  extern __shared__ float4 xs_dyn[];
+  float* xs_f = reinterpret_cast<float*>(xs_dyn);
   constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
   const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
   const int groups = blockDim.x / tpr;
@@ -178,6 +186,16 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   Raw cur[R];
   if (gt < units) fetch(gt, cur);
   dev::pdl_begin();
+  if (x_smem) {  // x_vec holds here: 16-byte aligned, K a multiple of 32
+    const int64_t n8 = m * k / 8;
+    for (int64_t i = threadIdx.x; i < n8; i += blockDim.x) {
+      float v[8];
+      load_x(x, 8 * i, io, true, v);
+      xs_dyn[2 * i] = make_float4(v[0], v[1], v[2], v[3]);
+      xs_dyn[2 * i + 1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    __syncthreads();
+  }
 
 #pragma unroll 1
   for (int64_t u = gt; u < units; u += tpr) {
@@ -192,7 +210,16 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
       float xv[kRuns][kLen], xs[kRuns];
 #pragma unroll
       for (int q = 0; q < kRuns; ++q) {
-        load_x(x, i * k + e0 + U::run_start(j, q), io, x_vec, xv[q]);
+        const int64_t at = i * k + e0 + U::run_start(j, q);
+        if (x_smem) {
+#pragma unroll
+          for (int e = 0; e < kLen; e += 4) {
+            const float4 v4 = *reinterpret_cast<const float4*>(xs_f + at + e);
+            xv[q][e] = v4.x, xv[q][e + 1] = v4.y, xv[q][e + 2] = v4.z, xv[q][e + 3] = v4.w;
+          }
+        } else {
+          load_x(x, at, io, x_vec, xv[q]);
+        }
         float s = 0.0f;
 #pragma unroll
         for (int e = 0; e < kLen; ++e) s += xv[q][e];
@@ -297,8 +324,11 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     const int groups = kGemvMaxThreads / tpr;
     const int64_t rows_per_block = int64_t{groups} * rpg;
     const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
-    gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, 0, stream>>>(
-        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t);
+    // x in shared memory when it fits the default 48 KB (see the kernel).
+    const size_t x_bytes = static_cast<size_t>(m * k) * sizeof(float);
+    const bool x_smem = x_vec && x_bytes <= 48 * 1024;
+    gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem);
   };
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
