@@ -77,6 +77,9 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
     a = cpu.forward({decode[i]}, static_cast<int64_t>(seq.size()) - 1);
     b = gpu.forward({decode[i]}, static_cast<int64_t>(seq.size()) - 1);
   }
+  // The decode program wrote Q's rope and both cache rows in one launch per layer.
+  EXPECT_NE(gpu.executable().dispatch_report().find("rope q + rope k -> cache + v -> cache"), std::string::npos)
+      << arch << ": the q/k/v rope + cache writes were not fused";
   // Seeded sampling on the device: deterministic for a seed.
   const llm::SamplingParams hot{1.2f, 20, 0.9f, 99};
   EXPECT_EQ(gpu.generate(prompt, 10, hot), gpu.generate(prompt, 10, hot)) << arch << ": same seed, same tokens";

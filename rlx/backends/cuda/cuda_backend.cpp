@@ -115,7 +115,7 @@ class CudaProgram final : public Program {
     }
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
-      if (n.is_leaf()) continue;
+      if (n.is_leaf() || ctx.absorbed(i)) continue;
       const KernelEntry* k = KernelRegistry::global().find(kCudaBackend, g, i);
       if (!k) throw Unsupported(str("cuda: ", g.describe(i), ": no kernel for ",
                                     signature_to_string(KernelRegistry::signature(g, i))));

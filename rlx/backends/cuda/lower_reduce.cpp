@@ -23,7 +23,6 @@ AxisView view(const std::vector<int64_t>& dims, int first, int last) {  // axes 
   return v;
 }
 
-int norm_axis(int a, size_t rank) { return a < 0 ? a + static_cast<int>(rank) : a; }
 
 void lower_softmax(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);

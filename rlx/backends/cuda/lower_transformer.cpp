@@ -8,7 +8,97 @@
 namespace rlx::cuda {
 namespace {
 
+// Decode's Rope of Q, WriteSlice-with-rope of K and WriteSlice of V become one
+// launch (launch_rope_qkv_write) when K comes from the same projection and
+// positions as Q, V is written at the same cache offset, and both caches are
+// states that only these writes touch (so writing them at Q's place in the
+// schedule changes nothing another node can see). V is read where it lies:
+// a Narrow of the same projection, or any earlier contiguous node.
+bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const NodeId src = n.inputs[0], pos = n.inputs[1];
+  const auto only_user_is = [&](NodeId leaf, NodeId user) {
+    const auto& u = c.users(leaf);
+    return c.node(leaf).op == OpKind::State && u.size() == 1 && u[0] == user;
+  };
+  NodeId kn = -1;
+  for (NodeId u : c.users(src)) {
+    const Node& w = c.node(u);
+    if (u > id && w.op == OpKind::WriteSlice && w.attr<WriteSliceAttrs>().rope && w.inputs[1] == src &&
+        w.inputs[3] == pos && w.attr<WriteSliceAttrs>().axis == 1 && only_user_is(w.inputs[0], u))
+      kn = u;
+  }
+  if (kn < 0) return false;
+  const Node& k = c.node(kn);
+  const NodeId offset = k.inputs[2];
+  NodeId vn = -1;
+  for (NodeId u : c.users(offset)) {
+    const Node& w = c.node(u);
+    if (u > id && u != kn && w.op == OpKind::WriteSlice && !w.attr<WriteSliceAttrs>().rope &&
+        w.attr<WriteSliceAttrs>().axis == 1 && w.inputs.size() == 3 && only_user_is(w.inputs[0], u) &&
+        w.type.dtype == k.type.dtype && c.dims(w.inputs[0]) == c.dims(k.inputs[0]))
+      vn = u;
+  }
+  if (vn < 0) return false;
+  const Node& v = c.node(vn);
+  const NodeId vsrc = v.inputs[1];
+  const auto xd = c.dims(src);
+  const DType dt = n.type.dtype;
+  if (c.type(vsrc).dtype != dt || c.dims(vsrc) != std::vector<int64_t>{xd[0], xd[1], c.dims(v.inputs[0])[2]}) return false;
+  RopeQkvWrite w;
+  NodeId narrow = -1;
+  if (c.node(vsrc).op == OpKind::Narrow) {
+    // Read V inside the projection (no copy); other narrows may be views.
+    const Node& nv = c.node(vsrc);
+    const auto& na = nv.attr<NarrowAttrs>();
+    if (nv.inputs[0] != src || norm_axis(na.axis, 3) != 2 || c.users(vsrc).size() != 1) return false;
+    narrow = vsrc;
+    w.v = c.ptr(src);
+    w.v_stride = xd[2];
+    w.v_offset = na.start;
+  } else {
+    if (vsrc > id) return false;  // must already be computed
+    w.v = c.ptr(vsrc);
+    w.v_stride = c.dims(vsrc)[2];
+    w.v_offset = 0;
+  }
+  const RopeAttrs qa = n.attr<RopeAttrs>(), ka = k.attr<WriteSliceAttrs>().rope_attrs;
+  if (int64_t{ka.num_heads} * ka.head_dim != c.dims(k.inputs[0])[2]) return false;
+  w.dtype = dt;
+  w.cache_dtype = k.type.dtype;
+  w.q = c.ptr(src);
+  w.k = c.ptr(src);
+  w.q_stride = w.k_stride = xd[2];
+  w.q_attrs = qa;
+  w.k_attrs = ka;
+  w.q_norm = qa.head_norm ? c.in_ptr(id, 2) : nullptr;
+  w.q_norm_dtype = qa.head_norm ? c.type(n.inputs[2]).dtype : DType::F32;
+  w.k_norm = ka.head_norm ? c.in_ptr(kn, 4) : nullptr;
+  w.k_norm_dtype = ka.head_norm ? c.type(k.inputs[4]).dtype : DType::F32;
+  w.positions = static_cast<const int32_t*>(c.ptr(pos));
+  w.positions_batched = c.type(pos).rank() == 2;
+  w.cache_pos = static_cast<const int32_t*>(c.ptr(offset));
+  w.y = c.ptr(id);
+  w.k_cache = c.ptr(kn);
+  w.v_cache = c.ptr(vn);
+  w.B = xd[0];
+  w.L = xd[1];
+  w.capacity = c.dims(k.inputs[0])[1];
+  int32_t* const* flag = c.error_flag(kn);
+  c.absorb(kn);
+  c.absorb(vn);
+  if (narrow >= 0) c.absorb(narrow);
+  c.add(id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
+                dtype_name(dt), " -> ", dtype_name(w.cache_dtype)),
+        [=](cudaStream_t s) mutable {
+          w.error_flag = *flag;
+          launch_rope_qkv_write(w, s);
+        });
+  return true;
+}
+
 void lower_rope(LowerCtx& c, NodeId id) {
+  if (c.dims(c.node(id).inputs[0]).size() == 3 && try_lower_rope_qkv(c, id)) return;
   const Node& n = c.node(id);
   const auto x = c.dims(n.inputs[0]);
   const bool batched = c.type(n.inputs[1]).rank() == 2;

@@ -4,6 +4,7 @@
 // Lowerings resolve every pointer up front and ask for workspace through
 // the context; thunks only launch.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -98,6 +99,11 @@ class LowerCtx {
     return out;
   }
 
+  // A lowering that emits the work of later nodes too (a fusion found at
+  // lowering time) marks them absorbed; the program then skips them.
+  void absorb(NodeId id) { absorbed_.push_back(id); }
+  bool absorbed(NodeId id) const { return std::find(absorbed_.begin(), absorbed_.end(), id) != absorbed_.end(); }
+
   // Users of a node (computed once per program).
   const std::vector<NodeId>& users(NodeId id) {
     if (users_.empty()) users_ = graph.users();
@@ -125,10 +131,14 @@ class LowerCtx {
     size_t n;
   };
   std::vector<CounterSlot> counter_slots_;
+  std::vector<NodeId> absorbed_;
   std::vector<std::vector<NodeId>> users_;
 };
 
 using CudaLowering = std::function<void(LowerCtx&, NodeId)>;
+
+// An op's axis attribute (negative counts from the end) as an index.
+inline int norm_axis(int a, size_t rank) { return a < 0 ? a + static_cast<int>(rank) : a; }
 
 // Narrows that attention reads in place (lower_attention.cpp); the program
 // passes this to the memory planner so they become views of their source.

@@ -24,6 +24,7 @@
 // pdl_wait(), so its load overlaps the kernel before (device/pdl.cuh).
 #include "rlx/backends/cuda/kernels/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "rlx/backends/cuda/cuda_check.h"
@@ -188,6 +189,52 @@ __global__ void __launch_bounds__(256)
   for (int e = threadIdx.x; e < width; e += blockDim.x) v_cache[slot + e] = from_f32<C>(to_f32(vr[e]));
 }
 
+// blockIdx.y: 0 → Q rotated into y, 1 → K rotated into its cache, 2 → V
+// copied into its cache; blockIdx.x: the (b, l) row. The three parts run side
+// by side, so a decode step pays one launch for them.
+template <typename T, typename C>
+__global__ void __launch_bounds__(256)
+    rope_qkv_kernel(const T* q, const T* k, const T* v, int64_t v_stride, int64_t v_offset,
+                    const int32_t* positions, const int32_t* cache_pos, T* y, C* k_cache, C* v_cache,
+                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err) {
+  __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
+  extern __shared__ float rstd[];  // heads floats, then the norm weight, when the part has a norm
+  const int part = blockIdx.y;
+  const RopeParams& p = part == 0 ? qp : kp;
+  float* nw = rstd + p.heads;
+  if (part < 2) stage_norm_weight(p, nw);
+  dev::pdl_begin();
+  const int64_t row = blockIdx.x;
+  const int64_t b = row / p.L, l = row - b * p.L;
+  const int width = p.heads * p.head_dim;
+  const int64_t start = *cache_pos;
+  const int64_t slot = (b * capacity + start + l) * width;
+  if (part > 0 && (start < 0 || start + p.L > capacity)) {
+    if (err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
+    return;
+  }
+  if (part == 2) {
+    const T* vr = v + row * v_stride + v_offset;
+    for (int e = threadIdx.x; e < width; e += blockDim.x) v_cache[slot + e] = from_f32<C>(to_f32(vr[e]));
+    return;
+  }
+  const T* xr = (part == 0 ? q : k) + row * p.x_stride + p.x_offset;
+  if (p.norm_w) head_norms(p, xr, rstd);
+  angles(p, positions[p.pos_batched ? row : l], cs, sn);
+  if (part == 0) {
+    T* yr = y + row * width;
+    for (int e = threadIdx.x; e < width; e += blockDim.x) {
+      const int h = e / p.head_dim, d = e - h * p.head_dim;
+      yr[e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
+    }
+  } else {
+    for (int e = threadIdx.x; e < width; e += blockDim.x) {
+      const int h = e / p.head_dim, d = e - h * p.head_dim;
+      k_cache[slot + e] = from_f32<C>(rope_f32(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw));
+    }
+  }
+}
+
 RopeParams make_params(const RopeAttrs& a, bool pos_batched, int64_t L, int64_t x_stride, const char* op) {
   RLX_CHECK(a.num_heads > 0 && a.head_dim > 0, op, ": num_heads and head_dim must be positive");
   RLX_CHECK(a.n_rot >= 0 && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim && a.n_rot <= kMaxRopeDims, op, ": n_rot ",
@@ -281,6 +328,42 @@ void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int
           static_cast<const T*>(k), nullptr, 0, 0, positions, cache_pos, static_cast<C*>(k_cache), nullptr, capacity,
           p, error_flag);
       RLX_CUDA_CHECK_LAUNCH("WriteSlice (rope)");
+    });
+  });
+}
+
+void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
+  const char* op = "Rope + WriteSlice (q, k, v)";
+  RopeParams qp = make_params(w.q_attrs, w.positions_batched, w.L, w.q_stride, op);
+  RopeParams kp = make_params(w.k_attrs, w.positions_batched, w.L, w.k_stride, op);
+  RLX_CHECK(w.q_attrs.head_norm == (w.q_norm != nullptr) && w.k_attrs.head_norm == (w.k_norm != nullptr), op,
+            ": head_norm flags and norm weights disagree");
+  RLX_CHECK(w.q_attrs.num_heads <= kMaxRopeNormHeads && w.k_attrs.num_heads <= kMaxRopeNormHeads, op,
+            ": too many heads for the head norm");
+  RLX_CHECK(w.v_offset >= 0 && w.v_offset + int64_t{w.k_attrs.num_heads} * w.k_attrs.head_dim <= w.v_stride, op,
+            ": V at column ", w.v_offset, " overruns a row of ", w.v_stride);
+  RLX_CHECK(w.positions && w.cache_pos, op, ": positions and the cache offset are required");
+  qp.norm_w = w.q_norm;
+  qp.norm_wtype = w.q_norm_dtype;
+  qp.norm_eps = w.q_attrs.norm_eps;
+  kp.norm_w = w.k_norm;
+  kp.norm_wtype = w.k_norm_dtype;
+  kp.norm_eps = w.k_attrs.norm_eps;
+  if (w.B * w.L == 0) return;
+  RLX_CHECK(w.B * w.L < (int64_t{1} << 31), op, ": ", w.B * w.L, " rows exceed the grid limit");
+  auto dyn = [](const RopeParams& p) { return p.norm_w ? sizeof(float) * static_cast<size_t>(p.heads + p.head_dim) : 0; };
+  const size_t smem = std::max(dyn(qp), dyn(kp));
+  const int threads = threads_for(std::max(qp.heads * qp.head_dim, kp.heads * kp.head_dim));
+  const dim3 grid(static_cast<unsigned>(w.B * w.L), 3);
+  dispatch_float(w.dtype, op, [&](auto ttag) {
+    using T = decltype(ttag);
+    dispatch_float(w.cache_dtype, op, [&](auto ctag) {
+      using C = decltype(ctag);
+      rope_qkv_kernel<T, C><<<grid, threads, smem, stream>>>(
+          static_cast<const T*>(w.q), static_cast<const T*>(w.k), static_cast<const T*>(w.v), w.v_stride, w.v_offset,
+          w.positions, w.cache_pos, static_cast<T*>(w.y), static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
+          w.capacity, qp, kp, w.error_flag);
+      RLX_CUDA_CHECK_LAUNCH(op);
     });
   });
 }

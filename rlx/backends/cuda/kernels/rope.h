@@ -51,4 +51,33 @@ void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int
                        int64_t L, int64_t capacity, const RopeAttrs& attrs, const void* norm_weight, DType norm_dtype,
                        int32_t* error_flag, cudaStream_t stream);
 
+// One decode step's three per-layer writes in one launch (the CUDA lowering
+// fuses a Rope of Q with the WriteSlice-with-rope of K and the WriteSlice of
+// V that read the same projection and positions): y = launch_rope(q), and
+// launch_rope_write(k) and a V copy into the caches, as those three calls
+// would do them. q, k and v rows are [B, L, *_stride] with their heads at
+// the attrs' src_offset (V: v_offset, k_attrs' head count and head_dim);
+// q, k, v and y share `dtype`, both caches `cache_dtype`. A bad *cache_pos
+// writes no cache row (y is still written) and sets kErrSliceOutOfRange.
+struct RopeQkvWrite {
+  DType dtype = DType::F32, cache_dtype = DType::F32;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t q_stride = 0, k_stride = 0, v_stride = 0, v_offset = 0;
+  RopeAttrs q_attrs, k_attrs;
+  const void* q_norm = nullptr;  // [head_dim] when q_attrs.head_norm
+  const void* k_norm = nullptr;
+  DType q_norm_dtype = DType::F32, k_norm_dtype = DType::F32;
+  const int32_t* positions = nullptr;
+  bool positions_batched = false;
+  const int32_t* cache_pos = nullptr;
+  void* y = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int64_t B = 0, L = 0, capacity = 0;
+  int32_t* error_flag = nullptr;
+};
+void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream);
+
 }  // namespace rlx::cuda
