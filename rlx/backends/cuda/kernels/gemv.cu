@@ -11,6 +11,7 @@
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/quant_common.cuh"
+#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -324,9 +325,12 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     const int groups = kGemvMaxThreads / tpr;
     const int64_t rows_per_block = int64_t{groups} * rpg;
     const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
-    // x in shared memory when it fits the default 48 KB (see the kernel).
+    // x in shared memory when it fits (see the kernel): 40 KB of dynamic
+    // memory leaves the static reduction scratch within the 48 KB a launch
+    // gets without opting in.
+    static const bool x_smem_on = env_bool("RLX_CUDA_GEMV_X_SMEM");
     const size_t x_bytes = static_cast<size_t>(m * k) * sizeof(float);
-    const bool x_smem = x_vec && x_bytes <= 48 * 1024;
+    const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
     gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
         static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem);
   };
