@@ -115,14 +115,17 @@ class CudaProgram final : public Program {
     }
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
-      if (n.is_leaf() || ctx.absorbed(i)) continue;
-      const KernelEntry* k = KernelRegistry::global().find(kCudaBackend, g, i);
-      if (!k) throw Unsupported(str("cuda: ", g.describe(i), ": no kernel for ",
-                                    signature_to_string(KernelRegistry::signature(g, i))));
-      const size_t before = schedule_.thunks.size();
-      std::any_cast<const CudaLowering&>(k->impl)(ctx, i);
-      for (size_t t = before; t < schedule_.thunks.size(); ++t)
-        if (schedule_.thunks[t].kernel.empty()) schedule_.thunks[t].kernel = k->description;
+      if (n.is_leaf()) continue;
+      if (!ctx.absorbed(i)) {
+        const KernelEntry* k = KernelRegistry::global().find(kCudaBackend, g, i);
+        if (!k) throw Unsupported(str("cuda: ", g.describe(i), ": no kernel for ",
+                                      signature_to_string(KernelRegistry::signature(g, i))));
+        const size_t before = schedule_.thunks.size();
+        std::any_cast<const CudaLowering&>(k->impl)(ctx, i);
+        for (size_t t = before; t < schedule_.thunks.size(); ++t)
+          if (schedule_.thunks[t].kernel.empty()) schedule_.thunks[t].kernel = k->description;
+      }
+      ctx.flush_at(i);
     }
     // Error flags of data-dependent kernels: zeroed before, read back after.
     flag_nodes_ = ctx.flag_nodes();

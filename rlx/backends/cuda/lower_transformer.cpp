@@ -11,9 +11,10 @@ namespace {
 // Decode's Rope of Q, WriteSlice-with-rope of K and WriteSlice of V become one
 // launch (launch_rope_qkv_write) when K comes from the same projection and
 // positions as Q, V is written at the same cache offset, and both caches are
-// states that only these writes touch (so writing them at Q's place in the
-// schedule changes nothing another node can see). V is read where it lies:
-// a Narrow of the same projection, or any earlier contiguous node.
+// states that only these writes touch. The launch goes where the last of the
+// three nodes was (V's projection may come after Q's rope in node order), so
+// every user of the three must come after that point. V is read where it
+// lies: a Narrow of the same projection, or its own contiguous node.
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const NodeId src = n.inputs[0], pos = n.inputs[1];
@@ -57,7 +58,6 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
     w.v_stride = xd[2];
     w.v_offset = na.start;
   } else {
-    if (vsrc > id) return false;  // must already be computed
     w.v = c.ptr(vsrc);
     w.v_stride = c.dims(vsrc)[2];
     w.v_offset = 0;
@@ -84,11 +84,15 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.B = xd[0];
   w.L = xd[1];
   w.capacity = c.dims(k.inputs[0])[1];
+  const NodeId at = std::max({id, kn, vn});
+  for (NodeId fused : {id, kn, vn})
+    for (NodeId u : c.users(fused))
+      if (u <= at) return false;  // something reads a result before the fused launch
   int32_t* const* flag = c.error_flag(kn);
   c.absorb(kn);
   c.absorb(vn);
   if (narrow >= 0) c.absorb(narrow);
-  c.add(id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
+  c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
                 dtype_name(dt), " -> ", dtype_name(w.cache_dtype)),
         [=](cudaStream_t s) mutable {
           w.error_flag = *flag;

@@ -100,9 +100,23 @@ class LowerCtx {
   }
 
   // A lowering that emits the work of later nodes too (a fusion found at
-  // lowering time) marks them absorbed; the program then skips them.
+  // lowering time) marks them absorbed; the program then skips them. Its
+  // thunk may have to wait until the schedule reaches the last node it
+  // covers: add_at(at, ...) appends it right after node `at` is lowered.
   void absorb(NodeId id) { absorbed_.push_back(id); }
   bool absorbed(NodeId id) const { return std::find(absorbed_.begin(), absorbed_.end(), id) != absorbed_.end(); }
+  void add_at(NodeId at, NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch) {
+    deferred_.push_back({at, Thunk{id, std::move(kernel), std::move(launch)}});
+  }
+  void flush_at(NodeId at) {
+    for (auto it = deferred_.begin(); it != deferred_.end();)
+      if (it->first == at) {
+        sched_.add(std::move(it->second));
+        it = deferred_.erase(it);
+      } else {
+        ++it;
+      }
+  }
 
   // Users of a node (computed once per program).
   const std::vector<NodeId>& users(NodeId id) {
@@ -132,6 +146,7 @@ class LowerCtx {
   };
   std::vector<CounterSlot> counter_slots_;
   std::vector<NodeId> absorbed_;
+  std::vector<std::pair<NodeId, Thunk>> deferred_;
   std::vector<std::vector<NodeId>> users_;
 };
 
