@@ -30,8 +30,6 @@ const std::vector<EnvKnob>& env_knobs() {
        "Inside CUDA graphs, launch each rlx kernel while the kernel before it still runs (programmatic dependent launch, sm_90+)."},
       {"RLX_CUDA_GEMV_X_SMEM", EnvType::Bool, "1",
        "Fused quantized GEMV: copy the activations into shared memory once per block when they fit (40 KB), instead of reading them from L2 per weight unit."},
-      {"RLX_CUDA_DECODE_SHORT_SPLITS", EnvType::Int, "16",
-       "Split-KV decode attention: most CTAs a short KV cache is split into (one 64-key tile each at least); 1 keeps 256 keys per CTA."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
       {"RLX_CALIBRATE", EnvType::String, "off",

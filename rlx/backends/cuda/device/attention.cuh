@@ -56,7 +56,6 @@ struct AttnArgs {
   int* ws_count;  // zero before the launch (memset, or counters_zeroed); the merging CTA re-zeroes its own
   bool counters_zeroed;
   int splits;
-  int short_splits;  // most CTAs a short cache is split into (RLX_CUDA_DECODE_SHORT_SPLITS)
 };
 
 // Valid key count of batch b, clamped to [0, Lk].

@@ -26,7 +26,6 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/attention.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
-#include "rlx/core/env.h"
 
 namespace rlx::cuda {
 namespace {
@@ -189,8 +188,6 @@ void validate(const AttentionParams& p) {
 
 dev::AttnArgs make_args(const AttentionParams& p) {
   dev::AttnArgs a{};
-  static const int short_splits = static_cast<int>(std::clamp<int64_t>(env_int("RLX_CUDA_DECODE_SHORT_SPLITS"), 1, 256));
-  a.short_splits = short_splits;
   a.q = p.q;
   a.k = p.k;
   a.v = p.v;

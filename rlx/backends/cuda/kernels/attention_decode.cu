@@ -25,7 +25,7 @@
 // Rows past the split's end are zero-filled, not read. Smem rows are padded by
 // 16 bytes (stride D + 8) so ldmatrix phases are bank-conflict free. The
 // split count targets one full wave of CTAs (SMs × CTAs per SM) with the
-// least wave-quantization loss, at ≥ 256 keys per split (short caches: see wanted_splits).
+// least wave-quantization loss, at ≥ 256 keys per split.
 #include <algorithm>
 
 #include "rlx/backends/cuda/kernels/attention.h"
@@ -41,14 +41,6 @@ using namespace dev;
 
 constexpr int kMaxSplits = 256;
 constexpr int kMinKeysPerSplit = 256;
-// Short caches split finer, down to one 64-key tile per CTA and at most
-// `short_splits` CTAs (AttnArgs, RLX_CUDA_DECODE_SHORT_SPLITS): one CTA
-// streams K/V at a small fraction of the bandwidth, and the merge (which
-// reads every split's partials) stays cheap.
-__host__ __device__ inline int wanted_splits(int total, int tile, int short_splits) {
-  const int by_tile = (total + tile - 1) / tile, by_min = (total + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-  return max(1, max(min(by_tile, short_splits), by_min));
-}
 
 template <typename T, int D>
 struct Decode {
@@ -109,14 +101,14 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
 
   // Keys any row of the CTA can see, then this split's share of them. The
   // grid has a.splits CTAs per row group (sized for the cache's capacity);
-  // only as many split as the actual key count needs (wanted_splits) work,
-  // the others leave at once. With one active split its CTA writes the output
-  // directly.
+  // only as many split as the actual key count needs (≥ kMinKeysPerSplit
+  // keys each) work, the others leave at once. With one active split its CTA
+  // writes the output directly: a short cache costs one small CTA.
   const int2 first = attn_key_range(a, r0 / G + qoff, kvlen);
   const int2 last = attn_key_range(a, r_last / G + qoff, kvlen);
   const int n_lo = first.x, n_hi = last.y;
   const int total = max(0, n_hi - n_lo);
-  const int active = min(a.splits, wanted_splits(total, BN, a.short_splits));
+  const int active = min(a.splits, max(1, (total + kMinKeysPerSplit - 1) / kMinKeysPerSplit));
   if (split >= active) return;
   const int chunk = ((total + active - 1) / active + BN - 1) / BN * BN;
   const int s_lo = n_lo + split * chunk;
@@ -393,7 +385,7 @@ int attention_decode_splits(DType dtype, const dev::AttnArgs& a) {
   const int per_sm = std::clamp(smem_sm / (smem + 1024), 1, 4);
   const int64_t target = static_cast<int64_t>(sms) * per_sm;
   const int64_t base = static_cast<int64_t>(a.B) * a.Hkv * ((a.group * a.Lq + 15) / 16);
-  const int max_splits = std::clamp(wanted_splits(a.Lk, Decode<__half, 64>::BN, a.short_splits), 1, kMaxSplits);
+  const int max_splits = std::clamp(a.Lk / kMinKeysPerSplit, 1, kMaxSplits);
   if (base >= target || max_splits == 1) return 1;
   // Fewest splits with the best wave efficiency (CTAs / (waves · target)).
   int best = 1;
