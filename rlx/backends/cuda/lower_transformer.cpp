@@ -1,5 +1,8 @@
 // Rope, WriteSlice with rope (K into a KV cache), FusedSwiGLU and FusedGeGLU
 // → the rope and glu kernel families; Sample → the select family.
+#include <algorithm>
+#include <optional>
+
 #include "rlx/backends/cuda/kernels/glu.h"
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/kernels/select.h"
@@ -9,12 +12,13 @@ namespace rlx::cuda {
 namespace {
 
 // Decode's Rope of Q, WriteSlice-with-rope of K and WriteSlice of V become one
-// launch (launch_rope_qkv_write) when K comes from the same projection and
-// positions as Q, V is written at the same cache offset, and both caches are
-// states that only these writes touch. The launch goes where the last of the
-// three nodes was (V's projection may come after Q's rope in node order), so
-// every user of the three must come after that point. V is read where it
-// lies: a Narrow of the same projection, or its own contiguous node.
+// launch (launch_rope_qkv_write) when one consumer (the layer's attention)
+// reads all three, K is rotated at Q's positions, V is written at K's cache
+// offset, and both caches are states that only these writes touch. The
+// launch goes where the last of the three nodes was (V's projection may come
+// after Q's rope in node order), so every reader of the three must come after
+// that point. V (and K) are read where they lie: a Narrow of a projection is
+// read in place.
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const NodeId src = n.inputs[0], pos = n.inputs[1];
@@ -22,76 +26,83 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
     const auto& u = c.users(leaf);
     return c.node(leaf).op == OpKind::State && u.size() == 1 && u[0] == user;
   };
-  NodeId kn = -1;
-  for (NodeId u : c.users(src)) {
-    const Node& w = c.node(u);
-    if (u > id && w.op == OpKind::WriteSlice && w.attr<WriteSliceAttrs>().rope && w.inputs[1] == src &&
-        w.inputs[3] == pos && w.attr<WriteSliceAttrs>().axis == 1 && only_user_is(w.inputs[0], u))
-      kn = u;
-  }
-  if (kn < 0) return false;
+  NodeId kn = -1, vn = -1;
+  for (NodeId reader : c.users(id))
+    for (NodeId u : c.node(reader).inputs) {
+      const Node& w = c.node(u);
+      if (u <= id || w.op != OpKind::WriteSlice || w.attr<WriteSliceAttrs>().axis != 1 || !only_user_is(w.inputs[0], u))
+        continue;
+      if (w.attr<WriteSliceAttrs>().rope) {
+        if (kn < 0 && w.inputs[3] == pos) kn = u;
+      } else if (vn < 0 && w.inputs.size() == 3) {
+        vn = u;
+      }
+    }
+  if (kn < 0 || vn < 0) return false;
   const Node& k = c.node(kn);
-  const NodeId offset = k.inputs[2];
-  NodeId vn = -1;
-  for (NodeId u : c.users(offset)) {
-    const Node& w = c.node(u);
-    if (u > id && u != kn && w.op == OpKind::WriteSlice && !w.attr<WriteSliceAttrs>().rope &&
-        w.attr<WriteSliceAttrs>().axis == 1 && w.inputs.size() == 3 && only_user_is(w.inputs[0], u) &&
-        w.type.dtype == k.type.dtype && c.dims(w.inputs[0]) == c.dims(k.inputs[0]))
-      vn = u;
-  }
-  if (vn < 0) return false;
   const Node& v = c.node(vn);
-  const NodeId vsrc = v.inputs[1];
-  const auto xd = c.dims(src);
+  const auto xd = c.dims(src), cache = c.dims(k.inputs[0]);
   const DType dt = n.type.dtype;
-  if (c.type(vsrc).dtype != dt || c.dims(vsrc) != std::vector<int64_t>{xd[0], xd[1], c.dims(v.inputs[0])[2]}) return false;
-  RopeQkvWrite w;
-  NodeId narrow = -1;
-  if (c.node(vsrc).op == OpKind::Narrow) {
-    // Read V inside the projection (no copy); other narrows may be views.
-    const Node& nv = c.node(vsrc);
-    const auto& na = nv.attr<NarrowAttrs>();
-    if (nv.inputs[0] != src || norm_axis(na.axis, 3) != 2 || c.users(vsrc).size() != 1) return false;
-    narrow = vsrc;
-    w.v = c.ptr(src);
-    w.v_stride = xd[2];
-    w.v_offset = na.start;
-  } else {
-    w.v = c.ptr(vsrc);
-    w.v_stride = c.dims(vsrc)[2];
-    w.v_offset = 0;
-  }
   const RopeAttrs qa = n.attr<RopeAttrs>(), ka = k.attr<WriteSliceAttrs>().rope_attrs;
-  if (int64_t{ka.num_heads} * ka.head_dim != c.dims(k.inputs[0])[2]) return false;
+  if (v.inputs[2] != k.inputs[2] || v.type.dtype != k.type.dtype || c.dims(v.inputs[0]) != cache ||
+      int64_t{ka.num_heads} * ka.head_dim != cache[2])
+    return false;
+  // A [B, L, width] source of dtype dt, read through a Narrow on the last
+  // axis when that Narrow has no other reader: (pointer, row stride, column).
+  struct Src {
+    const void* p;
+    int64_t stride, col;
+    NodeId narrow;
+  };
+  auto source = [&](NodeId s, int64_t width) -> std::optional<Src> {
+    const auto d = c.dims(s);
+    if (c.type(s).dtype != dt || d.size() != 3 || d[0] != xd[0] || d[1] != xd[1] || d[2] < width) return std::nullopt;
+    const Node& ns = c.node(s);
+    if (ns.op == OpKind::Narrow && c.users(s).size() == 1 && norm_axis(ns.attr<NarrowAttrs>().axis, 3) == 2) {
+      const auto full = c.dims(ns.inputs[0]);
+      return Src{c.ptr(ns.inputs[0]), full[2], ns.attr<NarrowAttrs>().start, s};
+    }
+    return Src{c.ptr(s), d[2], 0, -1};
+  };
+  const auto ks = source(k.inputs[1], ka.src_offset + cache[2]);
+  const auto vs = source(v.inputs[1], cache[2]);
+  if (!ks || !vs) return false;
+
+  const NodeId at = std::max({id, kn, vn});
+  for (NodeId fused : {id, kn, vn})
+    for (NodeId u : c.users(fused))
+      if (u <= at) return false;  // something reads a result before the fused launch
+
+  RopeQkvWrite w;
   w.dtype = dt;
   w.cache_dtype = k.type.dtype;
   w.q = c.ptr(src);
-  w.k = c.ptr(src);
-  w.q_stride = w.k_stride = xd[2];
+  w.q_stride = xd[2];
+  w.k = ks->p;
+  w.k_stride = ks->stride;
+  w.v = vs->p;
+  w.v_stride = vs->stride;
+  w.v_offset = vs->col;
   w.q_attrs = qa;
   w.k_attrs = ka;
+  w.k_attrs.src_offset += ks->col;
   w.q_norm = qa.head_norm ? c.in_ptr(id, 2) : nullptr;
   w.q_norm_dtype = qa.head_norm ? c.type(n.inputs[2]).dtype : DType::F32;
   w.k_norm = ka.head_norm ? c.in_ptr(kn, 4) : nullptr;
   w.k_norm_dtype = ka.head_norm ? c.type(k.inputs[4]).dtype : DType::F32;
   w.positions = static_cast<const int32_t*>(c.ptr(pos));
   w.positions_batched = c.type(pos).rank() == 2;
-  w.cache_pos = static_cast<const int32_t*>(c.ptr(offset));
+  w.cache_pos = static_cast<const int32_t*>(c.ptr(k.inputs[2]));
   w.y = c.ptr(id);
   w.k_cache = c.ptr(kn);
   w.v_cache = c.ptr(vn);
   w.B = xd[0];
   w.L = xd[1];
-  w.capacity = c.dims(k.inputs[0])[1];
-  const NodeId at = std::max({id, kn, vn});
-  for (NodeId fused : {id, kn, vn})
-    for (NodeId u : c.users(fused))
-      if (u <= at) return false;  // something reads a result before the fused launch
+  w.capacity = cache[1];
   int32_t* const* flag = c.error_flag(kn);
   c.absorb(kn);
   c.absorb(vn);
-  if (narrow >= 0) c.absorb(narrow);
+  if (vs->narrow > id) c.absorb(vs->narrow);  // one not yet lowered needs no copy
   c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
                 dtype_name(dt), " -> ", dtype_name(w.cache_dtype)),
         [=](cudaStream_t s) mutable {
