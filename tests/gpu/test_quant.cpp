@@ -452,6 +452,74 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
   }
 }
 
+// The GEMV with a fused GLU: W stacks [gate; up] (2F rows), y [m, F] =
+// act(x·gateᵀ)·(x·upᵀ), against CPU dequantization + float64. The bound
+// covers each sum's f32 error (the activations' slopes are below 1.2) and the
+// rounding of y to x's dtype.
+std::string check_glu_gemv(DType wt, int64_t m, int64_t F, int64_t k, DType xt, cuda::GluKind kind,
+                           std::mt19937_64& rng) {
+  const int64_t n = 2 * F;
+  const std::vector<uint8_t> wb = random_data(wt, n * k, rng);
+  Tensor xf = random_x(DType::F32, {m, k}, rng);
+  Tensor xs = xt == DType::F32 ? xf : xf.to(xt);
+  Tensor xr = xs.to(DType::F32);  // x as the kernel sees it
+  const size_t xe = static_cast<size_t>(dtype_size(xt));
+  DeviceMem dw(wb.size()), dx(static_cast<size_t>(m * k) * xe), dy(static_cast<size_t>(m * F) * xe);
+  if (cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(dx.p, xs.raw(), xs.nbytes(), cudaMemcpyHostToDevice) != cudaSuccess)
+    return "cudaMemcpy failed";
+  if (!cuda::quant_gemv_fuses_glu(wt, dw.p, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
+  cuda::launch_quant_gemv(wt, dw.p, xt, dx.p, dy.p, m, n, k, nullptr, &kind);
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(e));
+  Tensor y = Tensor::empty(xt, {m, F});
+  if (cudaMemcpy(y.raw_mut(), dy.p, y.nbytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return "cudaMemcpy failed";
+  const Tensor yf = y.to(DType::F32);
+  const int64_t row_bytes = dtype_bytes(wt, k);
+  std::vector<float> gw(static_cast<size_t>(k)), uw(static_cast<size_t>(k));
+  const double tol = tol_for(xt);
+  auto act = [&](double g) {
+    switch (kind) {
+      case cuda::GluKind::SwiGLU: return g / (1.0 + std::exp(-g));
+      case cuda::GluKind::GeGLUErf: return 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0)));
+      default: return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+    }
+  };
+  for (int64_t j = 0; j < F; ++j) {
+    dequantize_row(wt, wb.data() + j * row_bytes, gw.data(), k);
+    dequantize_row(wt, wb.data() + (F + j) * row_bytes, uw.data(), k);
+    for (int64_t i = 0; i < m; ++i) {
+      double g = 0, u = 0, sg = 0, su = 0;
+      for (int64_t e = 0; e < k; ++e) {
+        const double xv = xr.data<float>()[i * k + e];
+        g += xv * gw[e], u += xv * uw[e];
+        sg += std::fabs(xv * gw[e]), su += std::fabs(xv * uw[e]);
+      }
+      const double ref = act(g) * u;
+      const double bound = 2e-5 * (1.2 * sg * std::fabs(u) + std::fabs(act(g)) * su) + tol * std::fabs(ref) + 1e-5;
+      const double got = yf.data<float>()[i * F + j];
+      if (!(std::fabs(got - ref) <= bound))
+        return str(dtype_name(wt), " ", dtype_name(xt), " m=", m, " y[", i, ", ", j, "] = ", got, ", float64 ", ref,
+                   " (bound ", bound, ")");
+    }
+  }
+  return "";
+}
+
+TEST(CudaQuantGemv, FusedGluMatchesActOfGateTimesUp) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(41);
+  // K = 1024 (mostly warp-level reductions) and 4096 (shared-memory
+  // reductions for the 32-element-block types); F = 131 is odd; m = 1 and 5
+  // (the M = 8 kernel).
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+    for (int64_t k : {int64_t{1024}, int64_t{4096}})
+      for (int64_t m : {1, 5})
+        for (auto kind : {cuda::GluKind::GeGLUTanh, cuda::GluKind::SwiGLU, cuda::GluKind::GeGLUErf})
+          EXPECT_EQ(check_glu_gemv(t, m, 131, k, m == 1 ? DType::BF16 : DType::F32, kind, rng), "");
+  // Types without a unit kernel say so instead of computing something else.
+  EXPECT_FALSE(cuda::quant_gemv_fuses_glu(DType::Q2_K, nullptr, 256));
+}
+
 TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(37);

@@ -4,7 +4,8 @@
 //   m ≤ 8 rows of x (decode): the fused GEMV, which reads W once and never
 //     expands it ("gemv <type> m=<m>"), unless calibration measured the path
 //     below faster near this shape. RLX_CUDA_<TYPE>_FUSED_DISABLE=1 always
-//     sends these through the path below.
+//     sends these through the path below. When the product's only reader is a
+//     FusedGeGLU/FusedSwiGLU, the GEMV applies it too ("gemv ... + geglu").
 //   larger m (prefill): W is dequantized, a tile of its rows at a time, into
 //     the node's workspace in x's dtype, and cuBLASLt multiplies x by the tile
 //     into the matching columns of y ("dequant+cublaslt <type>").
@@ -140,6 +141,23 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   std::string note;  // why a small m took the dequantize path, when calibration chose it
   if (M <= kMaxGemvRows && !fused_disabled(wt)) {
     if (fused_gemv_wins(c.props.index, wt, M, N, K, &note)) {
+      // A GLU that is this product's only reader is computed by the GEMV
+      // itself (W stacks [gate; up]); its node then has nothing left to do.
+      const auto& users = c.users(id);
+      if (users.size() == 1 && quant_gemv_fuses_glu(wt, w, K) && N % 2 == 0) {
+        const Node& g = c.node(users[0]);
+        if ((g.op == OpKind::FusedGeGLU || g.op == OpKind::FusedSwiGLU) && g.inputs[0] == id &&
+            g.type.dtype == xt) {
+          const GluKind kind = g.op == OpKind::FusedSwiGLU            ? GluKind::SwiGLU
+                               : g.attr<GluAttrs>().tanh_approx ? GluKind::GeGLUTanh
+                                                                : GluKind::GeGLUErf;
+          void* out = c.ptr(users[0]);
+          c.absorb(users[0]);
+          c.add(id, str("gemv ", tname, " m=", M, " + ", g.op == OpKind::FusedSwiGLU ? "swiglu" : "geglu", note),
+                [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, out, M, N, K, s, &kind); });
+          return;
+        }
+      }
       c.add(id, str("gemv ", tname, " m=", M, note), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); });
       return;
     }

@@ -7,6 +7,7 @@
 #include "rlx/backends/cuda/kernels/quant.h"
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/glu_act.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
@@ -146,17 +147,24 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 // activation reads cost a shared-memory access instead of an L2 round trip
 // per unit; decode GEMVs are short enough that those round trips, not the
 // weight bytes, set their time.
+//
+// GLU (glu ≥ 0, a GluKind): W stacks [gate; up] (n = 2F rows) and y is
+// act(x·gateᵀ) · (x·upᵀ), [m, F]: each group owns one output column j and
+// works on rows j and F + j together, so the gated product leaves the
+// kernel directly (no [m, 2F] intermediate, no GLU launch).
 template <class U, int M, int R>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
-                     IqTables t, bool x_smem) {
+                     IqTables t, bool x_smem, int glu) {
+  static_assert(R >= 2, "GLU pairs two rows per group");
   extern __shared__ float4 xs_dyn[];
   float* xs_f = reinterpret_cast<float*>(xs_dyn);
   constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
   const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
   const int groups = blockDim.x / tpr;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * rpg;
+  const int64_t half = n / 2;  // GLU: output columns F
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * (glu >= 0 ? 1 : rpg);
   const int64_t units = k / U::kBlockElems * U::kUnits;
   const typename U::Ctx ctx = U::context(t);
 
@@ -164,8 +172,8 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   const uint8_t* wr[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    live[r] = r < rpg && row0 + r < n;
-    wr[r] = w + (live[r] ? row0 + r : 0) * row_bytes;
+    live[r] = glu >= 0 ? r < 2 && row0 < half : r < rpg && row0 + r < n;
+    wr[r] = w + (live[r] ? (glu >= 0 ? row0 + r * half : row0 + r) : 0) * row_bytes;
   }
   float acc[R][M];
 #pragma unroll
@@ -243,7 +251,14 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll
     for (int i = 0; i < M; ++i)
       for (int o = width / 2; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
+  const auto gated = [&](float g, float u) { return dev::glu_act(static_cast<GluKind>(glu), g) * u; };
   if (tpr <= 32) {
+    if (glu >= 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (i % tpr == gt && live[0] && i < m) store_from_f32(y, i * half + row0, gated(acc[0][i], acc[1][i]), io);
+      return;
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -260,6 +275,14 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
       for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
   }
   __syncthreads();
+  if (glu >= 0) {
+    if (gt < M && gt < m && row0 < half) {
+      float g = 0.0f, u = 0.0f;
+      for (int v = 0; v < wpg; ++v) g += red[group * wpg + v][gt], u += red[group * wpg + v][M + gt];
+      store_from_f32(y, gt * half + row0, gated(g, u), io);
+    }
+    return;
+  }
   if (gt < R * M) {
     const int r = gt / M, i = gt % M;
     if (r < rpg && i < m && row0 + r < n) {
@@ -272,8 +295,17 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 
 }  // namespace
 
+bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k) {
+  bool ok = false;
+  dev::visit_gemv_unit(w_type, [&](auto u) {
+    using U = decltype(u);
+    ok = reinterpret_cast<uintptr_t>(w) % U::kAlign == 0 && dtype_bytes(w_type, k) % U::kAlign == 0;
+  });
+  return ok;
+}
+
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                       int64_t k, cudaStream_t stream) {
+                       int64_t k, cudaStream_t stream, const GluKind* glu) {
   RLX_CHECK(m >= 1 && m <= kMaxGemvRows, "quantized gemv: m = ", m, " rows, the fused kernel takes 1..",
             kMaxGemvRows);
   const int64_t block = dtype_info(w_type).block_elems;
@@ -312,14 +344,16 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     // Threads per row: enough that each does at most 4 units of a row; then,
     // while that leaves fewer than 16 warps per SM, more threads per row (down
     // to 2 units each), then fewer rows per group, for more loads in flight.
+    // GLU: a group always holds its gate and up rows (2 rows, 1 output).
     const int64_t units = k / U::kBlockElems * U::kUnits;
-    int tpr = 8, rpg = R;
+    const int min_rpg = glu ? 2 : 1;
+    int tpr = 8, rpg = glu ? 2 : R;
     while (tpr < kGemvMaxThreads && units > 4 * tpr) tpr *= 2;
     const int64_t want_warps = int64_t{16} * sm_count();
     auto warps = [&] { return (n + rpg - 1) / rpg * tpr / 32; };
     while (warps() < want_warps) {
       if (tpr < kGemvMaxThreads && units > 2 * tpr) tpr *= 2;
-      else if (rpg > 1) rpg /= 2;
+      else if (rpg > min_rpg) rpg /= 2;
       else break;
     }
     const int groups = kGemvMaxThreads / tpr;
@@ -332,8 +366,11 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     const size_t x_bytes = static_cast<size_t>(m * k) * sizeof(float);
     const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
     gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
-        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem);
+        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem,
+        glu ? static_cast<int>(*glu) : -1);
   };
+  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_glu(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
+            dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_glu)");
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);

@@ -11,11 +11,8 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/device/glu_act.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
-
-// Full-precision libdevice routines (the library builds with --use_fast_math).
-extern "C" __device__ float __nv_expf(float);
-extern "C" __device__ float __nv_tanhf(float);
 
 namespace rlx::cuda {
 namespace {
@@ -27,13 +24,6 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
-
-template <GluKind K>
-__device__ __forceinline__ float act(float g) {
-  if constexpr (K == GluKind::SwiGLU) return __fdiv_rn(g, 1.0f + __nv_expf(-g));
-  else if constexpr (K == GluKind::GeGLUErf) return 0.5f * g * (1.0f + erff(g * 0.70710678118654752f));
-  else return 0.5f * g * (1.0f + __nv_tanhf(0.79788456080286536f * (g + 0.044715f * g * g * g)));
-}
 
 template <typename T, GluKind K, int V>
 __global__ void __launch_bounds__(256) glu_kernel(const T* x, T* y, int64_t rows, int64_t n) {
@@ -49,7 +39,7 @@ __global__ void __launch_bounds__(256) glu_kernel(const T* x, T* y, int64_t rows
       const Vec<T, V> u = reinterpret_cast<const Vec<T, V>*>(up)[j];
       Vec<T, V> o;
 #pragma unroll
-      for (int i = 0; i < V; ++i) o.v[i] = from_f32<T>(act<K>(to_f32(g.v[i])) * to_f32(u.v[i]));
+      for (int i = 0; i < V; ++i) o.v[i] = from_f32<T>(dev::glu_act<K>(to_f32(g.v[i])) * to_f32(u.v[i]));
       reinterpret_cast<Vec<T, V>*>(out)[j] = o;
     }
   }
