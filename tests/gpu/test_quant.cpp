@@ -468,7 +468,7 @@ std::string check_glu_gemv(DType wt, int64_t m, int64_t F, int64_t k, DType xt, 
   if (cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
       cudaMemcpy(dx.p, xs.raw(), xs.nbytes(), cudaMemcpyHostToDevice) != cudaSuccess)
     return "cudaMemcpy failed";
-  if (!cuda::quant_gemv_fuses_glu(wt, dw.p, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
+  if (!cuda::quant_gemv_fuses_epilogue(wt, dw.p, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
   cuda::launch_quant_gemv(wt, dw.p, xt, dx.p, dy.p, m, n, k, nullptr, &kind);
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(e));
   Tensor y = Tensor::empty(xt, {m, F});
@@ -517,7 +517,95 @@ TEST(CudaQuantGemv, FusedGluMatchesActOfGateTimesUp) {
         for (auto kind : {cuda::GluKind::GeGLUTanh, cuda::GluKind::SwiGLU, cuda::GluKind::GeGLUErf})
           EXPECT_EQ(check_glu_gemv(t, m, 131, k, m == 1 ? DType::BF16 : DType::F32, kind, rng), "");
   // Types without a unit kernel say so instead of computing something else.
-  EXPECT_FALSE(cuda::quant_gemv_fuses_glu(DType::Q2_K, nullptr, 256));
+  EXPECT_FALSE(cuda::quant_gemv_fuses_epilogue(DType::Q2_K, nullptr, 256));
+}
+
+// The GEMV with the post-norm epilogue: out = x + rms(a)·w1, h = rms(out)·w2
+// with a = x_in·Wᵀ, against float64 (a rounded to the I/O dtype first, as the
+// kernel stores it). Three launches on one counter: it must come back to zero.
+std::string check_post_norm_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType io, bool pair, std::mt19937_64& rng) {
+  const std::vector<uint8_t> wb = random_data(wt, n * k, rng);
+  const size_t e = static_cast<size_t>(dtype_size(io));
+  DeviceMem dw(wb.size()), dxin(static_cast<size_t>(m * k) * e), dres(static_cast<size_t>(m * n) * e),
+      dw1(static_cast<size_t>(n) * 4), dw2(static_cast<size_t>(n) * 4), da(static_cast<size_t>(m * n) * e),
+      dout(static_cast<size_t>(2 * m * n) * e), dcount(4);
+  if (cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemset(dcount.p, 0, 4) != cudaSuccess)
+    return "cuda setup failed";
+  for (int rep = 0; rep < 3; ++rep) {
+    const Tensor xin = random_x(io, {m, k}, rng), res = random_x(io, {m, n}, rng);
+    Tensor w1 = random_x(DType::F32, {n}, rng), w2 = random_x(DType::F32, {n}, rng);
+    cudaMemcpy(dxin.p, xin.raw(), xin.nbytes(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dres.p, res.raw(), res.nbytes(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dw1.p, w1.raw(), w1.nbytes(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dw2.p, w2.raw(), w2.nbytes(), cudaMemcpyHostToDevice);
+    cuda::PostNormGemv pn;
+    pn.x = dres.p;
+    pn.w1 = dw1.p;
+    pn.w2 = pair ? dw2.p : nullptr;
+    pn.out = dout.p;
+    pn.h = pair ? static_cast<char*>(dout.p) + m * n * e : nullptr;
+    pn.w_dtype = DType::F32;
+    pn.eps = 1e-6f;
+    pn.counter = static_cast<int*>(dcount.p);
+    cuda::launch_quant_gemv(wt, dw.p, io, dxin.p, da.p, m, n, k, nullptr, nullptr, &pn);
+    if (const cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(err));
+    Tensor a = Tensor::empty(io, {m, n}), out = Tensor::empty(io, {2 * m, n});
+    cudaMemcpy(a.raw_mut(), da.p, a.nbytes(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(out.raw_mut(), dout.p, out.nbytes(), cudaMemcpyDeviceToHost);
+    int count = -1;
+    cudaMemcpy(&count, dcount.p, 4, cudaMemcpyDeviceToHost);
+    if (count != 0) return str("counter left at ", count);
+    const Tensor af = a.to(DType::F32), of = out.to(DType::F32), xf = xin.to(DType::F32), rf = res.to(DType::F32);
+    // a itself against float64, then the norm from the a the kernel stored.
+    const int64_t row_bytes = dtype_bytes(wt, k);
+    std::vector<float> wrow(static_cast<size_t>(k));
+    const double tol = tol_for(io);
+    for (int64_t j = 0; j < n; ++j) {
+      dequantize_row(wt, wb.data() + j * row_bytes, wrow.data(), k);
+      for (int64_t i = 0; i < m; ++i) {
+        double ref = 0, scale = 0;
+        for (int64_t c = 0; c < k; ++c) ref += xf.data<float>()[i * k + c] * double(wrow[c]), scale += std::fabs(xf.data<float>()[i * k + c] * double(wrow[c]));
+        if (!(std::fabs(af.data<float>()[i * n + j] - ref) <= tol * scale + 1e-6)) return str("a[", i, ", ", j, "] off");
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      double q = 0;
+      for (int64_t j = 0; j < n; ++j) q += double(af.data<float>()[i * n + j]) * af.data<float>()[i * n + j];
+      const double rstd = 1.0 / std::sqrt(q / n + 1e-6);
+      std::vector<double> y(static_cast<size_t>(n));
+      double q2 = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        y[j] = rf.data<float>()[i * n + j] + af.data<float>()[i * n + j] * rstd * w1.data<float>()[j];
+        const double got = of.data<float>()[i * n + j];
+        if (!(std::fabs(got - y[j]) <= 2 * tol * (std::fabs(y[j]) + 1) + 1e-5))
+          return str(dtype_name(wt), " ", dtype_name(io), " rep ", rep, ": out[", i, ", ", j, "] = ", got, ", float64 ", y[j]);
+        q2 += got * got;  // the stored (rounded) value feeds the second norm
+      }
+      if (!pair) continue;
+      const double rstd2 = 1.0 / std::sqrt(q2 / n + 1e-6);
+      for (int64_t j = 0; j < n; ++j) {
+        const double ref = of.data<float>()[i * n + j] * rstd2 * w2.data<float>()[j];
+        const double got = of.data<float>()[(m + i) * n + j];
+        if (!(std::fabs(got - ref) <= 2 * tol * (std::fabs(ref) + 1e-3) + 1e-5))
+          return str(dtype_name(wt), " ", dtype_name(io), " rep ", rep, ": h[", i, ", ", j, "] = ", got, ", float64 ", ref);
+      }
+    }
+  }
+  return "";
+}
+
+TEST(CudaQuantGemv, FusedPostNormMatchesFloat64AndResetsItsCounter) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(43);
+  // n = 640 (Gemma's hidden size) and 131 (odd); K = 1024 and 4096.
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{640, 1024}, {131, 4096}})
+      for (int64_t m : {1, 3})
+        for (bool pair : {true, false}) {
+          EXPECT_EQ(check_post_norm_gemv(t, m, n, k, DType::BF16, pair, rng), "");
+          EXPECT_EQ(check_post_norm_gemv(t, m, n, k, DType::F32, pair, rng), "");
+        }
 }
 
 TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {

@@ -129,6 +129,65 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   }
 }
 
+// FusedPostRmsNorm on the GEMV's product a = y [m, n] (PostNormGemv in
+// quant.h): out = x + rms(a)·w1 and, with w2, h = rms(out)·w2, rounded as the
+// standalone kernel rounds them. Every CTA arrives on `counter` once its part
+// of y is stored; the last one normalizes the m rows and re-zeroes the counter.
+struct PostNorm {
+  const void* x = nullptr;
+  const void* w1 = nullptr;
+  const void* w2 = nullptr;
+  void* out = nullptr;
+  void* h = nullptr;
+  FloatKind wk = FloatKind::F32;  // w1 / w2
+  float eps = 0.0f;
+  int* counter = nullptr;  // null: no epilogue
+};
+
+// `scratch`: one float of shared memory per warp (block_sum).
+__device__ __forceinline__ void post_norm_epilogue(const PostNorm& pn, const void* a, int m, int64_t n, FloatKind io,
+                                                   float* scratch) {
+  __shared__ int last;
+  __threadfence();  // publish this CTA's part of a before arriving
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(pn.counter, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // a is read through L2 (ld.cg): other CTAs wrote it during this kernel.
+  auto load_a = [&](int64_t i) {
+    switch (io) {
+      case FloatKind::F16: return __half2float(__ushort_as_half(__ldcg(static_cast<const unsigned short*>(a) + i)));
+      case FloatKind::BF16: return __uint_as_float(static_cast<uint32_t>(__ldcg(static_cast<const unsigned short*>(a) + i)) << 16);
+      default: return __ldcg(static_cast<const float*>(a) + i);
+    }
+  };
+  const float inv_n = 1.0f / static_cast<float>(n);
+  for (int i = 0; i < m; ++i) {
+    const int64_t base = i * n;
+    float q = 0.0f;
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+      const float v = load_a(base + c);
+      q = fmaf(v, v, q);
+    }
+    const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_n + pn.eps);
+    float q2 = 0.0f;
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+      const float yv = load_as_f32(pn.x, base + c, io) + load_a(base + c) * rstd * load_as_f32(pn.w1, c, pn.wk);
+      store_from_f32(pn.out, base + c, yv, io);
+      const float r = load_as_f32(pn.out, base + c, io);  // the rounded value, as the next norm sees it
+      q2 = fmaf(r, r, q2);
+    }
+    if (pn.w2) {
+      const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_n + pn.eps);
+      for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+        store_from_f32(pn.h, base + c, load_as_f32(pn.out, base + c, io) * rstd2 * load_as_f32(pn.w2, c, pn.wk), io);
+    }
+    __syncthreads();  // scratch is reused by the next row
+  }
+  if (threadIdx.x == 0) *pn.counter = 0;  // every CTA has arrived: ready for the next launch
+}
+
 // The GEMV of the types with a dev::GemvUnit (the common GGUF types).
 //
 // Layout: a block of 256 threads is 256 / tpr groups of tpr threads (tpr a
@@ -156,7 +215,7 @@ template <class U, int M, int R>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
-                     IqTables t, bool x_smem, int glu) {
+                     IqTables t, bool x_smem, int glu, PostNorm pn) {
   static_assert(R >= 2, "GLU pairs two rows per group");
   extern __shared__ float4 xs_dyn[];
   float* xs_f = reinterpret_cast<float*>(xs_dyn);
@@ -252,6 +311,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     for (int i = 0; i < M; ++i)
       for (int o = width / 2; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
   const auto gated = [&](float g, float u) { return dev::glu_act(static_cast<GluKind>(glu), g) * u; };
+  __shared__ float red[kGemvMaxThreads / 32][R * M];
   if (tpr <= 32) {
     if (glu >= 0) {
 #pragma unroll
@@ -264,38 +324,37 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll
       for (int i = 0; i < M; ++i)
         if ((r * M + i) % tpr == gt && live[r] && i < m) store_from_f32(y, i * n + row0 + r, acc[r][i], io);
-    return;
-  }
-  __shared__ float red[kGemvMaxThreads / 32][R * M];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
-  if (lane == 0) {
+  } else {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
+    if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
-  }
-  __syncthreads();
-  if (glu >= 0) {
-    if (gt < M && gt < m && row0 < half) {
-      float g = 0.0f, u = 0.0f;
-      for (int v = 0; v < wpg; ++v) g += red[group * wpg + v][gt], u += red[group * wpg + v][M + gt];
-      store_from_f32(y, gt * half + row0, gated(g, u), io);
+        for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
     }
-    return;
-  }
-  if (gt < R * M) {
-    const int r = gt / M, i = gt % M;
-    if (r < rpg && i < m && row0 + r < n) {
-      float s = 0.0f;
-      for (int v = 0; v < wpg; ++v) s += red[group * wpg + v][gt];
-      store_from_f32(y, i * n + row0 + r, s, io);
+    __syncthreads();
+    if (glu >= 0) {
+      if (gt < M && gt < m && row0 < half) {
+        float g = 0.0f, u = 0.0f;
+        for (int v = 0; v < wpg; ++v) g += red[group * wpg + v][gt], u += red[group * wpg + v][M + gt];
+        store_from_f32(y, gt * half + row0, gated(g, u), io);
+      }
+      return;
+    }
+    if (gt < R * M) {
+      const int r = gt / M, i = gt % M;
+      if (r < rpg && i < m && row0 + r < n) {
+        float s = 0.0f;
+        for (int v = 0; v < wpg; ++v) s += red[group * wpg + v][gt];
+        store_from_f32(y, i * n + row0 + r, s, io);
+      }
     }
   }
+  if (pn.counter) post_norm_epilogue(pn, y, m, n, io, &red[0][0]);
 }
-
 }  // namespace
 
-bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k) {
+bool quant_gemv_fuses_epilogue(DType w_type, const void* w, int64_t k) {
   bool ok = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
@@ -305,7 +364,7 @@ bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k) {
 }
 
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                       int64_t k, cudaStream_t stream, const GluKind* glu) {
+                       int64_t k, cudaStream_t stream, const GluKind* glu, const PostNormGemv* post_norm) {
   RLX_CHECK(m >= 1 && m <= kMaxGemvRows, "quantized gemv: m = ", m, " rows, the fused kernel takes 1..",
             kMaxGemvRows);
   const int64_t block = dtype_info(w_type).block_elems;
@@ -317,6 +376,23 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
   const IqTables t = tables_for_current_device();
   const int64_t row_bytes = dtype_bytes(w_type, k);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_epilogue(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
+            dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_epilogue)");
+  RLX_CHECK(!post_norm || (!glu && post_norm->counter && post_norm->x && post_norm->w1 && post_norm->out &&
+                           (post_norm->w2 == nullptr) == (post_norm->h == nullptr) &&
+                           quant_gemv_fuses_epilogue(w_type, w, k)),
+            "quantized gemv: invalid post-norm epilogue for ", dtype_name(w_type));
+  PostNorm pn;
+  if (post_norm) {
+    pn.x = post_norm->x;
+    pn.w1 = post_norm->w1;
+    pn.w2 = post_norm->w2;
+    pn.out = post_norm->out;
+    pn.h = post_norm->h;
+    pn.wk = float_kind(post_norm->w_dtype, "quantized gemv post-norm");
+    pn.eps = post_norm->eps;
+    pn.counter = post_norm->counter;
+  }
   auto launch = [&](auto q, auto rows_tag) {
     using Q = decltype(q);
     constexpr int M = decltype(rows_tag)::value;
@@ -367,10 +443,8 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
     gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
         static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem,
-        glu ? static_cast<int>(*glu) : -1);
+        glu ? static_cast<int>(*glu) : -1, pn);
   };
-  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_glu(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
-            dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_glu)");
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
