@@ -144,9 +144,10 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
       // A GLU or post-norm that is this product's only reader is computed by
       // the GEMV itself (W stacks [gate; up] / the last CTA normalizes); its
       // node then has nothing left to do.
+      static const bool fuse_norm = env_bool("RLX_CUDA_GEMV_POST_NORM"), fuse_glu = env_bool("RLX_CUDA_GEMV_GLU");
       const auto& users = c.users(id);
       const bool epilogue = users.size() == 1 && quant_gemv_fuses_epilogue(wt, w, K);
-      if (epilogue && c.node(users[0]).op == OpKind::FusedPostRmsNorm) {
+      if (fuse_norm && epilogue && c.node(users[0]).op == OpKind::FusedPostRmsNorm) {
         const NodeId pid = users[0];
         const Node& p = c.node(pid);
         if (p.inputs[1] == id && p.inputs[0] < id && c.type(p.inputs[0]).dtype == xt && p.type.dtype == xt &&
@@ -170,7 +171,7 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
           return;
         }
       }
-      if (epilogue && N % 2 == 0) {
+      if (fuse_glu && epilogue && N % 2 == 0) {
         const Node& g = c.node(users[0]);
         if ((g.op == OpKind::FusedGeGLU || g.op == OpKind::FusedSwiGLU) && g.inputs[0] == id &&
             g.type.dtype == xt) {

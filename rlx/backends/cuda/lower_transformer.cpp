@@ -7,6 +7,7 @@
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/kernels/select.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/core/env.h"
 
 namespace rlx::cuda {
 namespace {
@@ -20,14 +21,20 @@ namespace {
 // that point. V (and K) are read where they lie: a Narrow of a projection is
 // read in place.
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
+  static const bool enabled = env_bool("RLX_CUDA_FUSE_ROPE_KV");
+  if (!enabled) return false;
   const Node& n = c.node(id);
   const NodeId src = n.inputs[0], pos = n.inputs[1];
   const auto only_user_is = [&](NodeId leaf, NodeId user) {
     const auto& u = c.users(leaf);
     return c.node(leaf).op == OpKind::State && u.size() == 1 && u[0] == user;
   };
+  // Q may reach the attention through a Cast (f32 activations, f16 cache):
+  // then the kernel writes Q in the cast's dtype and the Cast goes too.
+  NodeId qn = id;
+  if (c.users(id).size() == 1 && c.node(c.users(id)[0]).op == OpKind::Cast) qn = c.users(id)[0];
   NodeId kn = -1, vn = -1;
-  for (NodeId reader : c.users(id))
+  for (NodeId reader : c.users(qn))
     for (NodeId u : c.node(reader).inputs) {
       const Node& w = c.node(u);
       if (u <= id || w.op != OpKind::WriteSlice || w.attr<WriteSliceAttrs>().axis != 1 || !only_user_is(w.inputs[0], u))
@@ -45,7 +52,7 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   const DType dt = n.type.dtype;
   const RopeAttrs qa = n.attr<RopeAttrs>(), ka = k.attr<WriteSliceAttrs>().rope_attrs;
   if (v.inputs[2] != k.inputs[2] || v.type.dtype != k.type.dtype || c.dims(v.inputs[0]) != cache ||
-      int64_t{ka.num_heads} * ka.head_dim != cache[2])
+      int64_t{ka.num_heads} * ka.head_dim != cache[2] || (qn != id && c.node(qn).type.dtype != k.type.dtype))
     return false;
   // A [B, L, width] source of dtype dt, read through a Narrow on the last
   // axis when that Narrow has no other reader: (pointer, row stride, column).
@@ -68,8 +75,8 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   const auto vs = source(v.inputs[1], cache[2]);
   if (!ks || !vs) return false;
 
-  const NodeId at = std::max({id, kn, vn});
-  for (NodeId fused : {id, kn, vn})
+  const NodeId at = std::max({qn, kn, vn});
+  for (NodeId fused : {qn, kn, vn})
     for (NodeId u : c.users(fused))
       if (u <= at) return false;  // something reads a result before the fused launch
 
@@ -93,7 +100,8 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.positions = static_cast<const int32_t*>(c.ptr(pos));
   w.positions_batched = c.type(pos).rank() == 2;
   w.cache_pos = static_cast<const int32_t*>(c.ptr(k.inputs[2]));
-  w.y = c.ptr(id);
+  w.y = c.ptr(qn);
+  w.y_in_cache_dtype = qn != id;
   w.k_cache = c.ptr(kn);
   w.v_cache = c.ptr(vn);
   w.B = xd[0];
@@ -102,6 +110,7 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   int32_t* const* flag = c.error_flag(kn);
   c.absorb(kn);
   c.absorb(vn);
+  if (qn != id) c.absorb(qn);
   if (vs->narrow > id) c.absorb(vs->narrow);  // one not yet lowered needs no copy
   c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
                 dtype_name(dt), " -> ", dtype_name(w.cache_dtype)),

@@ -144,6 +144,15 @@ struct PostNorm {
   int* counter = nullptr;  // null: no epilogue
 };
 
+// v rounded to the I/O dtype (what store_from_f32 stores), back in f32.
+__device__ __forceinline__ float rounded(float v, FloatKind k) {
+  switch (k) {
+    case FloatKind::F16: return __half2float(__float2half_rn(v));
+    case FloatKind::BF16: return __bfloat162float(__float2bfloat16_rn(v));
+    default: return v;
+  }
+}
+
 // `scratch`: one float of shared memory per warp (block_sum).
 __device__ __forceinline__ void post_norm_epilogue(const PostNorm& pn, const void* a, int m, int64_t n, FloatKind io,
                                                    float* scratch) {
@@ -162,28 +171,69 @@ __device__ __forceinline__ void post_norm_epilogue(const PostNorm& pn, const voi
       default: return __ldcg(static_cast<const float*>(a) + i);
     }
   };
+  // Each thread holds up to kPer columns (c = t + j·blockDim) of a row, all
+  // loaded at once: the tail costs about one L2 round trip per row, not one
+  // per pass. Rows wider than kPer·blockDim take the strided loop.
+  constexpr int kPer = 16;
   const float inv_n = 1.0f / static_cast<float>(n);
+  const int t = threadIdx.x, nt = blockDim.x;
+  const bool in_regs = n <= int64_t{kPer} * nt;
   for (int i = 0; i < m; ++i) {
     const int64_t base = i * n;
+    if (in_regs) {
+      float av[kPer], xv[kPer], w1v[kPer], w2v[kPer];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int64_t c = t + int64_t{j} * nt;
+        const bool ok = c < n;
+        av[j] = ok ? load_a(base + c) : 0.0f;
+        xv[j] = ok ? load_as_f32(pn.x, base + c, io) : 0.0f;
+        w1v[j] = ok ? load_as_f32(pn.w1, c, pn.wk) : 0.0f;
+        w2v[j] = ok && pn.w2 ? load_as_f32(pn.w2, c, pn.wk) : 0.0f;
+      }
+      float q = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) q = fmaf(av[j], av[j], q);
+      const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_n + pn.eps);
+      float q2 = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int64_t c = t + int64_t{j} * nt;
+        if (c < n) {
+          xv[j] = rounded(xv[j] + av[j] * rstd * w1v[j], io);  // as stored, and as the next norm sees it
+          store_from_f32(pn.out, base + c, xv[j], io);
+          q2 = fmaf(xv[j], xv[j], q2);
+        }
+      }
+      if (pn.w2) {
+        const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_n + pn.eps);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const int64_t c = t + int64_t{j} * nt;
+          if (c < n) store_from_f32(pn.h, base + c, xv[j] * rstd2 * w2v[j], io);
+        }
+      }
+      __syncthreads();  // scratch is reused by the next row
+      continue;
+    }
     float q = 0.0f;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+    for (int64_t c = t; c < n; c += nt) {
       const float v = load_a(base + c);
       q = fmaf(v, v, q);
     }
     const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_n + pn.eps);
     float q2 = 0.0f;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
-      const float yv = load_as_f32(pn.x, base + c, io) + load_a(base + c) * rstd * load_as_f32(pn.w1, c, pn.wk);
-      store_from_f32(pn.out, base + c, yv, io);
-      const float r = load_as_f32(pn.out, base + c, io);  // the rounded value, as the next norm sees it
+    for (int64_t c = t; c < n; c += nt) {
+      const float r = rounded(load_as_f32(pn.x, base + c, io) + load_a(base + c) * rstd * load_as_f32(pn.w1, c, pn.wk), io);
+      store_from_f32(pn.out, base + c, r, io);
       q2 = fmaf(r, r, q2);
     }
     if (pn.w2) {
       const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_n + pn.eps);
-      for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+      for (int64_t c = t; c < n; c += nt)
         store_from_f32(pn.h, base + c, load_as_f32(pn.out, base + c, io) * rstd2 * load_as_f32(pn.w2, c, pn.wk), io);
     }
-    __syncthreads();  // scratch is reused by the next row
+    __syncthreads();
   }
   if (threadIdx.x == 0) *pn.counter = 0;  // every CTA has arrived: ready for the next launch
 }
