@@ -34,8 +34,6 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: one launch for a decode layer's Q rope and its K (rope) and V cache writes."},
       {"RLX_CUDA_GEMV_GLU", EnvType::Bool, "1",
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
-      {"RLX_CUDA_GEMV_POST_NORM", EnvType::Bool, "1",
-       "Fused quantized GEMV also applies the post-norm residual (FusedPostRmsNorm) that is its only reader, in its last CTA."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
       {"RLX_CALIBRATE", EnvType::String, "off",

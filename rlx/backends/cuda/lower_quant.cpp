@@ -141,36 +141,11 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   std::string note;  // why a small m took the dequantize path, when calibration chose it
   if (M <= kMaxGemvRows && !fused_disabled(wt)) {
     if (fused_gemv_wins(c.props.index, wt, M, N, K, &note)) {
-      // A GLU or post-norm that is this product's only reader is computed by
-      // the GEMV itself (W stacks [gate; up] / the last CTA normalizes); its
-      // node then has nothing left to do.
-      static const bool fuse_norm = env_bool("RLX_CUDA_GEMV_POST_NORM"), fuse_glu = env_bool("RLX_CUDA_GEMV_GLU");
+      // A GLU that is this product's only reader is computed by the GEMV
+      // itself (W stacks [gate; up]); its node then has nothing left to do.
+      static const bool fuse_glu = env_bool("RLX_CUDA_GEMV_GLU");
       const auto& users = c.users(id);
       const bool epilogue = users.size() == 1 && quant_gemv_fuses_epilogue(wt, w, K);
-      if (fuse_norm && epilogue && c.node(users[0]).op == OpKind::FusedPostRmsNorm) {
-        const NodeId pid = users[0];
-        const Node& p = c.node(pid);
-        if (p.inputs[1] == id && p.inputs[0] < id && c.type(p.inputs[0]).dtype == xt && p.type.dtype == xt &&
-            c.dims(p.inputs[0]) == c.dims(id)) {
-          const bool pair = p.inputs.size() == 4;
-          PostNormGemv pn;
-          pn.x = c.in_ptr(pid, 0);
-          pn.w1 = c.in_ptr(pid, 2);
-          pn.w2 = pair ? c.in_ptr(pid, 3) : nullptr;
-          pn.out = c.ptr(pid);
-          pn.h = pair ? static_cast<char*>(c.ptr(pid)) + M * N * dtype_size(xt) : nullptr;
-          pn.w_dtype = c.type(p.inputs[2]).dtype;
-          pn.eps = p.attr<NormAttrs>().eps;
-          int32_t* const* counter = c.counters(1);
-          c.absorb(pid);
-          c.add(id, str("gemv ", tname, " m=", M, " + x + rms_norm(a)", pair ? ", then rms_norm" : "", note),
-                [=](cudaStream_t s) mutable {
-                  pn.counter = *counter;
-                  launch_quant_gemv(wt, w, xt, x, y, M, N, K, s, nullptr, &pn);
-                });
-          return;
-        }
-      }
       if (fuse_glu && epilogue && N % 2 == 0) {
         const Node& g = c.node(users[0]);
         if ((g.op == OpKind::FusedGeGLU || g.op == OpKind::FusedSwiGLU) && g.inputs[0] == id &&

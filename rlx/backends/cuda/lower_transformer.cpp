@@ -1,6 +1,7 @@
 // Rope, WriteSlice with rope (K into a KV cache), FusedSwiGLU and FusedGeGLU
 // → the rope and glu kernel families; Sample → the select family.
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "rlx/backends/cuda/kernels/glu.h"
@@ -13,13 +14,17 @@ namespace rlx::cuda {
 namespace {
 
 // Decode's Rope of Q, WriteSlice-with-rope of K and WriteSlice of V become one
-// launch (launch_rope_qkv_write) when one consumer (the layer's attention)
-// reads all three, K is rotated at Q's positions, V is written at K's cache
-// offset, and both caches are states that only these writes touch. The
-// launch goes where the last of the three nodes was (V's projection may come
-// after Q's rope in node order), so every reader of the three must come after
-// that point. V (and K) are read where they lie: a Narrow of a projection is
-// read in place.
+// launch (launch_rope_qkv_write) when one consumer (the layer's attention,
+// possibly through a Cast of Q) reads all three, K is rotated at Q's
+// positions, V is written at K's cache offset, and both caches are states
+// that only these writes touch. K and V are read where they lie (a Narrow of
+// a projection is read in place).
+//
+// Where the launch goes: at P = the rope node, or later if K's or V's source
+// is computed after it. The memory plan was made for the unfused order, so
+// every source must still be alive at P (read by some node at or after P),
+// and every reader of the three results must come after P; otherwise the
+// nodes stay separate.
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   static const bool enabled = env_bool("RLX_CUDA_FUSE_ROPE_KV");
   if (!enabled) return false;
@@ -29,12 +34,10 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
     const auto& u = c.users(leaf);
     return c.node(leaf).op == OpKind::State && u.size() == 1 && u[0] == user;
   };
-  // Q may reach the attention through a Cast (f32 activations, f16 cache):
-  // then the kernel writes Q in the cast's dtype and the Cast goes too.
-  NodeId qn = id;
-  if (c.users(id).size() == 1 && c.node(c.users(id)[0]).op == OpKind::Cast) qn = c.users(id)[0];
+  NodeId via = id;  // the node the attention reads Q from
+  if (c.users(id).size() == 1 && c.node(c.users(id)[0]).op == OpKind::Cast) via = c.users(id)[0];
   NodeId kn = -1, vn = -1;
-  for (NodeId reader : c.users(qn))
+  for (NodeId reader : c.users(via))
     for (NodeId u : c.node(reader).inputs) {
       const Node& w = c.node(u);
       if (u <= id || w.op != OpKind::WriteSlice || w.attr<WriteSliceAttrs>().axis != 1 || !only_user_is(w.inputs[0], u))
@@ -52,11 +55,13 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   const DType dt = n.type.dtype;
   const RopeAttrs qa = n.attr<RopeAttrs>(), ka = k.attr<WriteSliceAttrs>().rope_attrs;
   if (v.inputs[2] != k.inputs[2] || v.type.dtype != k.type.dtype || c.dims(v.inputs[0]) != cache ||
-      int64_t{ka.num_heads} * ka.head_dim != cache[2] || (qn != id && c.node(qn).type.dtype != k.type.dtype))
+      int64_t{ka.num_heads} * ka.head_dim != cache[2])
     return false;
   // A [B, L, width] source of dtype dt, read through a Narrow on the last
-  // axis when that Narrow has no other reader: (pointer, row stride, column).
+  // axis when that Narrow has no other reader: (node holding the data,
+  // pointer, row stride, column, the narrow or -1).
   struct Src {
+    NodeId node;
     const void* p;
     int64_t stride, col;
     NodeId narrow;
@@ -67,16 +72,29 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
     const Node& ns = c.node(s);
     if (ns.op == OpKind::Narrow && c.users(s).size() == 1 && norm_axis(ns.attr<NarrowAttrs>().axis, 3) == 2) {
       const auto full = c.dims(ns.inputs[0]);
-      return Src{c.ptr(ns.inputs[0]), full[2], ns.attr<NarrowAttrs>().start, s};
+      return Src{ns.inputs[0], c.ptr(ns.inputs[0]), full[2], ns.attr<NarrowAttrs>().start, s};
     }
-    return Src{c.ptr(s), d[2], 0, -1};
+    return Src{s, c.ptr(s), d[2], 0, -1};
   };
   const auto ks = source(k.inputs[1], ka.src_offset + cache[2]);
   const auto vs = source(v.inputs[1], cache[2]);
   if (!ks || !vs) return false;
 
-  const NodeId at = std::max({qn, kn, vn});
-  for (NodeId fused : {qn, kn, vn})
+  // The last node that reads s, through views (Narrow, Reshape) included.
+  std::function<NodeId(NodeId)> last_use = [&](NodeId s) {
+    NodeId last = -1;
+    for (NodeId u : c.users(s)) {
+      last = std::max(last, u);
+      const OpKind op = c.node(u).op;
+      if (op == OpKind::Narrow || op == OpKind::Reshape) last = std::max(last, last_use(u));
+    }
+    return last;
+  };
+  const NodeId at = std::max({id, ks->node, vs->node});
+  for (NodeId s : {src, ks->node, vs->node})
+    if (last_use(s) < at) return false;  // its buffer may be reused by then
+  if (kn < at || vn < at) return false;
+  for (NodeId fused : {id, kn, vn})
     for (NodeId u : c.users(fused))
       if (u <= at) return false;  // something reads a result before the fused launch
 
@@ -100,8 +118,7 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.positions = static_cast<const int32_t*>(c.ptr(pos));
   w.positions_batched = c.type(pos).rank() == 2;
   w.cache_pos = static_cast<const int32_t*>(c.ptr(k.inputs[2]));
-  w.y = c.ptr(qn);
-  w.y_in_cache_dtype = qn != id;
+  w.y = c.ptr(id);
   w.k_cache = c.ptr(kn);
   w.v_cache = c.ptr(vn);
   w.B = xd[0];
@@ -110,8 +127,8 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   int32_t* const* flag = c.error_flag(kn);
   c.absorb(kn);
   c.absorb(vn);
-  if (qn != id) c.absorb(qn);
-  if (vs->narrow > id) c.absorb(vs->narrow);  // one not yet lowered needs no copy
+  for (const auto& sref : {ks, vs})
+    if (sref->narrow > id) c.absorb(sref->narrow);  // read in place: no copy needed
   c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
                 dtype_name(dt), " -> ", dtype_name(w.cache_dtype)),
         [=](cudaStream_t s) mutable {

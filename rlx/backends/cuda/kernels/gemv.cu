@@ -129,115 +129,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   }
 }
 
-// FusedPostRmsNorm on the GEMV's product a = y [m, n] (PostNormGemv in
-// quant.h): out = x + rms(a)·w1 and, with w2, h = rms(out)·w2, rounded as the
-// standalone kernel rounds them. Every CTA arrives on `counter` once its part
-// of y is stored; the last one normalizes the m rows and re-zeroes the counter.
-struct PostNorm {
-  const void* x = nullptr;
-  const void* w1 = nullptr;
-  const void* w2 = nullptr;
-  void* out = nullptr;
-  void* h = nullptr;
-  FloatKind wk = FloatKind::F32;  // w1 / w2
-  float eps = 0.0f;
-  int* counter = nullptr;  // null: no epilogue
-};
-
-// v rounded to the I/O dtype (what store_from_f32 stores), back in f32.
-__device__ __forceinline__ float rounded(float v, FloatKind k) {
-  switch (k) {
-    case FloatKind::F16: return __half2float(__float2half_rn(v));
-    case FloatKind::BF16: return __bfloat162float(__float2bfloat16_rn(v));
-    default: return v;
-  }
-}
-
-// `scratch`: one float of shared memory per warp (block_sum).
-__device__ __forceinline__ void post_norm_epilogue(const PostNorm& pn, const void* a, int m, int64_t n, FloatKind io,
-                                                   float* scratch) {
-  __shared__ int last;
-  __threadfence();  // publish this CTA's part of a before arriving
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(pn.counter, 1) == static_cast<int>(gridDim.x) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // a is read through L2 (ld.cg): other CTAs wrote it during this kernel.
-  auto load_a = [&](int64_t i) {
-    switch (io) {
-      case FloatKind::F16: return __half2float(__ushort_as_half(__ldcg(static_cast<const unsigned short*>(a) + i)));
-      case FloatKind::BF16: return __uint_as_float(static_cast<uint32_t>(__ldcg(static_cast<const unsigned short*>(a) + i)) << 16);
-      default: return __ldcg(static_cast<const float*>(a) + i);
-    }
-  };
-  // Each thread holds up to kPer columns (c = t + j·blockDim) of a row, all
-  // loaded at once: the tail costs about one L2 round trip per row, not one
-  // per pass. Rows wider than kPer·blockDim take the strided loop.
-  constexpr int kPer = 16;
-  const float inv_n = 1.0f / static_cast<float>(n);
-  const int t = threadIdx.x, nt = blockDim.x;
-  const bool in_regs = n <= int64_t{kPer} * nt;
-  for (int i = 0; i < m; ++i) {
-    const int64_t base = i * n;
-    if (in_regs) {
-      float av[kPer], xv[kPer], w1v[kPer], w2v[kPer];
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int64_t c = t + int64_t{j} * nt;
-        const bool ok = c < n;
-        av[j] = ok ? load_a(base + c) : 0.0f;
-        xv[j] = ok ? load_as_f32(pn.x, base + c, io) : 0.0f;
-        w1v[j] = ok ? load_as_f32(pn.w1, c, pn.wk) : 0.0f;
-        w2v[j] = ok && pn.w2 ? load_as_f32(pn.w2, c, pn.wk) : 0.0f;
-      }
-      float q = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) q = fmaf(av[j], av[j], q);
-      const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_n + pn.eps);
-      float q2 = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int64_t c = t + int64_t{j} * nt;
-        if (c < n) {
-          xv[j] = rounded(xv[j] + av[j] * rstd * w1v[j], io);  // as stored, and as the next norm sees it
-          store_from_f32(pn.out, base + c, xv[j], io);
-          q2 = fmaf(xv[j], xv[j], q2);
-        }
-      }
-      if (pn.w2) {
-        const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_n + pn.eps);
-#pragma unroll
-        for (int j = 0; j < kPer; ++j) {
-          const int64_t c = t + int64_t{j} * nt;
-          if (c < n) store_from_f32(pn.h, base + c, xv[j] * rstd2 * w2v[j], io);
-        }
-      }
-      __syncthreads();  // scratch is reused by the next row
-      continue;
-    }
-    float q = 0.0f;
-    for (int64_t c = t; c < n; c += nt) {
-      const float v = load_a(base + c);
-      q = fmaf(v, v, q);
-    }
-    const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_n + pn.eps);
-    float q2 = 0.0f;
-    for (int64_t c = t; c < n; c += nt) {
-      const float r = rounded(load_as_f32(pn.x, base + c, io) + load_a(base + c) * rstd * load_as_f32(pn.w1, c, pn.wk), io);
-      store_from_f32(pn.out, base + c, r, io);
-      q2 = fmaf(r, r, q2);
-    }
-    if (pn.w2) {
-      const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_n + pn.eps);
-      for (int64_t c = t; c < n; c += nt)
-        store_from_f32(pn.h, base + c, load_as_f32(pn.out, base + c, io) * rstd2 * load_as_f32(pn.w2, c, pn.wk), io);
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *pn.counter = 0;  // every CTA has arrived: ready for the next launch
-}
-
 // The GEMV of the types with a dev::GemvUnit (the common GGUF types).
 //
 // Layout: a block of 256 threads is 256 / tpr groups of tpr threads (tpr a
@@ -265,7 +156,7 @@ template <class U, int M, int R>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
-                     IqTables t, bool x_smem, int glu, PostNorm pn) {
+                     IqTables t, bool x_smem, int glu) {
   static_assert(R >= 2, "GLU pairs two rows per group");
   extern __shared__ float4 xs_dyn[];
   float* xs_f = reinterpret_cast<float*>(xs_dyn);
@@ -400,7 +291,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
       }
     }
   }
-  if (pn.counter) post_norm_epilogue(pn, y, m, n, io, &red[0][0]);
 }
 }  // namespace
 
@@ -414,7 +304,7 @@ bool quant_gemv_fuses_epilogue(DType w_type, const void* w, int64_t k) {
 }
 
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                       int64_t k, cudaStream_t stream, const GluKind* glu, const PostNormGemv* post_norm) {
+                       int64_t k, cudaStream_t stream, const GluKind* glu) {
   RLX_CHECK(m >= 1 && m <= kMaxGemvRows, "quantized gemv: m = ", m, " rows, the fused kernel takes 1..",
             kMaxGemvRows);
   const int64_t block = dtype_info(w_type).block_elems;
@@ -428,21 +318,6 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_epilogue(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
             dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_epilogue)");
-  RLX_CHECK(!post_norm || (!glu && post_norm->counter && post_norm->x && post_norm->w1 && post_norm->out &&
-                           (post_norm->w2 == nullptr) == (post_norm->h == nullptr) &&
-                           quant_gemv_fuses_epilogue(w_type, w, k)),
-            "quantized gemv: invalid post-norm epilogue for ", dtype_name(w_type));
-  PostNorm pn;
-  if (post_norm) {
-    pn.x = post_norm->x;
-    pn.w1 = post_norm->w1;
-    pn.w2 = post_norm->w2;
-    pn.out = post_norm->out;
-    pn.h = post_norm->h;
-    pn.wk = float_kind(post_norm->w_dtype, "quantized gemv post-norm");
-    pn.eps = post_norm->eps;
-    pn.counter = post_norm->counter;
-  }
   auto launch = [&](auto q, auto rows_tag) {
     using Q = decltype(q);
     constexpr int M = decltype(rows_tag)::value;
@@ -493,7 +368,7 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
     gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
         static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem,
-        glu ? static_cast<int>(*glu) : -1, pn);
+        glu ? static_cast<int>(*glu) : -1);
   };
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {

@@ -38,28 +38,12 @@ inline constexpr int kMaxGemvRows = 8;
 // x_dtype (f32, f16 or bf16), accumulation in f32. Reads each weight byte
 // once for all m rows; W is never expanded to floats in memory.
 //
-// Epilogues, only where quant_gemv_fuses_epilogue (the common GGUF types with
-// aligned rows):
-//   glu: W stacks [gate; up] (n = 2F rows) and y [m, F] =
-//     act(x·gateᵀ) · (x·upᵀ) as FusedSwiGLU / FusedGeGLU (kernels/glu.h)
-//     compute it, from the f32 sums.
-//   post_norm: y [m, n] is stored as usual, then the grid's last CTA applies
-//     FusedPostRmsNorm to it (launch_post_rms_norm in norm.h, with a = y and
-//     x, w1, w2, out, h as there; x, out and h in x_dtype). `counter` is a
-//     device int that is zero before the launch and left zero after it.
-struct PostNormGemv {
-  const void* x = nullptr;
-  const void* w1 = nullptr;
-  const void* w2 = nullptr;  // null: out only
-  void* out = nullptr;
-  void* h = nullptr;
-  DType w_dtype = DType::F32;
-  float eps = 0.0f;
-  int* counter = nullptr;
-};
+// With `glu` (only where quant_gemv_fuses_epilogue: the common GGUF types
+// with aligned rows), W stacks [gate; up] (n = 2F rows) and y [m, F] =
+// act(x·gateᵀ) · (x·upᵀ) as FusedSwiGLU / FusedGeGLU (kernels/glu.h)
+// compute it, from the f32 sums.
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                       int64_t k, cudaStream_t stream, const GluKind* glu = nullptr,
-                       const PostNormGemv* post_norm = nullptr);
+                       int64_t k, cudaStream_t stream, const GluKind* glu = nullptr);
 bool quant_gemv_fuses_epilogue(DType w_type, const void* w, int64_t k);
 
 // y [n_idx, row_elems] (f32) = dequantize(table [rows, row_elems])[idx[j]],

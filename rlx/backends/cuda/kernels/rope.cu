@@ -195,8 +195,8 @@ __global__ void __launch_bounds__(256)
 template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_qkv_kernel(const T* q, const T* k, const T* v, int64_t v_stride, int64_t v_offset,
-                    const int32_t* positions, const int32_t* cache_pos, void* y, bool y_as_c, C* k_cache,
-                    C* v_cache, int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err) {
+                    const int32_t* positions, const int32_t* cache_pos, T* y, C* k_cache, C* v_cache,
+                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err) {
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
   extern __shared__ float rstd[];  // heads floats, then the norm weight, when the part has a norm
   const int part = blockIdx.y;
@@ -224,9 +224,7 @@ __global__ void __launch_bounds__(256)
   if (part == 0) {
     for (int e = threadIdx.x; e < width; e += blockDim.x) {
       const int h = e / p.head_dim, d = e - h * p.head_dim;
-      const float r = rope_f32(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
-      if (y_as_c) static_cast<C*>(y)[row * width + e] = from_f32<C>(r);
-      else static_cast<T*>(y)[row * width + e] = from_f32<T>(r);
+      y[row * width + e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
     }
   } else {
     for (int e = threadIdx.x; e < width; e += blockDim.x) {
@@ -362,7 +360,7 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
       using C = decltype(ctag);
       rope_qkv_kernel<T, C><<<grid, threads, smem, stream>>>(
           static_cast<const T*>(w.q), static_cast<const T*>(w.k), static_cast<const T*>(w.v), w.v_stride, w.v_offset,
-          w.positions, w.cache_pos, w.y, w.y_in_cache_dtype, static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
+          w.positions, w.cache_pos, static_cast<T*>(w.y), static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
           w.capacity, qp, kp, w.error_flag);
       RLX_CUDA_CHECK_LAUNCH(op);
     });

@@ -57,8 +57,7 @@ void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int
 // launch_rope_write(k) and a V copy into the caches, as those three calls
 // would do them. q, k and v rows are [B, L, *_stride] with their heads at
 // the attrs' src_offset (V: v_offset, k_attrs' head count and head_dim);
-// q, k, v and y share `dtype` (y: cache_dtype with y_in_cache_dtype), both
-// caches `cache_dtype`. A bad *cache_pos
+// q, k, v and y share `dtype`, both caches `cache_dtype`. A bad *cache_pos
 // writes no cache row (y is still written) and sets kErrSliceOutOfRange.
 struct RopeQkvWrite {
   DType dtype = DType::F32, cache_dtype = DType::F32;
@@ -74,7 +73,6 @@ struct RopeQkvWrite {
   bool positions_batched = false;
   const int32_t* cache_pos = nullptr;
   void* y = nullptr;
-  bool y_in_cache_dtype = false;  // y is written in cache_dtype instead of dtype
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   int64_t B = 0, L = 0, capacity = 0;
