@@ -115,8 +115,7 @@ class CudaProgram final : public Program {
     }
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
-      if (n.is_leaf()) continue;
-      if (!ctx.absorbed(i)) {
+      if (!n.is_leaf() && !ctx.absorbed(i)) {
         const KernelEntry* k = KernelRegistry::global().find(kCudaBackend, g, i);
         if (!k) throw Unsupported(str("cuda: ", g.describe(i), ": no kernel for ",
                                       signature_to_string(KernelRegistry::signature(g, i))));
@@ -127,6 +126,7 @@ class CudaProgram final : public Program {
       }
       ctx.flush_at(i);
     }
+    RLX_CHECK(ctx.deferred_empty(), "cuda: a fused launch was scheduled after a node the program does not have");
     // Error flags of data-dependent kernels: zeroed before, read back after.
     flag_nodes_ = ctx.flag_nodes();
     if (!flag_nodes_.empty()) {

@@ -18,7 +18,6 @@ int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
   return p;
 }
 
-
 void lower_reshape(LowerCtx& c, NodeId id) {
   const void* src = c.in_ptr(id, 0);
   void* dst = c.ptr(id);

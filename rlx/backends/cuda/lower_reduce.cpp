@@ -23,7 +23,6 @@ AxisView view(const std::vector<int64_t>& dims, int first, int last) {  // axes 
   return v;
 }
 
-
 void lower_softmax(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const auto dims = c.dims(id);

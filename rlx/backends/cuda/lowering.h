@@ -108,6 +108,7 @@ class LowerCtx {
   void add_at(NodeId at, NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch) {
     deferred_.push_back({at, Thunk{id, std::move(kernel), std::move(launch)}});
   }
+  bool deferred_empty() const { return deferred_.empty(); }
   void flush_at(NodeId at) {
     for (auto it = deferred_.begin(); it != deferred_.end();)
       if (it->first == at) {
