@@ -292,6 +292,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     }
   }
 }
+
 }  // namespace
 
 bool quant_gemv_fuses_epilogue(DType w_type, const void* w, int64_t k) {
