@@ -468,7 +468,7 @@ std::string check_glu_gemv(DType wt, int64_t m, int64_t F, int64_t k, DType xt, 
   if (cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
       cudaMemcpy(dx.p, xs.raw(), xs.nbytes(), cudaMemcpyHostToDevice) != cudaSuccess)
     return "cudaMemcpy failed";
-  if (!cuda::quant_gemv_fuses_epilogue(wt, dw.p, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
+  if (!cuda::quant_gemv_fuses_glu(wt, dw.p, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
   cuda::launch_quant_gemv(wt, dw.p, xt, dx.p, dy.p, m, n, k, nullptr, &kind);
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(e));
   Tensor y = Tensor::empty(xt, {m, F});
@@ -517,7 +517,7 @@ TEST(CudaQuantGemv, FusedGluMatchesActOfGateTimesUp) {
         for (auto kind : {cuda::GluKind::GeGLUTanh, cuda::GluKind::SwiGLU, cuda::GluKind::GeGLUErf})
           EXPECT_EQ(check_glu_gemv(t, m, 131, k, m == 1 ? DType::BF16 : DType::F32, kind, rng), "");
   // Types without a unit kernel say so instead of computing something else.
-  EXPECT_FALSE(cuda::quant_gemv_fuses_epilogue(DType::Q2_K, nullptr, 256));
+  EXPECT_FALSE(cuda::quant_gemv_fuses_glu(DType::Q2_K, nullptr, 256));
 }
 
 TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {

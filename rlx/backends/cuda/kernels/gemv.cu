@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 
 }  // namespace
 
-bool quant_gemv_fuses_epilogue(DType w_type, const void* w, int64_t k) {
+bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k) {
   bool ok = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
@@ -317,8 +317,8 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
   const IqTables t = tables_for_current_device();
   const int64_t row_bytes = dtype_bytes(w_type, k);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_epilogue(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
-            dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_epilogue)");
+  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_glu(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
+            dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_glu)");
   auto launch = [&](auto q, auto rows_tag) {
     using Q = decltype(q);
     constexpr int M = decltype(rows_tag)::value;

@@ -38,13 +38,13 @@ inline constexpr int kMaxGemvRows = 8;
 // x_dtype (f32, f16 or bf16), accumulation in f32. Reads each weight byte
 // once for all m rows; W is never expanded to floats in memory.
 //
-// With `glu` (only where quant_gemv_fuses_epilogue: the common GGUF types
+// With `glu` (only where quant_gemv_fuses_glu: the common GGUF types
 // with aligned rows), W stacks [gate; up] (n = 2F rows) and y [m, F] =
 // act(x·gateᵀ) · (x·upᵀ) as FusedSwiGLU / FusedGeGLU (kernels/glu.h)
 // compute it, from the f32 sums.
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                        int64_t k, cudaStream_t stream, const GluKind* glu = nullptr);
-bool quant_gemv_fuses_epilogue(DType w_type, const void* w, int64_t k);
+bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k);
 
 // y [n_idx, row_elems] (f32) = dequantize(table [rows, row_elems])[idx[j]],
 // idx i32 or i64. An index outside [0, rows) writes a zero row and sets
