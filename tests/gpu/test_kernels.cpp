@@ -156,7 +156,9 @@ constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 TEST(CudaKernels, Norms) {
   SKIP_WITHOUT_GPU();
   TRACE_SEED();
-  const int64_t shapes[][2] = {{7, 33}, {9, 256}, {3, 1000}, {10, 1024}, {5, 4096}, {3, 5000}, {2, 20000}};
+  // 8192 and 8200: the last width of the packed 16-bit kernel and the first past it.
+  const int64_t shapes[][2] = {{7, 33},  {9, 256},  {3, 1000}, {10, 1024}, {5, 4096},
+                               {3, 5000}, {2, 8192}, {2, 8200}, {2, 20000}};
   for (DType xt : kFloats)
     for (DType pt : {DType::F32, xt, DType::BF16})
       for (auto [rows, cols] : shapes)
@@ -224,13 +226,15 @@ Vd softmax_ref(const Vd& x, int64_t outer, int64_t len, int64_t inner) {
 TEST(CudaKernels, Softmax) {
   SKIP_WITHOUT_GPU();
   TRACE_SEED();
-  const int64_t shapes[][2] = {{5, 37}, {9, 128}, {4, 1024}, {3, 4096}, {2, 9000}, {2, 20000}};
+  const int64_t shapes[][2] = {{5, 37}, {9, 128}, {4, 1024}, {3, 1032}, {3, 4096}, {300, 2048},
+                               {3, 8192}, {2, 9000}, {2, 20000}};
   for (DType t : kFloats)
     for (auto [rows, cols] : shapes) {
       FT x(t, static_cast<size_t>(rows * cols), 0.01, 8.0);
       Vd v = x.v;
       for (int64_t j = 0; j < cols; ++j) v[j] = -INFINITY;                // row 0 fully masked
       for (int64_t j = 0; j < cols; j += 3) v[cols + j] = -INFINITY;      // row 1 partly masked
+      if (rows > 2) v[2 * cols + cols / 2] = NAN;                         // row 2: NaN → all NaN
       FT xm(t, v);
       Buf y(v.size() * esz(t));
       launch_softmax(t, xm.p(), y.p(), rows, cols, nullptr);

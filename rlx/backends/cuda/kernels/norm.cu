@@ -65,9 +65,15 @@ __device__ __forceinline__ float row_sum(float v, float* scratch) {
 
 // Register budget: ≤ 16 floats of row per thread → 64 registers (1024 threads), else 128.
 constexpr int max_threads_for(int elems_per_thread) { return elems_per_thread <= 16 ? 1024 : 512; }
+// Packed 16-bit rows (bandwidth-bound, 64 bytes in flight per thread): blocks
+// of up to 256 threads, 5 of them resident per SM (≤ 48 registers; at 40 they spilled).
+constexpr int kPackedThreads = 256, kPackedMinBlocks = 5;
 
-template <typename T, typename P, bool RMS, int NV>
-__global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg_kernel(NormArgs a) {
+// kPacked: the row stays in its 16-bit vectors (dev::RowRegs); no residual;
+// at most 256 threads, registers capped so that 1280 threads fit per SM.
+template <typename T, typename P, bool RMS, int NV, bool kPacked = false>
+__global__ void __launch_bounds__(kPacked ? kPackedThreads : max_threads_for(NV * 16 / sizeof(T)),
+                                  kPacked ? kPackedMinBlocks : 1) norm_reg_kernel(NormArgs a) {
   dev::pdl_begin();
   constexpr int V = 16 / sizeof(T);
   __shared__ float scratch[32];
@@ -78,21 +84,22 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg
   const T* x = static_cast<const T*>(a.x) + base;
   const T* r = a.res ? static_cast<const T*>(a.res) + base : nullptr;
 
-  float v[NV][V];
+  dev::RowRegs<T, V, NV, kPacked> v;
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
     const int c = (j * tpr + t) * V;
     if (c < cols) {
-      load_f32<T, V>(x + c, v[j]);
-      if (r) {
-        float w[V];
-        load_f32<T, V>(r + c, w);
+      v.load(j, x + c);
+      if constexpr (!kPacked) {
+        if (r) {
+          float w[V];
+          load_f32<T, V>(r + c, w);
 #pragma unroll
-        for (int i = 0; i < V; ++i) v[j][i] += w[i];
+          for (int i = 0; i < V; ++i) v.f[j][i] += w[i];
+        }
       }
     } else {
-#pragma unroll
-      for (int i = 0; i < V; ++i) v[j][i] = 0.0f;
+      v.fill(j, 0.0f);
     }
   }
 
@@ -103,8 +110,9 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg
 #pragma unroll
     for (int j = 0; j < NV; ++j)
 #pragma unroll
-      for (int i = 0; i < V; ++i) s += v[j][i];
+      for (int i = 0; i < V; ++i) s += v.at(j, i);
     mean = row_sum(s, scratch) * inv_cols;
+    v.reload();
   }
   float q = 0.0f;
 #pragma unroll
@@ -112,11 +120,12 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg
     if ((j * tpr + t) * V < cols) {
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        const float d = v[j][i] - mean;
+        const float d = v.at(j, i) - mean;
         q = fmaf(d, d, q);
       }
     }
   const float rstd = rsqrtf(row_sum(q, scratch) * inv_cols + a.eps);
+  v.reload();
 
   T* y = static_cast<T*>(a.y) + base;
   T* so = a.sum ? static_cast<T*>(a.sum) + base : nullptr;
@@ -126,7 +135,9 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg
   for (int j = 0; j < NV; ++j) {
     const int c = (j * tpr + t) * V;
     if (c >= cols) continue;
-    if (so) store_f32<T, V>(so + c, v[j]);
+    if constexpr (!kPacked) {
+      if (so) store_f32<T, V>(so + c, v.f[j]);
+    }
     float gv[V], bv[V], o[V];
     load_f32<P, V>(g + c, gv);
     if (!RMS && b) {
@@ -136,7 +147,7 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) norm_reg
       for (int i = 0; i < V; ++i) bv[i] = 0.0f;
     }
 #pragma unroll
-    for (int i = 0; i < V; ++i) o[i] = fmaf((v[j][i] - mean) * rstd, gv[i], bv[i]);
+    for (int i = 0; i < V; ++i) o[i] = fmaf((v.at(j, i) - mean) * rstd, gv[i], bv[i]);
     store_f32<T, V>(y + c, o);
   }
 }
@@ -202,6 +213,7 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream, const char* op) {
              (!a.res || aligned(a.res, 16)) && (!a.sum || aligned(a.sum, 16)) &&
              aligned(a.gamma, sizeof(P) * V) && (!a.beta || aligned(a.beta, sizeof(P) * V));
   int nv = 0;
+  bool packed = false;
   dim3 block, grid;
   if (reg) {
     const int nvec = a.cols / V;
@@ -209,16 +221,30 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream, const char* op) {
       nv = nvec <= 32 ? 1 : nvec <= 64 ? 2 : nvec <= 128 ? 4 : 8;
       block = dim3(32, 4);
       grid = dim3(static_cast<unsigned>((a.rows + 3) / 4));
-    } else {  // one block per row, NV = 4
-      nv = 4;
-      const int tpr = ((nvec + 4 * 32 - 1) / (4 * 32)) * 32;
-      if (tpr > max_threads_for(4 * V)) reg = false;  // > 16384 cols: scalar kernel
+    } else {  // one block per row, 64 bytes of it per thread
+      // Bandwidth needs both: enough bytes in flight per thread (4 vectors),
+      // and few enough registers that 2048 threads fit per SM. f32 rows take
+      // NV = 4 as floats; 16-bit rows without a residual, up to 8192
+      // columns, take NV = 4 packed (as 32 floats they held too many
+      // registers: 76-81% of the copy bandwidth at 4096 columns; NV = 2 as
+      // floats moved too few bytes: 70-86%).
+      packed = sizeof(T) == 2 && !a.res && !a.sum && nvec <= 4 * kPackedThreads;
+      nv = packed ? 4 : 16 / V;
+      const int tpr = ((nvec + nv * 32 - 1) / (nv * 32)) * 32;
+      if (tpr > max_threads_for(16)) reg = false;  // > 16384 cols: scalar kernel
       block = dim3(tpr);
       grid = dim3(static_cast<unsigned>(a.rows));
     }
   }
   if constexpr (kRegParams) {
     if (reg) {
+      if constexpr (sizeof(T) == 2) {
+        if (packed) {
+          norm_reg_kernel<T, P, RMS, 4, true><<<grid, block, 0, stream>>>(a);
+          RLX_CUDA_CHECK_LAUNCH(op);
+          return;
+        }
+      }
       switch (nv) {
         case 1: norm_reg_kernel<T, P, RMS, 1><<<grid, block, 0, stream>>>(a); break;
         case 2: norm_reg_kernel<T, P, RMS, 2><<<grid, block, 0, stream>>>(a); break;
