@@ -36,8 +36,29 @@ inline void fill_uniform(void* p, size_t n, DType dt, uint64_t seed) {
   RLX_CUDA_CHECK(cudaGetLastError());
 }
 
+// Keeps the GPU busy for about `us` microseconds. Queued before a timed
+// region's start event, it lets the host enqueue the event and the launches
+// behind it before the GPU reaches them, so the timing is the kernels' own
+// and not the host's launch latency (a few µs, which used to be counted in
+// every figure of a short kernel).
+__global__ void spin_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+inline void gpu_busy_wait(double us = 40) {
+  static const int khz = [] {
+    int device = 0, v = 0;
+    RLX_CUDA_CHECK(cudaGetDevice(&device));
+    RLX_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrClockRate, device));
+    return v;
+  }();
+  spin_kernel<<<1, 1>>>(static_cast<long long>(us * 1e-3 * khz));
+  RLX_CUDA_CHECK(cudaGetLastError());
+}
+
 // Median ms of `iters` launches, each timed alone with CUDA events on the
-// default stream, after `warm` untimed launches.
+// default stream (behind gpu_busy_wait), after `warm` untimed launches.
 inline double median_event_ms(const std::function<void()>& launch, int warm = 5, int iters = 30) {
   for (int i = 0; i < warm; ++i) launch();
   RLX_CUDA_CHECK(cudaDeviceSynchronize());
@@ -46,6 +67,7 @@ inline double median_event_ms(const std::function<void()>& launch, int warm = 5,
   RLX_CUDA_CHECK(cudaEventCreate(&e));
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
+    gpu_busy_wait();
     RLX_CUDA_CHECK(cudaEventRecord(s));
     launch();
     RLX_CUDA_CHECK(cudaEventRecord(e));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_cuda.cuh"
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/kernels/norm.h"
@@ -49,6 +50,7 @@ double time_median(const std::function<void(int)>& launch) {
   RLX_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> ms;
   for (int i = 0; i < kIters; ++i) {
+    rlx::bench::gpu_busy_wait();
     RLX_CUDA_CHECK(cudaEventRecord(a));
     launch(i % kSets);
     RLX_CUDA_CHECK(cudaEventRecord(b));
