@@ -6,6 +6,9 @@
 //            until the copies exceed 256 MB and every launch reads the next
 //            copy. GB/s counts quantized weight bytes + x + y per call;
 //            "% of copy" is against the measured 4.22 TB/s (bench_util.h).
+//            Each shape also gets a "gemv-staged" row: the bulk-copy GEMV for
+//            large matrices (launch_quant_gemv_staged, sm_90+), and the
+//            N = 4096 shapes add m = 8 rows of both kernels.
 //            Each GEMV is checked once (f32 x and y, 32 sampled rows) against
 //            the CPU dequantizer + float64; a mismatch prints FAIL and the
 //            bench exits 1.
@@ -26,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_cuda.cuh"
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/cuda_check.h"
@@ -52,6 +56,7 @@ double time_per_call(const std::function<void(int)>& launch) {
   RLX_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> ms;
   for (int g = 0; g < kGroups; ++g) {
+    rlx::bench::gpu_busy_wait();
     RLX_CUDA_CHECK(cudaEventRecord(a));
     for (int i = 0; i < kGroup; ++i) launch(call++);
     RLX_CUDA_CHECK(cudaEventRecord(b));
@@ -107,7 +112,7 @@ void* device_f16(int64_t n, float scale) {
 // One m = 1 GEMV of copy 0 with f32 x and y, 32 rows spread over N checked
 // against CPU dequantization + float64 (|err| ≤ 2e-5 · Σ|x·w| + 1e-6, as
 // tests/gpu/test_quant.cpp). Returns "" or the first mismatch.
-std::string check_gemv(DType t, const uint8_t* w_dev, int64_t n, int64_t k) {
+std::string check_gemv(DType t, const uint8_t* w_dev, int64_t n, int64_t k, bool staged = false) {
   std::vector<float> xh(static_cast<size_t>(k));
   std::mt19937 rng(2);
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -116,7 +121,8 @@ std::string check_gemv(DType t, const uint8_t* w_dev, int64_t n, int64_t k) {
   RLX_CUDA_CHECK(cudaMalloc(&x, k * 4));
   RLX_CUDA_CHECK(cudaMalloc(&y, n * 4));
   RLX_CUDA_CHECK(cudaMemcpy(x, xh.data(), k * 4, cudaMemcpyHostToDevice));
-  cuda::launch_quant_gemv(t, w_dev, DType::F32, x, y, 1, n, k, nullptr);
+  if (staged) cuda::launch_quant_gemv_staged(t, w_dev, DType::F32, x, y, 1, n, k, nullptr);
+  else cuda::launch_quant_gemv(t, w_dev, DType::F32, x, y, 1, n, k, nullptr);
   std::vector<float> yh(static_cast<size_t>(n));
   RLX_CUDA_CHECK(cudaMemcpy(yh.data(), y, n * 4, cudaMemcpyDeviceToHost));
   cudaFree(x);
@@ -175,9 +181,9 @@ int main() {
       {DType::Q4_K, 640, 2048}, {DType::Q4_K, 640, 1024}, {DType::Q6_K, 640, 2048}, {DType::Q6_K, 640, 1024},
       {DType::Q8_0, 262144, 640}};
   const int64_t max_n = 262144;
-  void* x = device_f16(4096, 1.0f);
+  void* x = device_f16(8 * 4096, 1.0f);  // up to m = 8 rows of K ≤ 4096
   void* y = nullptr;
-  RLX_CUDA_CHECK(cudaMalloc(&y, max_n * 2));
+  RLX_CUDA_CHECK(cudaMalloc(&y, 8 * max_n * 2));
   int failures = 0;
   std::printf("\n%-34s %9s %9s %8s\n", "gemv m=1, x/y f16", "us", "GB/s", "of copy");
   for (const Shape& s : shapes) {
@@ -190,13 +196,31 @@ int main() {
         std::printf("FAIL %s: %s\n", key.c_str(), bad.c_str());
         ++failures;
       }
-      const double ms = time_per_call(
-          [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
-      const double bytes = static_cast<double>(w.bytes) + 2.0 * K + 2.0 * N;
-      const double gbs = bytes / (ms * 1e-3) / 1e9;
-      std::printf("%-34s %9.2f %9.1f %7.1f%%\n", key.c_str(), ms * 1e3, gbs, 100.0 * gbs / (bench::kCopyTBps * 1e3));
-      bench::json_line("quant", key, gbs, "GB/s");
-      bench::json_line("quant", key + " % of copy", 100.0 * gbs / (bench::kCopyTBps * 1e3), "%");
+      // One row: the median time of `launch` on the cold copies, as GB/s
+      // of weights + x + y.
+      auto row = [&](const std::string& name, int64_t m, const std::function<void(int)>& launch) {
+        const double ms = time_per_call(launch);
+        const double bytes = static_cast<double>(w.bytes) + 2.0 * m * K + 2.0 * m * N;
+        const double gbs = bytes / (ms * 1e-3) / 1e9;
+        std::printf("%-34s %9.2f %9.1f %7.1f%%\n", name.c_str(), ms * 1e3, gbs,
+                    100.0 * gbs / (bench::kCopyTBps * 1e3));
+        bench::json_line("quant", name, gbs, "GB/s");
+        bench::json_line("quant", name + " % of copy", 100.0 * gbs / (bench::kCopyTBps * 1e3), "%");
+      };
+      row(key, 1, [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
+      if (!cuda::quant_gemv_staged_supported(t)) continue;
+      const std::string skey = str("gemv-staged ", N, "x", K, " m=1 ", dtype_name(t));
+      if (const std::string bad = check_gemv(t, w.copy(0), N, K, true); !bad.empty()) {
+        std::printf("FAIL %s: %s\n", skey.c_str(), bad.c_str());
+        ++failures;
+      }
+      row(skey, 1, [&](int i) { cuda::launch_quant_gemv_staged(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
+      if (N == 4096 && K <= 4096) {
+        row(str("gemv ", N, "x", K, " m=8 ", dtype_name(t)), 8,
+            [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 8, N, K, nullptr); });
+        row(str("gemv-staged ", N, "x", K, " m=8 ", dtype_name(t)), 8,
+            [&](int i) { cuda::launch_quant_gemv_staged(t, w.copy(i), DType::F16, x, y, 8, N, K, nullptr); });
+      }
     }
   }
 

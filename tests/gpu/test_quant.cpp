@@ -359,11 +359,14 @@ TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
 
 // ---- the GEMV launcher directly: alignments, odd block counts, row counts ------------
 
-// y = x · Wᵀ by cuda::launch_quant_gemv with the weights placed `w_off` bytes
-// and x `x_off` elements past an aligned allocation; checked against CPU
-// dequantization + float64 like run_and_check. Returns "" or the first failure.
+// y = x · Wᵀ by cuda::launch_quant_gemv (launch_quant_gemv_staged when
+// `staged`) with the weights placed `w_off` bytes and x `x_off` elements past
+// an aligned allocation; the weights end exactly where their allocation ends
+// (compute-sanitizer then flags any read past them) and y starts as NaN.
+// Checked against CPU dequantization + float64 like run_and_check. Returns ""
+// or the first failure.
 std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType xt, size_t w_off, size_t x_off,
-                              std::mt19937_64& rng) {
+                              std::mt19937_64& rng, bool staged = false) {
   const std::vector<uint8_t> wb = random_data(wt, n * k, rng);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const size_t xe = static_cast<size_t>(dtype_size(xt));
@@ -386,7 +389,9 @@ std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType x
   if (cudaMemcpy(w, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
       cudaMemcpy(x, xb.data(), xb.size(), cudaMemcpyHostToDevice) != cudaSuccess)
     return "cudaMemcpy failed";
-  cuda::launch_quant_gemv(wt, w, xt, x, dy.p, m, n, k, nullptr);
+  if (cudaMemset(dy.p, 0xFF, static_cast<size_t>(m * n) * xe) != cudaSuccess) return "cudaMemset failed";
+  if (staged) cuda::launch_quant_gemv_staged(wt, w, xt, x, dy.p, m, n, k, nullptr);
+  else cuda::launch_quant_gemv(wt, w, xt, x, dy.p, m, n, k, nullptr);
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(e));
   std::vector<uint8_t> yb(static_cast<size_t>(m * n) * xe);
   if (cudaMemcpy(yb.data(), dy.p, yb.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return "cudaMemcpy failed";
@@ -413,7 +418,7 @@ std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType x
         got = xt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
       if (!(std::fabs(got - ref) <= tol * scale + 1e-6))
-        return str(dtype_name(wt), " x ", dtype_name(xt), " m=", m, " N=", n, " K=", k, " (weights +", w_off,
+        return str(staged ? "staged: " : "", dtype_name(wt), " x ", dtype_name(xt), " m=", m, " N=", n, " K=", k, " (weights +", w_off,
                    " B, x +", x_off, " elements): y[", i, ", ", j, "] = ", got, ", float64 reference ", ref,
                    " (allowed error ", tol * scale + 1e-6, ")");
     }
@@ -528,6 +533,96 @@ TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {
   EXPECT_EQ(check_direct_gemv(DType::Q8_0, 2, 65573, 640, DType::F16, 0, 0, rng), "");
   EXPECT_EQ(check_direct_gemv(DType::Q4_0, 1, 65573, 256, DType::F32, 2, 0, rng), "");
   EXPECT_EQ(check_direct_gemv(DType::Q5_0, 1, 65573, 640, DType::F32, 0, 0, rng), "");
+}
+
+// ---- the staged (bulk-copy) GEMV for large matrices --------------------------------
+
+// Every type with a device decoder, through launch_quant_gemv_staged: m = 1,
+// 3, 8; N = 131 (one partial row block per CTA) and 1031 (several per CTA
+// at some tile sizes); K of a few blocks, odd where the block is 32 elements;
+// f32, f16 and bf16 x (one x misaligned by an element); weights at a
+// non-16-byte-aligned offset (the smallest the type's decoder allows) as well
+// as aligned. The matrices end at their allocation's end (check_direct_gemv),
+// so the bulk copies' 16-byte rounding must not read past them.
+TEST(CudaQuantGemvStaged, EveryTypeOddShapesAndAlignments) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(43);
+  int covered = 0;
+  for (DType t : cuda_types()) {
+    if (!is_quant(t) || !cuda::quant_gemv_staged_supported(t)) continue;
+    ++covered;
+    const int64_t be = dtype_info(t).block_elems, bb = dtype_info(t).block_bytes;
+    const int64_t k = be == 256 ? 3 * 256 : be * 37;
+    const size_t mis = bb % 4 == 0 ? 4 : bb % 2 == 0 ? 10 : 7;
+    EXPECT_EQ(check_direct_gemv(t, 1, 1031, k, DType::F32, 0, 0, rng, true), "");
+    EXPECT_EQ(check_direct_gemv(t, 1, 131, k, DType::BF16, mis, 0, rng, true), "");
+    EXPECT_EQ(check_direct_gemv(t, 3, 131, k, DType::F16, mis, 0, rng, true), "");
+    EXPECT_EQ(check_direct_gemv(t, 3, 1031, k, DType::F32, 0, 1, rng, true), "") << "(x misaligned)";
+    EXPECT_EQ(check_direct_gemv(t, 8, 1031, k, DType::BF16, mis, 0, rng, true), "");
+    EXPECT_EQ(check_direct_gemv(t, 8, 131, k, DType::F32, mis, 0, rng, true), "");
+  }
+  if (covered == 0) GTEST_SKIP() << "the staged GEMV needs an sm_90+ device";
+  EXPECT_GE(covered, 25);
+}
+
+// Rows too long for whole-row tiles are cut into slabs of blocks along K, one
+// copy per row (the last slab shorter), with the sums carried from slab to
+// slab; x of m·K f32 too large for shared memory is read from global memory
+// (f32) or handed to launch_quant_gemv (f16).
+TEST(CudaQuantGemvStaged, LongRowsSlabsAndLargeX) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::quant_gemv_staged_supported(DType::Q4_0)) GTEST_SKIP() << "the staged GEMV needs an sm_90+ device";
+  std::mt19937_64 rng(47);
+  struct Case {
+    DType t;
+    int64_t m, n, k;
+    DType xt;
+    size_t w_off;
+  };
+  const std::vector<Case> cases = {
+      {DType::Q4_0, 1, 1031, 4096, DType::F16, 0},   {DType::Q4_0, 8, 1031, 4096, DType::F32, 10},
+      {DType::Q8_0, 2, 531, 32 * 73, DType::BF16, 2}, {DType::Q6_K, 1, 531, 4096, DType::F32, 2},
+      {DType::Q4_K, 5, 531, 4096, DType::F16, 0},     {DType::Q4_K, 1, 531, 4096, DType::F32, 4},
+      {DType::Q3_K, 8, 300, 256 * 19, DType::F32, 2}, {DType::IQ2_XS, 1, 531, 5120, DType::F16, 2},
+      {DType::MXFP4, 4, 531, 32 * 111, DType::F32, 3}, {DType::NVFP4, 1, 531, 64 * 61, DType::BF16, 4},
+      {DType::Q8_0, 8, 257, 8192, DType::F32, 2},     {DType::Q4_K, 8, 257, 8192, DType::F16, 0},
+  };
+  for (const Case& c : cases) EXPECT_EQ(check_direct_gemv(c.t, c.m, c.n, c.k, c.xt, c.w_off, 0, rng, true), "");
+}
+
+// The shape of the Gemma 3 output head's class (many short rows, several
+// whole-row tiles per CTA) with the unit decoders and 8 or 16 lanes per row.
+TEST(CudaQuantGemvStaged, ManyShortRows) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::quant_gemv_staged_supported(DType::Q8_0)) GTEST_SKIP() << "the staged GEMV needs an sm_90+ device";
+  std::mt19937_64 rng(53);
+  EXPECT_EQ(check_direct_gemv(DType::Q8_0, 1, 65573, 640, DType::BF16, 0, 0, rng, true), "");
+  EXPECT_EQ(check_direct_gemv(DType::Q8_0, 2, 65573, 640, DType::F16, 2, 0, rng, true), "");
+  EXPECT_EQ(check_direct_gemv(DType::Q4_0, 8, 20011, 256, DType::F32, 2, 0, rng, true), "");
+  EXPECT_EQ(check_direct_gemv(DType::Q5_0, 1, 20011, 640, DType::F32, 0, 0, rng, true), "");
+}
+
+TEST(CudaQuantGemvStaged, RejectsBadShapesAndTypes) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_FALSE(cuda::quant_gemv_staged_supported(DType::F32));
+  if (!cuda::quant_gemv_staged_supported(DType::Q4_K)) GTEST_SKIP() << "the staged GEMV needs an sm_90+ device";
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { cuda::launch_quant_gemv_staged(DType::Q4_K, nullptr, DType::F32, nullptr, nullptr, 1, 4, 100, nullptr); })
+                .find("not a positive multiple of q4_k's block of 256"),
+            std::string::npos);
+  EXPECT_NE(message([] { cuda::launch_quant_gemv_staged(DType::Q4_K, nullptr, DType::F32, nullptr, nullptr, 9, 4, 256, nullptr); })
+                .find("m = 9 rows"),
+            std::string::npos);
+  EXPECT_NE(message([] { cuda::launch_quant_gemv_staged(DType::F16, nullptr, DType::F32, nullptr, nullptr, 1, 4, 256, nullptr); })
+                .find("no kernel for f16"),
+            std::string::npos);
 }
 
 // ---- Gather --------------------------------------------------------------------------

@@ -46,6 +46,17 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
                        int64_t k, cudaStream_t stream, const GluKind* glu = nullptr);
 bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k);
 
+// Large-matrix GEMV: weights streamed through shared memory by bulk async copies (sm_90+).
+// Same contract as launch_quant_gemv without GLU: y [m, n] = x [m, k] ·
+// W [n, k]ᵀ, 1 ≤ m ≤ kMaxGemvRows, f32 accumulation. A persistent grid (one
+// or two CTAs per SM) streams each CTA's rows through a ring of shared-memory
+// stages filled by cp.async.bulk (gemv_staged.cu). Meant for weights of
+// megabytes and more; never reads outside the weights' bytes. When m·k f32
+// activations fit neither in shared memory nor read as aligned f32 from
+// global memory, it hands the call to launch_quant_gemv.
+bool quant_gemv_staged_supported(DType w_type);   // a device decoder exists and the device is sm_90+
+void launch_quant_gemv_staged(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+
 // y [n_idx, row_elems] (f32) = dequantize(table [rows, row_elems])[idx[j]],
 // idx i32 or i64. An index outside [0, rows) writes a zero row and sets
 // kErrIndexOutOfRange (kernels/movement.h) in `error_flag` (nullable).
