@@ -221,13 +221,14 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream, const char* op) {
       nv = nvec <= 32 ? 1 : nvec <= 64 ? 2 : nvec <= 128 ? 4 : 8;
       block = dim3(32, 4);
       grid = dim3(static_cast<unsigned>((a.rows + 3) / 4));
-    } else {  // one block per row, 64 bytes of it per thread
-      // Bandwidth needs both: enough bytes in flight per thread (4 vectors),
-      // and few enough registers that 2048 threads fit per SM. f32 rows take
-      // NV = 4 as floats; 16-bit rows without a residual, up to 8192
-      // columns, take NV = 4 packed (as 32 floats they held too many
-      // registers: 76-81% of the copy bandwidth at 4096 columns; NV = 2 as
-      // floats moved too few bytes: 70-86%).
+    } else {  // one block per row, 16 floats of it per thread, or 4 packed vectors
+      // Bandwidth needs both enough bytes in flight per thread and few
+      // enough registers for many resident threads. f32 rows take NV = 4 as
+      // floats; 16-bit rows without a residual, up to 8192 columns, take
+      // NV = 4 packed (as 32 floats they held too many registers: 76-81% of
+      // the copy bandwidth at 4096 columns; NV = 2 as floats moved too few
+      // bytes: 70-86%); 16-bit rows with a residual read two inputs, so
+      // NV = 2 as floats keeps enough in flight (94-99%).
       packed = sizeof(T) == 2 && !a.res && !a.sum && nvec <= 4 * kPackedThreads;
       nv = packed ? 4 : 16 / V;
       const int tpr = ((nvec + nv * 32 - 1) / (nv * 32)) * 32;
