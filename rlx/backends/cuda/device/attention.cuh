@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "rlx/backends/cuda/device/smem.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 
 namespace rlx::cuda::dev {
@@ -110,10 +111,6 @@ __device__ __forceinline__ bool attn_key_kept(const AttnArgs& a, int b, int key,
 }
 
 // ---------------------------------------------------------------- PTX wrappers
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // 16-byte async copy global → shared; when !valid the 16 bytes are zero-filled
 // and nothing is read.

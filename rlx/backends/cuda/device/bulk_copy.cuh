@@ -17,11 +17,9 @@
 
 #include <cstdint>
 
-namespace rlx::cuda::dev {
+#include "rlx/backends/cuda/device/smem.cuh"
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+namespace rlx::cuda::dev {
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
