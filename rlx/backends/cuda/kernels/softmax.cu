@@ -7,6 +7,8 @@
 // stores the vectors it loaded scaled by 1/sum. x is read once and y written
 // once: 2 · rows · cols · sizeof(T) bytes of traffic.
 //   cols ≤ 1024 : one warp per row, 4 rows per block.
+//   ≤ 8192, 16-bit: one block per row, 4 vectors per thread kept packed
+//                 (softmax_packed_kernel, below).
 //   ≤ 16384     : one block per row, cols/(4·V) threads (4 vectors each).
 //   otherwise, or cols % V ≠ 0 / misaligned: a scalar block-per-row kernel
 //   reading the row three times (max, sum, write; re-reads hit L1/L2).
@@ -95,6 +97,97 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T)))
   }
 }
 
+// 16-bit pairs, for the packed max.
+template <typename T> struct Pair;
+template <> struct Pair<__half> { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
+
+__device__ __forceinline__ float2 pair_f32(__half2 p) { return __half22float2(p); }
+__device__ __forceinline__ float2 pair_f32(__nv_bfloat162 p) { return __bfloat1622float2(p); }
+template <typename P> __device__ __forceinline__ P f32_pair(float a, float b);
+template <> __device__ __forceinline__ __half2 f32_pair<__half2>(float a, float b) { return __floats2half2_rn(a, b); }
+template <> __device__ __forceinline__ __nv_bfloat162 f32_pair<__nv_bfloat162>(float a, float b) {
+  return __floats2bfloat162_rn(a, b);
+}
+
+__device__ __forceinline__ float ex2_approx(float x) {  // 2^x on the MUFU pipe; x ≤ 0 here, ftz is harmless
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Packed 16-bit rows (1025-8192 columns), bandwidth-bound like norm.cu's
+// packed rows: each thread keeps its four 16-byte vectors as loaded (16
+// registers), so 1280 threads fit per SM with 64 bytes each in flight. The
+// max is taken on the pairs themselves (NaN-propagating); exp(x - max) is
+// computed once per element, summed in f32 and written back over x in T, and
+// the store pass scales those by 1/sum in f32. Rounding e to T first adds at
+// most half an ulp of T to the output (f16: e < 2^-14 is a subnormal, but so
+// is every output below it, since sum ≥ 1). The alternatives measured worse:
+// e kept as f32 (32 registers of row: 81% of the copy bandwidth at 4096
+// columns), or exp computed again in the store pass (the MUFU pipe then
+// takes as long as the memory traffic: 64%).
+constexpr int kPackedThreads = 256, kPackedMinBlocks = 5, kPackedNV = 4;
+
+template <typename T>
+__global__ void __launch_bounds__(kPackedThreads, kPackedMinBlocks)
+    softmax_packed_kernel(const T* xg, T* yg, int cols) {
+  dev::pdl_begin();
+  using P2 = typename Pair<T>::type;
+  constexpr int V = 8, NV = kPackedNV, NP = V / 2;
+  __shared__ float scratch[32];
+  const int tpr = blockDim.x, t = threadIdx.x;
+  const T* x = xg + static_cast<size_t>(blockIdx.x) * cols;
+  T* y = yg + static_cast<size_t>(blockIdx.x) * cols;
+
+  dev::RowRegs<T, V, NV, true> r;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c < cols) r.load(j, x + c);
+    else r.fill(j, -INFINITY);
+  }
+  P2 m2 = reinterpret_cast<const P2*>(&r.r[0])[0];
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+#pragma unroll
+    for (int p = 0; p < NP; ++p) m2 = __hmax2_nan(m2, reinterpret_cast<const P2*>(&r.r[j])[p]);
+  const float2 mf = pair_f32(m2);
+  // NaN or +inf anywhere makes the row NaN: NaN enters the reduction as +inf
+  // (fmaxf would drop it), and the element's own exponent is then NaN
+  // (NaN − inf, or inf − inf), which the sum spreads over the row.
+  const float m = row_max(mf.x != mf.x || mf.y != mf.y ? INFINITY : fmaxf(mf.x, mf.y), scratch);
+  const bool dead = m == -INFINITY;  // all −inf → zeros (avoids −inf − −inf = NaN)
+  const float ml = dead ? 0.0f : m * 1.4426950408889634f;  // dead: every exponent is ex2(−inf) = 0
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+#pragma unroll
+    for (int p = 0; p < NP; ++p) {
+      P2& w = reinterpret_cast<P2*>(&r.r[j])[p];
+      const float2 f = pair_f32(w);
+      const float e0 = ex2_approx(fmaf(f.x, 1.4426950408889634f, -ml));
+      const float e1 = ex2_approx(fmaf(f.y, 1.4426950408889634f, -ml));
+      s += e0 + e1;
+      w = f32_pair<P2>(e0, e1);
+    }
+  s = row_sum(s, scratch);
+  r.reload();
+  const float inv = dead ? 0.0f : 1.0f / s;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c >= cols) continue;
+    dev::Vec<T, V> o;
+#pragma unroll
+    for (int p = 0; p < NP; ++p) {
+      const float2 f = pair_f32(reinterpret_cast<const P2*>(&r.r[j])[p]);
+      reinterpret_cast<P2*>(&o)[p] = f32_pair<P2>(f.x * inv, f.y * inv);
+    }
+    *reinterpret_cast<dev::Vec<T, V>*>(y + c) = o;
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(256) softmax_generic_kernel(const T* xg, T* yg, int cols) {
   dev::pdl_begin();
@@ -165,6 +258,13 @@ void launch_rows(const T* x, T* y, int64_t rows, int cols, cudaStream_t stream) 
       return;
     }
     const int tpr = ((nvec + 4 * 32 - 1) / (4 * 32)) * 32;
+    if constexpr (sizeof(T) == 2) {
+      if (tpr <= kPackedThreads) {
+        softmax_packed_kernel<T><<<static_cast<unsigned>(rows), tpr, 0, stream>>>(x, y, cols);
+        RLX_CUDA_CHECK_LAUNCH("Softmax");
+        return;
+      }
+    }
     if (tpr <= max_threads_for(4 * V)) {
       softmax_reg_kernel<T, 4><<<static_cast<unsigned>(rows), tpr, 0, stream>>>(x, y, rows, cols);
       RLX_CUDA_CHECK_LAUNCH("Softmax");
