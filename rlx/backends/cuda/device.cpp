@@ -21,6 +21,12 @@ int device_count() {
 
 std::string version_string(int v) { return str(v / 1000, ".", (v % 1000) / 10); }
 
+int current_sm_count() {
+  int dev = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&dev));
+  return device_props(dev).sm_count;
+}
+
 const DeviceProps& device_props(int index) {
   static std::mutex mu;
   static std::vector<std::unique_ptr<DeviceProps>> cache;

@@ -24,6 +24,8 @@ struct DeviceProps {
 // Number of usable CUDA devices; 0 when there is no driver or no GPU.
 int device_count();
 const DeviceProps& device_props(int index);
+// SMs of the calling thread's current device (cached), for sizing grids.
+int current_sm_count();
 std::string version_string(int v);  // 13000 -> "13.0"
 
 // Makes `index` current for this thread for the guard's lifetime.

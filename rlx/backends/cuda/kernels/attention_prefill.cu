@@ -17,21 +17,29 @@
 // then O / l (0 when nothing was visible) is staged through the warp's own Q
 // rows in smem and written with 16-byte stores.
 //
-// Memory plan. Q tile [BM][D], K tile [BN][D], V tile [BN][D] in shared
-// memory, rows padded by 16 bytes (stride D + 8 elements) so the 8 row
+// Memory plan. Q tile [BM][D] and two stages of (K [BN][D], V [BN][D]) in
+// shared memory, rows padded by 16 bytes (stride D + 8 elements) so the 8 row
 // addresses of every ldmatrix phase fall in distinct banks. Global → shared
 // with cp.async 16-byte copies, coalesced along D; rows past Lq / kv_len are
-// zero-filled, never read. Two-tile overlap as in FA2: V_j streams in while
-// S = Q·K_jᵀ runs, K_{j+1} streams in while softmax and P·V_j run. Each tile
-// costs two __syncthreads. K/V are read once per (CTA, tile): the m-tiles of
-// one head run next to each other (m fastest in the grid), so the other CTAs
-// of that head (and the other heads of a GQA group) hit L2. Under causal
-// masks CTAs are launched heaviest-first to shorten the tail.
+// zero-filled, never read. Q and the first two key tiles are requested
+// together, and tile j + 2 as soon as every warp is done with tile j, so a
+// sequence of up to 2·BN keys (embedding models) waits for memory once, and a
+// long one always has the next tile in flight while this one computes. Each
+// tile costs two __syncthreads. K/V are read once per (CTA, tile): the
+// m-tiles of one head run next to each other (m fastest in the grid), so the
+// other CTAs of that head (and the other heads of a GQA group) hit L2. Under
+// causal masks CTAs are launched heaviest-first to shorten the tail.
+//
+// A CTA loops over work items (m-tile, head, batch). Normally there is one per
+// CTA; a gated launch (see AttentionParams::key_mask_scratch) whose rows are
+// mostly someone else's runs a grid of one wave instead, so the items it skips
+// cost a flag read each rather than a CTA launch each.
 #include <algorithm>
 
 #include "rlx/backends/cuda/kernels/attention.h"
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/attention.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 
@@ -49,21 +57,23 @@ using namespace dev;
 // (ptxas 13.0, sm_90a, registers: non-general / general)
 template <int D, bool kGeneral> struct PrefillShape;
 // D = 32 does little MMA work per score, so latency (not the tensor cores)
-// bounds it: one m16 fragment per warp keeps registers ≤ 128 and four CTAs
-// resident per SM (short embedding sequences run 2× faster than with MT = 2).
+// bounds it: one m16 fragment per warp keeps registers low and many CTAs
+// resident per SM (short embedding sequences run 2× faster than with MT = 2):
+// five at 96 registers; the general variant spills there even with 32-key
+// tiles, so it keeps four.  (96 / 128)
 template <bool G> struct PrefillShape<32, G> {
-  static constexpr int kWarps = 4, MT = 1, BN = 64, kMinBlocks = 4;
+  static constexpr int kWarps = 4, MT = 1, BN = G ? 32 : 64, kMinBlocks = G ? 4 : 5;
   static constexpr bool kQInRegs = true;
 };
-template <bool G> struct PrefillShape<64, G> {  // 253 / 220
+template <bool G> struct PrefillShape<64, G> {  // 252 / 232
   static constexpr int kWarps = 4, MT = 2, BN = G ? 32 : 64, kMinBlocks = 2;
   static constexpr bool kQInRegs = true;
 };
-template <bool G> struct PrefillShape<128, G> {  // 215 / 244
+template <bool G> struct PrefillShape<128, G> {  // 215 / 231
   static constexpr int kWarps = 8, MT = 1, BN = 64, kMinBlocks = 1;
   static constexpr bool kQInRegs = true;
 };
-template <bool G> struct PrefillShape<256, G> {  // 252 / 238
+template <bool G> struct PrefillShape<256, G> {  // 255 / 249
   static constexpr int kWarps = 8, MT = 1, BN = 32, kMinBlocks = 1;
   static constexpr bool kQInRegs = !G;
 };
@@ -78,13 +88,11 @@ struct Prefill {
   static constexpr int BM = 16 * MT * kWarps;
   static constexpr int kStride = D + 8;  // padded smem row, elements
   static constexpr bool kQInRegs = PrefillShape<D, kGeneral>::kQInRegs;
-  static constexpr int kSmemBytes = (BM + 2 * BN) * kStride * static_cast<int>(sizeof(T));
+  static constexpr int kSmemBytes = (BM + 4 * BN) * kStride * static_cast<int>(sizeof(T));
 };
 
 template <typename T, int D, bool kGeneral>
-__global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, D, kGeneral>::kMinBlocks)
-    attn_prefill_kernel(const AttnArgs a) {
-  dev::pdl_begin();
+__device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, unsigned char* smem) {
   using P = Prefill<T, D, kGeneral>;
   constexpr int MT = P::MT, BN = P::BN, BM = P::BM, S = P::kStride;
   constexpr int NT = BN / 8;  // score n8 tiles per row fragment
@@ -92,16 +100,13 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   constexpr int KS = D / 16;  // k16 steps of Q·Kᵀ
   constexpr bool kQInRegs = P::kQInRegs;
 
-  extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sK = sQ + BM * S;
-  T* sV = sK + BN * S;
+  T* sKV = sQ + BM * S;  // stage s: K at sKV + s·2·BN·S, V BN·S after it
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
   const int m_tiles = (a.Lq + BM - 1) / BM;
-  int64_t bid = blockIdx.x;
   const int mb = m_tiles - 1 - static_cast<int>(bid % m_tiles);  // heaviest (last) tiles first
   bid /= m_tiles;
   const int h = static_cast<int>(bid % a.H);
@@ -140,13 +145,23 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
   const int w_row0 = warp * 16 * MT;
   const uint32_t sQ_a = smem_u32(sQ + (w_row0 + a_row) * S + a_col);
-  const uint32_t sK_a = smem_u32(sK + k_row * S + k_col);
-  const uint32_t sV_a = smem_u32(sV + a_row * S + a_col);
+  const uint32_t sK_a0 = smem_u32(sKV + k_row * S + k_col);
+  const uint32_t sV_a0 = smem_u32(sKV + BN * S + a_row * S + a_col);
+  constexpr uint32_t kStageBytes = 2 * BN * S * sizeof(T);
+  auto load_kv = [&](int t) {
+    T* st = sKV + (t & 1) * 2 * BN * S;
+    cp_async_rows<T, D, BN, P::kThreads>(st, kg, a.k_row_stride, n_start + t * BN, kvlen, tid);
+    cp_async_rows<T, D, BN, P::kThreads>(st + BN * S, vg, a.v_row_stride, n_start + t * BN, kvlen, tid);
+  };
 
+  // Groups: g0 = Q + tile 0, g1 = tile 1, then g(t+2) after tile t (empty
+  // when there is none), so "tile t landed" is always wait_group 1.
   cp_async_rows<T, D, BM, P::kThreads>(sQ, qg, a.q_row_stride, m0, a.Lq, tid);
-  cp_async_rows<T, D, BN, P::kThreads>(sK, kg, a.k_row_stride, n_start, kvlen, tid);
+  load_kv(0);
   cp_async_commit();
-  cp_async_wait<0>();
+  if (ntiles > 1) load_kv(1);
+  cp_async_commit();
+  cp_async_wait<1>();
   __syncthreads();
 
   // Key tiles inside [mask_lo, mask_hi) are visible to every row of the CTA.
@@ -177,11 +192,10 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   for (int t = 0; t < ntiles; ++t) {
     const int n0 = n_start + t * BN;
     if (t > 0) {
-      cp_async_wait<0>();  // K_t landed; every warp is done with V_{t-1}
+      cp_async_wait<1>();  // tile t landed (t + 1 may still be in flight)
       __syncthreads();
     }
-    cp_async_rows<T, D, BN, P::kThreads>(sV, vg, a.v_row_stride, n0, kvlen, tid);
-    cp_async_commit();
+    const uint32_t sK_a = sK_a0 + (t & 1) * kStageBytes, sV_a = sV_a0 + (t & 1) * kStageBytes;
 
     // S = Q·K_tᵀ
     float s[MT][NT][4];
@@ -251,13 +265,6 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
         }
     }
 
-    cp_async_wait<0>();  // V_t landed; every warp is done with K_t
-    __syncthreads();
-    if (t + 1 < ntiles) {
-      cp_async_rows<T, D, BN, P::kThreads>(sK, kg, a.k_row_stride, n0 + BN, kvlen, tid);
-      cp_async_commit();
-    }
-
     // Online softmax: rows g and g + 8 of every m fragment.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -307,6 +314,9 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
         }
       }
     }
+    __syncthreads();  // every warp is done with this stage
+    if (t + 2 < ntiles) load_kv(t + 2);
+    cp_async_commit();
   }
 
   // Epilogue: normalize, stage in this warp's own Q rows, 16-byte stores.
@@ -331,12 +341,44 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   }
 }
 
+template <int BM>
+__host__ __device__ __forceinline__ int64_t prefill_items(const AttnArgs& a) {
+  return static_cast<int64_t>((a.Lq + BM - 1) / BM) * a.H * a.B;
+}
+
+template <typename T, int D, bool kGeneral>
+__global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, D, kGeneral>::kMinBlocks)
+    attn_prefill_kernel(const AttnArgs a) {
+  dev::pdl_begin();
+  extern __shared__ __align__(16) unsigned char smem[];
+  // Contiguous items per CTA: neighbours share a batch row, so a gated CTA
+  // reads its flag from L1 after the first item.
+  const int64_t items = prefill_items<Prefill<T, D, kGeneral>::BM>(a);
+  const int64_t per = (items + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per;
+  for (int64_t item = lo; item < min(items, lo + per); ++item) {
+    prefill_item<T, D, kGeneral>(a, item, smem);
+    __syncthreads();  // the next item's copies overwrite this one's tiles
+  }
+}
+
+// CTAs of `kernel` that fit on the device at once (per template instance).
+template <typename P, typename K>
+int64_t one_wave(K kernel) {
+  static const int per_sm = [&] {
+    int n = 0;
+    RLX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, P::kThreads, P::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  return int64_t{per_sm} * current_sm_count();
+}
+
 template <typename T, int D, bool kGeneral>
 void launch_prefill_k(const AttnArgs& a, cudaStream_t stream) {
   using P = Prefill<T, D, kGeneral>;
   auto kernel = attn_prefill_kernel<T, D, kGeneral>;
   RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
-  const int64_t blocks = static_cast<int64_t>((a.Lq + P::BM - 1) / P::BM) * a.H * a.B;
+  int64_t blocks = prefill_items<P::BM>(a);
+  if (kGeneral && a.gate != nullptr) blocks = std::min<int64_t>(blocks, one_wave<P>(kernel));
   RLX_CHECK(blocks <= 0x7fffffff, "attention: prefill grid too large (", blocks, " blocks)");
   kernel<<<static_cast<unsigned>(blocks), P::kThreads, P::kSmemBytes, stream>>>(a);
   RLX_CUDA_CHECK_LAUNCH("attention (prefill)");
