@@ -237,20 +237,41 @@ void launch_strided(size_t esz, const void* x, void* y, Merged m, cudaStream_t s
 
 // ------------------------------------------------------------ gather / write_slice
 
-template <typename E, typename I>
+// Block (tpr, rows): threadIdx.y picks the row, threadIdx.x the word, so
+// short rows (an embedding row is a few hundred bytes) share a block instead
+// of each taking a mostly idle one: one block per row ran at 0.6 TB/s, bound
+// by the CTA launch rate. Each thread takes kRows rows per step, their index
+// loads and row loads all in flight together.
+constexpr int kGatherRows = 4;
+
+template <typename E, typename I, int kRows = kGatherRows>
 __global__ void __launch_bounds__(256) gather_kernel(const E* table, const I* idx, E* y, int64_t outer, int64_t rows,
                                                      int64_t n_idx, int64_t words, int32_t* err) {
   dev::pdl_begin();
-  for (int64_t r = blockIdx.y; r < outer * n_idx; r += gridDim.y) {
-    const int64_t o = r / n_idx, j = r - o * n_idx;
-    const int64_t id = static_cast<int64_t>(idx[j]);
-    const bool ok = id >= 0 && id < rows;
-    if (!ok && err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrIndexOutOfRange);
-    const E* s = table + (o * rows + (ok ? id : 0)) * words;
-    E* d = y + r * words;
+  const int64_t total = outer * n_idx;
+  const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r0 < total; r0 += kRows * step) {
+    int64_t src[kRows];  // word offset of the table row, or −1 (out of range: zeros)
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      const int64_t r = r0 + u * step;
+      src[u] = -1;
+      if (r < total) {
+        const int64_t o = r / n_idx, j = r - o * n_idx;
+        const int64_t id = static_cast<int64_t>(idx[j]);
+        if (id >= 0 && id < rows) src[u] = (o * rows + id) * words;
+        else if (err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrIndexOutOfRange);
+      }
+    }
     for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < words;
-         k += static_cast<int64_t>(gridDim.x) * blockDim.x)
-      d[k] = ok ? s[k] : E{};
+         k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      E v[kRows];
+#pragma unroll
+      for (int u = 0; u < kRows; ++u) v[u] = src[u] >= 0 ? table[src[u] + k] : E{};
+#pragma unroll
+      for (int u = 0; u < kRows; ++u)
+        if (r0 + u * step < total) y[(r0 + u * step) * words + k] = v[u];
+    }
   }
 }
 
@@ -408,8 +429,10 @@ void launch_gather(size_t elem_size, const void* table, int64_t outer, int64_t r
   with_word(w, [&](auto tag) {
     using E = decltype(tag);
     const int64_t words = row_bytes / static_cast<int64_t>(sizeof(E));
-    const int threads = words >= 256 ? 256 : static_cast<int>((words + 31) / 32 * 32);
-    const dim3 grid = rows_grid(outer * n_idx, words, threads);
+    const int tpr = words >= 256 ? 256 : static_cast<int>((words + 31) / 32 * 32);
+    const dim3 threads(tpr, 256 / tpr);
+    const int64_t row_groups = (outer * n_idx + kGatherRows * threads.y - 1) / (kGatherRows * threads.y);
+    const dim3 grid = rows_grid(row_groups, words, tpr);
     if (index_dtype == DType::I32)
       gather_kernel<E, int32_t><<<grid, threads, 0, stream>>>(static_cast<const E*>(table),
                                                               static_cast<const int32_t*>(idx), static_cast<E*>(y),
