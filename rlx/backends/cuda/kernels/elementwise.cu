@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/fastdiv.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
@@ -505,20 +506,33 @@ void dispatch_storage(DType t, const char* op, F&& f, bool allow_small_int = tru
 
 // A UnaryFn known at compile time (kFixed) folds unary_op's switch away: the
 // activations that follow GEMMs (GELU erf/tanh, SiLU, ReLU) would otherwise
-// pay a per-element dispatch on top of their math.
+// pay a per-element dispatch on top of their math. The grid is at most a few
+// waves (launch_unary) and each thread takes kUnaryVecs vectors per step,
+// loaded before any is computed: with one vector per thread and one thread
+// per vector, the FFN's GELU (50M elements) spent its time launching CTAs.
+constexpr int kUnaryVecs = 2;
+
 template <typename T, int V, bool kFixed = false, UnaryFn kFn = UnaryFn::Neg>
 __global__ void __launch_bounds__(256) unary_kernel(UnaryFn fn, const T* x, T* y, int64_t n) {
   dev::pdl_begin();
   if constexpr (kFixed) fn = kFn;
+  constexpr int U = kUnaryVecs;
   const int64_t nv = n / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t i = tid; i < nv; i += stride) {
-    const Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(x)[i];
-    Vec<T, V> o;
+  for (int64_t i = tid; i < nv; i += U * stride) {
+    Vec<T, V> a[U];
 #pragma unroll
-    for (int j = 0; j < V; ++j) o.v[j] = from_c<T>(unary_op<compute_t<T>>(fn, to_c(a.v[j])));
-    reinterpret_cast<Vec<T, V>*>(y)[i] = o;
+    for (int u = 0; u < U; ++u)
+      if (i + u * stride < nv) a[u] = reinterpret_cast<const Vec<T, V>*>(x)[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (i + u * stride >= nv) break;
+      Vec<T, V> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) o.v[j] = from_c<T>(unary_op<compute_t<T>>(fn, to_c(a[u].v[j])));
+      reinterpret_cast<Vec<T, V>*>(y)[i + u * stride] = o;
+    }
   }
   for (int64_t i = nv * V + tid; i < n; i += stride) y[i] = from_c<T>(unary_op<compute_t<T>>(fn, to_c(x[i])));
 }
@@ -719,7 +733,8 @@ void launch_unary(UnaryFn fn, DType dtype, const void* x, void* y, int64_t n, cu
     constexpr int V = static_cast<int>(16 / sizeof(T));
     const auto* xt = static_cast<const T*>(x);
     auto* yt = static_cast<T*>(y);
-    const int grid = grid_for(n / V + 1, 256);
+    // 8 resident CTAs of 256 threads per SM; four waves of them at most.
+    const int grid = static_cast<int>(std::min<int64_t>(grid_for(n / V + 1, 256), int64_t{32} * current_sm_count()));
     if (aligned(x, 16) && aligned(y, 16)) {
       switch (fn) {
         case UnaryFn::GeluErf: unary_kernel<T, V, true, UnaryFn::GeluErf><<<grid, 256, 0, stream>>>(fn, xt, yt, n); break;
