@@ -4,12 +4,14 @@
 // CUDA events, median of 30 runs. Peer: bench/gemm_torch.py (torch.matmul).
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/memory.h"
+#include "rlx/core/error.h"
 #include "rlx/core/half.h"
 
 using namespace rlx;
@@ -32,6 +34,54 @@ void fill_random(DeviceBuffer& b, DType t) {
     v = t == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
   }
   b.upload(h.data(), n * 2);
+}
+
+// Median ms of `launch` over 30 event-timed runs after 5 warm-up runs.
+template <typename F>
+double median_ms(Stream& stream, F&& launch) {
+  for (int i = 0; i < 5; ++i) launch(i);
+  std::vector<double> ms;
+  Event e0, e1;
+  for (int i = 0; i < 30; ++i) {
+    e0.record(stream.get());
+    launch(i);
+    e1.record(stream.get());
+    e1.synchronize();
+    ms.push_back(e1.elapsed_ms_since(e0));
+  }
+  return bench::median(ms);
+}
+
+// Every cuBLASLt candidate of the embedding models' linear layers, f16 with
+// the bias epilogue as the models run them: shows what the heuristic's first
+// choice leaves on the table (calibration picks among these).
+template <size_t N>
+void candidates(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]) {
+  std::printf("\ncandidates (f16, bias epilogue): rank, ms, TFLOP/s, config\n");
+  for (const GemmShape& s : shapes) {
+    if (s.M != 32768) continue;
+    const int64_t e = 2;
+    DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e)), b(0, static_cast<size_t>(s.K * s.N * e)),
+        c(0, static_cast<size_t>(s.M * s.N * e)), bias(0, static_cast<size_t>(s.N * e));
+    fill_random(a, DType::F16);
+    fill_random(b, DType::F16);
+    fill_random(bias, DType::F16);
+    GemmArgs g;
+    g.dtype = DType::F16;
+    g.M = s.M, g.N = s.N, g.K = s.K;
+    g.trans_b = true;
+    g.A = a.data(), g.lda = s.K;
+    g.B = b.data(), g.ldb = s.K;
+    g.C = c.data(), g.ldc = s.N;
+    g.bias = bias.data();
+    for (const GemmAlgo& cand : engine.candidates(g)) {
+      const double ms = median_ms(stream, [&](int) { engine.run_candidate(g, cand.rank, stream.get()); });
+      std::string cfg;
+      for (int64_t v : cand.config) cfg += str(v, " ");
+      std::printf("  %-16s rank %d %8.4f ms %7.1f TFLOP/s  [%s]\n", s.what, cand.rank, ms,
+                  2.0 * double(s.M) * double(s.N) * double(s.K) / (ms * 1e-3) / 1e12, cfg.c_str());
+    }
+  }
 }
 
 }  // namespace
@@ -73,17 +123,7 @@ int main() {
         engine.plan(g);
         args.push_back(g);
       }
-      for (int i = 0; i < 5; ++i) engine.run(args[static_cast<size_t>(i % rot)], stream.get());
-      std::vector<double> ms;
-      Event e0, e1;
-      for (int i = 0; i < 30; ++i) {
-        e0.record(stream.get());
-        engine.run(args[static_cast<size_t>(i % rot)], stream.get());
-        e1.record(stream.get());
-        e1.synchronize();
-        ms.push_back(e1.elapsed_ms_since(e0));
-      }
-      const double med = bench::median(ms);
+      const double med = median_ms(stream, [&](int i) { engine.run(args[static_cast<size_t>(i % rot)], stream.get()); });
       const double tflops = 2.0 * double(s.M) * double(s.N) * double(s.K) / (med * 1e-3) / 1e12;
       const std::string key = str(dtype_name(t), " ", s.M, "x", s.N, "x", s.K, " (", s.what, ")");
       std::printf("%-42s %9.3f ms %8.1f TFLOP/s (%4.1f%% of bf16 peak)\n", key.c_str(), med, tflops,
@@ -91,5 +131,6 @@ int main() {
       bench::json_line("gemm", key, tflops, "TFLOP/s");
     }
   }
+  candidates(engine, stream, shapes);
   return 0;
 }
