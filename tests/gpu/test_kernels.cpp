@@ -290,6 +290,50 @@ TEST(CudaKernels, Unary) {
   }
 }
 
+// Every f16 and every bf16 value through GELU-erf (its 16-bit form is its own
+// erfc-based approximation): each finite input's output is within one ulp of
+// the exactly computed GELU rounded to the type, +inf stays +inf, NaN stays NaN.
+TEST(CudaKernels, GeluErf16BitEveryInput) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : {DType::F16, DType::BF16}) {
+    const bool f16 = t == DType::F16;
+    std::vector<uint16_t> in(65536);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint16_t>(i);
+    Buf x(in.size() * 2), y(in.size() * 2);
+    x.up(in.data());
+    launch_unary(UnaryFn::GeluErf, t, x.p(), y.p(), static_cast<int64_t>(in.size()), nullptr);
+    const auto raw = y.down();
+    std::vector<uint16_t> out(in.size());
+    std::memcpy(out.data(), raw.data(), raw.size());
+    auto value = [&](uint16_t b) { return static_cast<double>(f16 ? f16_to_f32(b) : bf16_to_f32(b)); };
+    // Sign-magnitude bits as an ordered integer: neighbours differ by one.
+    auto key = [](uint16_t b) { return (b & 0x8000) ? -static_cast<int>(b & 0x7fff) : static_cast<int>(b & 0x7fff); };
+    int bad = 0, off_by_one = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double v = value(in[i]);
+      const double got = value(out[i]);
+      if (std::isnan(v)) {
+        bad += !std::isnan(got);
+        continue;
+      }
+      if (std::isinf(v)) {
+        if (v > 0) bad += !(std::isinf(got) && got > 0);
+        continue;
+      }
+      const double ref = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+      const float rf = static_cast<float>(ref);
+      const uint16_t want = f16 ? f32_to_f16(rf) : f32_to_bf16(rf);
+      const int d = std::abs(key(out[i]) - key(want));
+      off_by_one += d == 1;
+      if (d > 1 && bad++ < 10)
+        ADD_FAILURE() << dtype_name(t) << " gelu(" << v << ") = " << got << ", want " << value(want) << " (" << d
+                      << " ulps off)";
+    }
+    EXPECT_EQ(bad, 0) << dtype_name(t);
+    RecordProperty(str("off_by_one_", dtype_name(t)), off_by_one);
+  }
+}
+
 // Broadcast reference helper: out index → operand offset (numpy, right-aligned).
 size_t bcast_off(const std::vector<int64_t>& out, const std::vector<int64_t>& in, size_t idx) {
   size_t off = 0, stride = 1;
