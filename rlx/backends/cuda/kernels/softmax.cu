@@ -125,8 +125,8 @@ __device__ __forceinline__ float ex2_approx(float x) {  // 2^x on the MUFU pipe;
 // most half an ulp of T to the output (f16: e < 2^-14 is a subnormal, but so
 // is every output below it, since sum ≥ 1). The alternatives measured worse:
 // e kept as f32 (32 registers of row: 81% of the copy bandwidth at 4096
-// columns), or exp computed again in the store pass (the MUFU pipe then
-// takes as long as the memory traffic: 64%).
+// columns), or exp computed again in the store pass (64%; by our count two
+// ex2 per element keep the MUFU pipe busy as long as the memory traffic).
 constexpr int kPackedThreads = 256, kPackedMinBlocks = 5, kPackedNV = 4;
 
 template <typename T>
