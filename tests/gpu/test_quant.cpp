@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../models/model_paths.h"
+#include "tests/test_util.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/half.h"
 #include "rlx/formats/gguf.h"
@@ -606,21 +607,13 @@ TEST(CudaQuantGemvStaged, RejectsBadShapesAndTypes) {
   SKIP_WITHOUT_GPU();
   EXPECT_FALSE(cuda::quant_gemv_staged_supported(DType::F32));
   if (!cuda::quant_gemv_staged_supported(DType::Q4_K)) GTEST_SKIP() << "the staged GEMV needs an sm_90+ device";
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([] { cuda::launch_quant_gemv_staged(DType::Q4_K, nullptr, DType::F32, nullptr, nullptr, 1, 4, 100, nullptr); })
+  EXPECT_NE(test::error_of([] { cuda::launch_quant_gemv_staged(DType::Q4_K, nullptr, DType::F32, nullptr, nullptr, 1, 4, 100, nullptr); })
                 .find("not a positive multiple of q4_k's block of 256"),
             std::string::npos);
-  EXPECT_NE(message([] { cuda::launch_quant_gemv_staged(DType::Q4_K, nullptr, DType::F32, nullptr, nullptr, 9, 4, 256, nullptr); })
+  EXPECT_NE(test::error_of([] { cuda::launch_quant_gemv_staged(DType::Q4_K, nullptr, DType::F32, nullptr, nullptr, 9, 4, 256, nullptr); })
                 .find("m = 9 rows"),
             std::string::npos);
-  EXPECT_NE(message([] { cuda::launch_quant_gemv_staged(DType::F16, nullptr, DType::F32, nullptr, nullptr, 1, 4, 256, nullptr); })
+  EXPECT_NE(test::error_of([] { cuda::launch_quant_gemv_staged(DType::F16, nullptr, DType::F32, nullptr, nullptr, 1, 4, 256, nullptr); })
                 .find("no kernel for f16"),
             std::string::npos);
 }
