@@ -97,18 +97,10 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T)))
   }
 }
 
-// 16-bit pairs, for the packed max.
+// The 16-bit pair type, for the packed max.
 template <typename T> struct Pair;
 template <> struct Pair<__half> { using type = __half2; };
 template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
-
-__device__ __forceinline__ float2 pair_f32(__half2 p) { return __half22float2(p); }
-__device__ __forceinline__ float2 pair_f32(__nv_bfloat162 p) { return __bfloat1622float2(p); }
-template <typename P> __device__ __forceinline__ P f32_pair(float a, float b);
-template <> __device__ __forceinline__ __half2 f32_pair<__half2>(float a, float b) { return __floats2half2_rn(a, b); }
-template <> __device__ __forceinline__ __nv_bfloat162 f32_pair<__nv_bfloat162>(float a, float b) {
-  return __floats2bfloat162_rn(a, b);
-}
 
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x on the MUFU pipe; x ≤ 0 here, ftz is harmless
   float y;
@@ -152,7 +144,7 @@ __global__ void __launch_bounds__(kPackedThreads, kPackedMinBlocks)
   for (int j = 0; j < NV; ++j)
 #pragma unroll
     for (int p = 0; p < NP; ++p) m2 = __hmax2_nan(m2, reinterpret_cast<const P2*>(&r.r[j])[p]);
-  const float2 mf = pair_f32(m2);
+  const float2 mf = dev::unpack2<T>(*reinterpret_cast<const uint32_t*>(&m2));
   // NaN or +inf anywhere makes the row NaN: NaN enters the reduction as +inf
   // (fmaxf would drop it), and the element's own exponent is then NaN
   // (NaN − inf, or inf − inf), which the sum spreads over the row.
@@ -164,12 +156,12 @@ __global__ void __launch_bounds__(kPackedThreads, kPackedMinBlocks)
   for (int j = 0; j < NV; ++j)
 #pragma unroll
     for (int p = 0; p < NP; ++p) {
-      P2& w = reinterpret_cast<P2*>(&r.r[j])[p];
-      const float2 f = pair_f32(w);
+      uint32_t& w = reinterpret_cast<uint32_t*>(&r.r[j])[p];
+      const float2 f = dev::unpack2<T>(w);
       const float e0 = ex2_approx(fmaf(f.x, 1.4426950408889634f, -ml));
       const float e1 = ex2_approx(fmaf(f.y, 1.4426950408889634f, -ml));
       s += e0 + e1;
-      w = f32_pair<P2>(e0, e1);
+      w = dev::pack2<T>(e0, e1);
     }
   s = row_sum(s, scratch);
   r.reload();
@@ -178,13 +170,14 @@ __global__ void __launch_bounds__(kPackedThreads, kPackedMinBlocks)
   for (int j = 0; j < NV; ++j) {
     const int c = (j * tpr + t) * V;
     if (c >= cols) continue;
-    dev::Vec<T, V> o;
+    uint4 o;
+    uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
 #pragma unroll
     for (int p = 0; p < NP; ++p) {
-      const float2 f = pair_f32(reinterpret_cast<const P2*>(&r.r[j])[p]);
-      reinterpret_cast<P2*>(&o)[p] = f32_pair<P2>(f.x * inv, f.y * inv);
+      const float2 f = dev::unpack2<T>(reinterpret_cast<const uint32_t*>(&r.r[j])[p]);
+      ow[p] = dev::pack2<T>(f.x * inv, f.y * inv);
     }
-    *reinterpret_cast<dev::Vec<T, V>*>(y + c) = o;
+    *reinterpret_cast<uint4*>(y + c) = o;
   }
 }
 
