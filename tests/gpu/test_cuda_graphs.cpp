@@ -2,6 +2,7 @@
 // run, with inputs changing every run and several shape buckets interleaved.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -64,4 +65,72 @@ TEST(CudaGraphs, ReplayEqualsDirectLaunchesAcrossRunsAndBuckets) {
     ASSERT_NEAR(norm, 1.0, 1e-2) << "outputs must be real embeddings, not zeros";
   }
   EXPECT_EQ(with->cached_specializations(), 4u);
+}
+
+// Every layer's attention reads one key mask: the first prepares it (bytes,
+// per-row lengths) in the program's persistent memory and the later layers
+// reuse that. Each run must prepare the new mask again (graph replays
+// included); right-padded rows and rows that are not a prefix must match the
+// CPU.
+TEST(CudaGraphs, LayersShareOnePreparedKeyMask) {
+  register_builtin_backends();
+  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
+  bert::BertConfig cfg;
+  cfg.hidden = 128;
+  cfg.heads = 4;  // head dim 32: the tensor-core prefill path
+  cfg.layers = 3;
+  cfg.intermediate = 256;
+  cfg.vocab_size = 1000;
+  const Graph g = bert::build_graph(cfg);
+  Session gpu("cuda"), cpu("cpu");
+  CompileOptions go, co;
+  go.precision = DType::F16;
+  co.precision = DType::F32;
+  auto dev = gpu.compile(g, go);
+  auto ref = cpu.compile(g, co);
+  for (const auto& exe : {dev, ref})  // the same weights, drawn per name
+    for (NodeId id : exe->graph().leaves(OpKind::Param)) {
+      const auto& n = exe->graph().node(id);
+      const std::string& name = n.attr<LeafAttrs>().name;
+      std::mt19937 wr(static_cast<uint32_t>(std::hash<std::string>{}(name)));
+      std::normal_distribution<float> d(0.0f, 0.05f);
+      Tensor t = Tensor::empty(DType::F32, static_dims(n.type.shape));
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<float>()[i] = d(wr) + (name.find("LayerNorm.weight") != std::string::npos);
+      exe->set_param(name, t);
+    }
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> tok(0, 999);
+  const int64_t B = 4, L = 40, H = cfg.hidden;
+  for (int run = 0; run < 3; ++run) {
+    Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
+    Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t l = 0; l < L; ++l) {
+        ids.data<int32_t>()[b * L + l] = tok(rng);
+        const int64_t keep = L - 7 * (b + run);  // right padding that changes every run
+        bool on = l < keep;
+        if (b == (run + 1) % B) on = (l + run) % 3 != 1;  // holes: not a prefix
+        mask.data<int32_t>()[b * L + l] = on ? 1 : 0;
+      }
+    for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
+    Tensor a = dev->run({ids, types, mask, pos})[0];
+    Tensor e = ref->run({ids, types, mask, pos})[0];
+    ASSERT_EQ(a.shape(), e.shape());
+    for (int64_t b = 0; b < B; ++b) {
+      double dot = 0, na = 0, ne = 0;
+      for (int64_t i = 0; i < H; ++i) {
+        const double x = a.data<float>()[b * H + i], y = e.data<float>()[b * H + i];
+        dot += x * y, na += x * x, ne += y * y;
+      }
+      EXPECT_GT(dot / std::sqrt(na * ne + 1e-30), 0.999) << "run " << run << " row " << b;
+      EXPECT_NEAR(ne, 1.0, 1e-3) << "the reference must be a real embedding";
+    }
+  }
+  const std::string report = dev->dispatch_report();
+  size_t shared = 0;
+  for (size_t at = report.find("prepared by an earlier layer"); at != std::string::npos;
+       at = report.find("prepared by an earlier layer", at + 1))
+    ++shared;
+  EXPECT_EQ(shared, static_cast<size_t>(cfg.layers - 1)) << report;
 }

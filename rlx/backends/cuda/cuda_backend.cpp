@@ -148,6 +148,11 @@ class CudaProgram final : public Program {
       ctx.bind_counters(static_cast<int32_t*>(counters_->data()));
       counter_slots_ = ctx.take_counter_slots();
     }
+    if (const size_t n = ctx.persistent_bytes()) {
+      persistent_ = std::make_unique<DeviceBuffer>(dc.index, n, "persistent scratch");
+      ctx.bind_persistent(persistent_->data());
+      persistent_slots_ = ctx.take_persistent_slots();
+    }
     char* out_host = static_cast<char*>(out_stage_->data());
     for (const auto& io : outputs_) {
       const void* src = ptrs[static_cast<size_t>(io.node)];
@@ -250,10 +255,11 @@ class CudaProgram final : public Program {
   Graph graph_;
   DeviceContext& dc_;
   MemoryPlan plan_;
-  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, flags_, counters_;
+  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, flags_, counters_, persistent_;
   std::unique_ptr<PinnedBuffer> flags_host_;
   std::vector<NodeId> flag_nodes_;
   std::vector<std::unique_ptr<int32_t*>> flag_slots_, counter_slots_;
+  std::vector<std::unique_ptr<void*>> persistent_slots_;
   void* workspace_ptr_ = nullptr;
   std::unique_ptr<PinnedBuffer> in_stage_, out_stage_;
   std::vector<IoSlot> inputs_, outputs_;

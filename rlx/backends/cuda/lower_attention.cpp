@@ -1,8 +1,8 @@
 // Attention → the flash-attention family. Q, K and V that are last-axis
 // Narrows of one tensor (the fused QKV projection) are read in place with a
 // row stride, and those Narrows lower to nothing (DESIGN §5 "Narrow×3 →
-// Attention"); a Custom key mask of another dtype is converted to u8 in the
-// workspace first.
+// Attention"); a Custom key mask is prepared once per program (see
+// PreparedMask).
 #include "rlx/backends/cuda/kernels/attention.h"
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/lowering.h"
@@ -54,6 +54,20 @@ Operand operand(LowerCtx& c, NodeId id) {
   return {c.ptr(id), d[2], d[1] * d[2]};
 }
 
+// A key mask node's byte copy and lengths, in persistent memory: [B·Lk
+// bytes | lengths and flags]. `converted` / `lengths`: an earlier node's
+// thunk computes them, so later ones only read.
+struct PreparedMask {
+  void* const* slot = nullptr;
+  bool converted = false, lengths = false;
+};
+
+PreparedMask& prepared_mask(LowerCtx& c, NodeId mask, size_t bytes) {
+  std::any& entry = c.shared()[str("attention.key_mask.", mask)];
+  if (!entry.has_value()) entry = PreparedMask{c.persistent(bytes)};
+  return std::any_cast<PreparedMask&>(entry);
+}
+
 void lower_attention(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const auto& a = n.attr<AttentionAttrs>();
@@ -83,7 +97,6 @@ void lower_attention(LowerCtx& c, NodeId id) {
   p.out = c.ptr(id);
 
   const size_t attn_ws = (attention_workspace_bytes(p) + 255) / 256 * 256;
-  size_t ws = attn_ws;
   DType mask_dt = DType::U8;
   const void* mask_src = nullptr;
   if (a.mask == MaskKind::Custom) {
@@ -91,7 +104,6 @@ void lower_attention(LowerCtx& c, NodeId id) {
     mask_src = c.in_ptr(id, 3);
     p.key_mask_b_stride = p.Lk;
     if (mask_dt == DType::U8 || mask_dt == DType::Bool) p.key_mask = static_cast<const uint8_t*>(mask_src);
-    else ws += static_cast<size_t>(p.B) * static_cast<size_t>(p.Lk);
   }
   if (a.mask == MaskKind::Bias) {
     const auto bd = c.dims(n.inputs[3]);  // [B|1, H|1, Lq, Lk]
@@ -106,27 +118,45 @@ void lower_attention(LowerCtx& c, NodeId id) {
     p.kv_len = static_cast<const int32_t*>(c.ptr(len));
     p.kv_len_shared = c.type(len).shape[0] == Dim(1) && p.B > 1;
   }
-  // Scratch for the right-padding check of a key mask (see AttentionParams).
-  const size_t lens_off = (ws + 255) / 256 * 256;
-  const bool mask_lengths = a.mask == MaskKind::Custom && !a.kv_len_input;
-  if (mask_lengths) ws = lens_off + key_mask_scratch_ints(p.B) * sizeof(int32_t);
-  c.need_workspace(ws);
+  // A custom key mask is prepared once per program and mask node: the first
+  // attention that reads it converts it to bytes (unless it is bytes already)
+  // and, on the prefill path, reduces it to per-row lengths (see
+  // AttentionParams::key_mask_scratch); the encoder's later layers reuse both.
+  // Both live in the program's persistent memory, which nothing else writes.
+  const bool custom = a.mask == MaskKind::Custom;
+  const bool convert = custom && p.key_mask == nullptr;
+  const bool lengths = custom && attention_uses_mask_lengths(p);
+  void* const* mslot = nullptr;
+  bool converted = false, lengths_ready = false;
+  const size_t mask_bytes = static_cast<size_t>(p.B) * static_cast<size_t>(p.Lk);
+  const size_t lens_off = (mask_bytes + 255) / 256 * 256;
+  if (custom) {
+    PreparedMask& prep = prepared_mask(c, n.inputs[3], lens_off + key_mask_scratch_ints(p.B) * sizeof(int32_t));
+    mslot = prep.slot;
+    converted = prep.converted;
+    lengths_ready = prep.lengths;
+    prep.converted |= convert;
+    prep.lengths |= lengths;
+  }
+  c.need_workspace(attn_ws);
   void* const* wslot = c.workspace_slot();
   const size_t n_counters = attention_counter_ints(p);
   int32_t* const* cslot = n_counters ? c.counters(n_counters) : nullptr;
-  const bool convert_mask = a.mask == MaskKind::Custom && p.key_mask == nullptr;
-  const int64_t mask_n = int64_t{p.B} * p.Lk;
-  c.add(id, str("attention ", attention_path_name(attention_path(p)), " ", dtype_name(p.dtype), " D=", p.D),
-        [=](cudaStream_t s) mutable {
-          char* w = static_cast<char*>(*wslot);
-          if (convert_mask) {
-            launch_cast(mask_dt, DType::Bool, mask_src, w + attn_ws, mask_n, s);
-            p.key_mask = reinterpret_cast<const uint8_t*>(w + attn_ws);
-          }
-          if (mask_lengths) p.key_mask_scratch = reinterpret_cast<int32_t*>(w + lens_off);
-          if (cslot) p.counters = *cslot;
-          launch_attention(p, attn_ws ? w : nullptr, s);
-        });
+  std::string what = str("attention ", attention_path_name(attention_path(p)), " ", dtype_name(p.dtype), " D=", p.D);
+  if (converted || lengths_ready) what += " (key mask prepared by an earlier layer)";
+  c.add(id, std::move(what), [=](cudaStream_t s) mutable {
+    char* m = mslot ? static_cast<char*>(*mslot) : nullptr;
+    if (convert) {
+      if (!converted) launch_cast(mask_dt, DType::Bool, mask_src, m, static_cast<int64_t>(mask_bytes), s);
+      p.key_mask = reinterpret_cast<const uint8_t*>(m);
+    }
+    if (lengths) {
+      p.key_mask_scratch = reinterpret_cast<int32_t*>(m + lens_off);
+      p.key_mask_lengths_ready = lengths_ready;
+    }
+    if (cslot) p.counters = *cslot;
+    launch_attention(p, attn_ws ? *wslot : nullptr, s);
+  });
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // the context; thunks only launch.
 #pragma once
 #include <algorithm>
+#include <any>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -99,6 +101,39 @@ class LowerCtx {
     return out;
   }
 
+  // Device memory the program owns for its whole life (neither the arena nor
+  // the workspace, so no other node reuses it): what one node's thunks
+  // compute for later nodes to read, e.g. the lengths of a key mask that
+  // every layer's attention shares. Distinct per call, 256-byte aligned;
+  // valid once compile finishes; read the pointer inside the thunk through
+  // the returned slot.
+  void* const* persistent(size_t bytes) {
+    persistent_slots_.push_back({std::make_unique<void*>(nullptr), (bytes + 255) / 256 * 256});
+    return persistent_slots_.back().slot.get();
+  }
+  size_t persistent_bytes() const {
+    size_t total = 0;
+    for (const auto& p : persistent_slots_) total += p.bytes;
+    return total;
+  }
+  void bind_persistent(void* base) {
+    char* at = static_cast<char*>(base);
+    for (auto& p : persistent_slots_) {
+      *p.slot = at;
+      at += p.bytes;
+    }
+  }
+  std::vector<std::unique_ptr<void*>> take_persistent_slots() {
+    std::vector<std::unique_ptr<void*>> out;
+    for (auto& p : persistent_slots_) out.push_back(std::move(p.slot));
+    persistent_slots_.clear();
+    return out;
+  }
+
+  // What lowerings of one program share across its nodes, by key (the
+  // attention lowering records there which key masks are already prepared).
+  std::map<std::string, std::any>& shared() { return shared_; }
+
   // A lowering that emits the work of later nodes too (a fusion found at
   // lowering time) marks them absorbed; the program then skips them. Its
   // thunk may have to wait until the schedule reaches the last node it
@@ -146,6 +181,12 @@ class LowerCtx {
     size_t n;
   };
   std::vector<CounterSlot> counter_slots_;
+  struct PersistentSlot {
+    std::unique_ptr<void*> slot;
+    size_t bytes;
+  };
+  std::vector<PersistentSlot> persistent_slots_;
+  std::map<std::string, std::any> shared_;
   std::vector<NodeId> absorbed_;
   std::vector<std::pair<NodeId, Thunk>> deferred_;
   std::vector<std::vector<NodeId>> users_;

@@ -313,6 +313,12 @@ const char* attention_path_name(AttentionPath path) {
   return "?";
 }
 
+// Not under causal masks: lengths would move the query positions.
+bool attention_uses_mask_lengths(const AttentionParams& p) {
+  return attention_path(p) == AttentionPath::Prefill && p.kv_len == nullptr && !p.causal && p.softcap == 0.0f &&
+         p.bias == nullptr;
+}
+
 size_t attention_workspace_bytes(const AttentionParams& p) {
   validate(p);
   return make_plan(p, make_args(p)).ws_bytes;
@@ -344,14 +350,14 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
       detail::launch_attention_decode(p.dtype, a, stream);
       return;
     case AttentionPath::Prefill:
-      // Not under causal masks: lengths would move the query positions.
-      if (a.key_mask != nullptr && a.kv_len == nullptr && p.key_mask_scratch != nullptr && !a.causal &&
-          a.softcap == 0.0f && a.bias == nullptr) {
+      if (a.key_mask != nullptr && p.key_mask_scratch != nullptr && attention_uses_mask_lengths(p)) {
         int32_t* lens = p.key_mask_scratch;
         int32_t* flag = lens + p.B;  // per batch: 1 when its mask is not a prefix
-        key_mask_lengths_kernel<<<static_cast<unsigned>(p.B), 256, 0, stream>>>(a.key_mask, a.key_mask_b_stride,
-                                                                                p.Lk, lens, flag);
-        RLX_CUDA_CHECK_LAUNCH("attention (key mask lengths)");
+        if (!p.key_mask_lengths_ready) {
+          key_mask_lengths_kernel<<<static_cast<unsigned>(p.B), 256, 0, stream>>>(a.key_mask, a.key_mask_b_stride,
+                                                                                  p.Lk, lens, flag);
+          RLX_CUDA_CHECK_LAUNCH("attention (key mask lengths)");
+        }
         dev::AttnArgs fast = a;  // right-padded: lengths, no per-element mask
         fast.key_mask = nullptr;
         fast.kv_len = lens;

@@ -63,6 +63,10 @@ struct AttentionParams {
   // launched (each skips the rows that are not its own), so CUDA-graph
   // replays need no re-capture.
   int32_t* key_mask_scratch = nullptr;
+  // The scratch already holds this key mask's lengths and flags (an earlier
+  // attention over the same mask computed them in the same run): skip that
+  // reduction. Layers of one encoder share one mask.
+  bool key_mask_lengths_ready = false;
   // Optional: ≥ attention_counter_ints(*this) device int32s that are zero
   // before the launch and are left zero after it (LowerCtx::counters). With
   // them the split-KV decode needs no memset of its arrival counters, so a
@@ -84,6 +88,11 @@ struct AttentionParams {
 };
 
 inline size_t key_mask_scratch_ints(int B) { return 2 * static_cast<size_t>(B); }
+
+// Whether launch_attention would reduce a key mask (assumed present) to
+// lengths in key_mask_scratch: the tensor-core prefill path without causal
+// masking, softcap, bias or kv_len.
+bool attention_uses_mask_lengths(const AttentionParams& p);
 
 // Device scratch launch_attention needs for these params (split-KV decode
 // partials); 0 when none. Depends only on the shapes and the current device.

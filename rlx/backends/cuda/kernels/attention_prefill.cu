@@ -354,8 +354,19 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
   // Contiguous items per CTA: neighbours share a batch row, so a gated CTA
   // reads its flag from L1 after the first item.
   const int64_t items = prefill_items<Prefill<T, D, kGeneral>::BM>(a);
-  const int64_t per = (items + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per;
-  for (int64_t item = lo; item < min(items, lo + per); ++item) {
+  const int64_t per = (items + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(items, lo + per);
+  if (kGeneral && a.gate != nullptr && lo < hi) {
+    // A gated general launch is one wave of CTAs, each over several items:
+    // one parallel look at the gates of every batch row the CTA covers, so a
+    // CTA none of whose rows are its own leaves after a single load.
+    const int64_t per_b = static_cast<int64_t>((a.Lq + Prefill<T, D, kGeneral>::BM - 1) / Prefill<T, D, kGeneral>::BM) * a.H;
+    const int64_t b_lo = lo / per_b, b_hi = (hi - 1) / per_b;
+    int mine = 0;
+    for (int64_t b = b_lo + threadIdx.x; b <= b_hi; b += blockDim.x)
+      mine |= (__ldg(a.gate + b) != 0) == (a.gate_run_if_nonzero != 0);
+    if (!__syncthreads_or(mine)) return;
+  }
+  for (int64_t item = lo; item < hi; ++item) {
     prefill_item<T, D, kGeneral>(a, item, smem);
     __syncthreads();  // the next item's copies overwrite this one's tiles
   }
