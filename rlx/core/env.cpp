@@ -32,6 +32,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Fused quantized GEMV: copy the activations into shared memory once per block when they fit (40 KB), instead of reading them from L2 per weight unit."},
       {"RLX_CUDA_FUSE_ROPE_KV", EnvType::Bool, "1",
        "CUDA lowering: one launch for a decode layer's Q rope and its K (rope) and V cache writes."},
+      {"RLX_CUDA_FUSE_EMBED_NORM", EnvType::Bool, "1",
+       "CUDA lowering: one launch for an embedding layer's gathers (up to 4 tables), their sum and its LayerNorm."},
       {"RLX_CUDA_GEMV_GLU", EnvType::Bool, "1",
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",

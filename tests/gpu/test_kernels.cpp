@@ -157,8 +157,10 @@ TEST(CudaKernels, Norms) {
   SKIP_WITHOUT_GPU();
   TRACE_SEED();
   // 8192 and 8200: the last width of the packed 16-bit kernel and the first past it.
-  const int64_t shapes[][2] = {{7, 33},  {9, 256},  {3, 1000}, {10, 1024}, {5, 4096},
-                               {3, 5000}, {2, 8192}, {2, 8200}, {2, 20000}};
+  // 128 and 384 (16-bit: a half-warp per row, 8 rows per block, here with rows
+  // past the end in the last block) and 768 (three vectors per lane).
+  const int64_t shapes[][2] = {{7, 33},    {9, 256},  {5, 128},  {13, 384}, {11, 768}, {3, 1000},
+                               {10, 1024}, {5, 4096}, {3, 5000}, {2, 8192}, {2, 8200}, {2, 20000}};
   for (DType xt : kFloats)
     for (DType pt : {DType::F32, xt, DType::BF16})
       for (auto [rows, cols] : shapes)

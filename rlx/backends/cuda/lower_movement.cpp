@@ -9,6 +9,7 @@
 namespace rlx::cuda {
 
 bool narrow_folds_into_attention(LowerCtx& c, NodeId id);  // lower_attention.cpp
+bool try_lower_embedding_norm(LowerCtx& c, NodeId id);     // lower_norm.cpp
 
 namespace {
 
@@ -84,6 +85,7 @@ void lower_expand(LowerCtx& c, NodeId id) {
 }
 
 void lower_gather(LowerCtx& c, NodeId id) {
+  if (try_lower_embedding_norm(c, id)) return;  // the gathers, their sum and its LayerNorm in one launch
   const Node& n = c.node(id);
   const auto table = c.dims(n.inputs[0]);
   const DType tdt = c.type(n.inputs[0]).dtype;

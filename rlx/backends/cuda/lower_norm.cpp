@@ -1,8 +1,153 @@
-// LayerNorm, RmsNorm and their fused-residual forms → the norm kernel family.
+// LayerNorm, RmsNorm and their fused-residual forms → the norm kernel family;
+// the embedding sum under a LayerNorm → one launch (try_lower_embedding_norm).
+#include <algorithm>
+#include <array>
+#include <functional>
+
 #include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/core/env.h"
+#include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
+namespace {
+
+bool is_add(const Node& n) { return n.op == OpKind::Binary && n.attr<BinaryAttrs>().fn == BinaryFn::Add; }
+
+// Whether a node of dims `d` is read by the rows of `full` (a norm's
+// [..., cols]) as row r % P: d without its leading 1s is a suffix of full, so
+// broadcasting it only repeats it over the leading axes.
+bool repeats_over_rows(std::vector<int64_t> d, const std::vector<int64_t>& full) {
+  while (d.size() > 1 && d.front() == 1) d.erase(d.begin());
+  return d.size() <= full.size() && std::equal(d.begin(), d.end(), full.end() - static_cast<std::ptrdiff_t>(d.size()));
+}
+
+// Whether the fused launch, which runs where the norm `at` ran, may still read
+// node `s` there. The memory plan was made for the unfused order: Input,
+// Param and Constant storage (and views of it) never moves or changes; a
+// State may be rewritten in between; anything else must have a reader at or
+// after `at` (through views), so that its buffer is not reused before then.
+bool readable_at(LowerCtx& c, NodeId s, NodeId at) {
+  NodeId base = s;
+  while (is_view_op(c.node(base))) base = c.node(base).inputs[0];
+  switch (c.node(base).op) {
+    case OpKind::Input: case OpKind::Param: case OpKind::Constant: return true;
+    case OpKind::State: return false;
+    default: break;
+  }
+  std::function<bool(NodeId)> alive = [&](NodeId n) {
+    if (c.is_output(n)) return true;
+    for (NodeId u : c.users(n))
+      if (u >= at || (is_view_op(c.node(u)) && alive(u))) return true;
+    return false;
+  };
+  return alive(s);
+}
+
+}  // namespace
+
+// BERT's embedding layer: LayerNorm (or FusedResidualLayerNorm) R of a tree
+// of adds whose leaves are up to kMaxEmbeddingTerms Gathers of 2-D tables
+// [n, cols], e.g. word[ids] + pos[positions] (broadcast over the batch) +
+// type[type_ids]. Called from the Gather lowering; since nodes are lowered in
+// id order, the tree's smallest id (always a Gather) does the matching, and
+// its one launch (launch_embedding_norm) replaces the gathers, the adds and
+// R. Conditions, all exact:
+//   - R is a LayerNorm or FusedResidualLayerNorm of dtype f32, f16 or bf16
+//     with gamma and beta of one dtype; the tree is R's data inputs (x, and
+//     the residual), reached only through them;
+//   - every other tree node has R's dtype, exactly one reader (its parent in
+//     the tree), is no graph output, and has dims that, without leading 1s,
+//     are a suffix of R's (so it only repeats over R's leading axes: the
+//     positions form); interior nodes are Binary adds, leaves are Gathers of a
+//     2-D table of R's dtype whose row width is R's last dim (> 0);
+//   - the node being lowered is a Gather and the tree's smallest id, and no
+//     tree node was absorbed by another fusion;
+//   - every table and index is readable at R (readable_at above).
+// Each Gather keeps its own error flag, so a bad index names that Gather.
+bool try_lower_embedding_norm(LowerCtx& c, NodeId id) {
+  if (!env_bool("RLX_CUDA_FUSE_EMBED_NORM")) return false;
+  // Up from the gather through single-reader adds to the norm.
+  NodeId cur = id, root = -1;
+  while (root < 0) {
+    if (c.is_output(cur) || c.users(cur).size() != 1) return false;
+    const NodeId u = c.users(cur)[0];
+    const OpKind op = c.node(u).op;
+    if (is_add(c.node(u))) cur = u;
+    else if (op == OpKind::LayerNorm || op == OpKind::FusedResidualLayerNorm) root = u;
+    else return false;
+  }
+  const Node& r = c.node(root);
+  const DType dt = r.type.dtype;
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) return false;
+  const size_t p = r.op == OpKind::FusedResidualLayerNorm ? 2 : 1;  // gamma; data inputs before it
+  const DType pt = c.type(r.inputs[p]).dtype;
+  if (c.type(r.inputs[p + 1]).dtype != pt) return false;
+  const auto full = c.dims(root);
+  const int64_t cols = full.back();
+  if (cols <= 0) return false;
+
+  // The tree under R's data inputs: adds inside, gathers at the leaves.
+  std::vector<NodeId> gathers, tree{root};
+  std::function<bool(NodeId)> collect = [&](NodeId n) {
+    const Node& nn = c.node(n);
+    if (c.is_output(n) || c.users(n).size() != 1 || nn.type.dtype != dt || !repeats_over_rows(c.dims(n), full))
+      return false;
+    tree.push_back(n);
+    if (is_add(nn)) return collect(nn.inputs[0]) && collect(nn.inputs[1]);
+    if (nn.op != OpKind::Gather) return false;
+    const auto table = c.dims(nn.inputs[0]);
+    if (table.size() != 2 || table[1] != cols || c.type(nn.inputs[0]).dtype != dt) return false;
+    gathers.push_back(n);
+    return gathers.size() <= static_cast<size_t>(kMaxEmbeddingTerms);
+  };
+  for (size_t i = 0; i < p; ++i)
+    if (!collect(r.inputs[i])) return false;
+  std::sort(gathers.begin(), gathers.end());
+  if (*std::min_element(tree.begin(), tree.end()) != id) return false;  // also: id is in the tree
+  for (NodeId n : tree)
+    if (c.absorbed(n)) return false;
+  for (NodeId g : gathers)
+    for (NodeId s : c.node(g).inputs)
+      if (!readable_at(c, s, root)) return false;
+
+  const int64_t rows = static_numel(r.type.shape) / cols;
+  EmbeddingNormArgs a;
+  a.dtype = dt;
+  a.param_dtype = pt;
+  a.n_terms = static_cast<int>(gathers.size());
+  std::array<int32_t* const*, kMaxEmbeddingTerms> flags{};
+  std::string ids;
+  for (size_t k = 0; k < gathers.size(); ++k) {
+    const Node& g = c.node(gathers[k]);
+    EmbeddingTerm& e = a.terms[k];
+    e.table = c.ptr(g.inputs[0]);
+    e.table_rows = c.dims(g.inputs[0])[0];
+    e.index = c.ptr(g.inputs[1]);
+    e.index_dtype = c.type(g.inputs[1]).dtype;
+    const int64_t n_idx = static_numel(c.type(g.inputs[1]).shape);
+    e.period = n_idx == rows ? 0 : n_idx;  // fewer indices than rows: repeated over the leading axes
+    flags[k] = c.error_flag(gathers[k]);
+    ids += str(k ? " %" : "%", gathers[k]);
+  }
+  a.gamma = c.in_ptr(root, p);
+  a.beta = c.in_ptr(root, p + 1);
+  a.y = c.ptr(root);
+  a.rows = rows;
+  a.cols = cols;
+  a.eps = r.attr<NormAttrs>().eps;
+  for (NodeId n : tree)
+    if (n != id) c.absorb(n);
+  const size_t n_terms = gathers.size();
+  c.add_at(root, root,
+           str("gather x", n_terms, " (", ids, ")", n_terms > 1 ? " + add" : "", " + layer_norm ", dtype_name(dt)),
+           [=](cudaStream_t s) mutable {
+             for (size_t k = 0; k < n_terms; ++k) a.terms[k].error_flag = *flags[k];
+             launch_embedding_norm(a, s);
+           });
+  return true;
+}
+
 namespace {
 
 void lower_norm(LowerCtx& c, NodeId id) {

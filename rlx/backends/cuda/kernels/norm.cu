@@ -11,12 +11,22 @@
 // Memory plan: row r, thread t, vector j covers columns (j·tpr + t)·V .. +V
 // (V = 16 / sizeof(T)); consecutive threads touch consecutive 16-byte chunks,
 // so every warp access is fully coalesced.
-//   cols ≤ 1024  : one warp per row (NV ≤ 32/V), 4 rows per 128-thread block.
+//   cols ≤ 1024  : one warp per row (NV ≤ 32/V), 4 rows per 128-thread block;
+//                  a half-warp per row, 8 per block, when a warp would leave
+//                  lanes idle (small_row_layout).
 //   ≤ 16384      : one block per row, tpr = cols/(4·V) threads (NV = 4).
 // Rows whose length is not a multiple of V, misaligned pointers, param dtypes
 // other than f32 or x's dtype (or beta's differing from gamma's), or rows too
 // long for registers use a scalar block-per-row kernel that reads the row
 // three times (the re-reads hit L1/L2).
+//
+// Embedding sum + LayerNorm (BERT's embedding layer): the same register
+// layout, the row formed as the f32 sum of up to 4 table rows picked by their
+// indices (word [B, L], position [L] repeated over B, token type [B, L]).
+// Every term's index is loaded first, then the terms' row vectors together,
+// so the latencies overlap; only y is written. A bad index adds zeros and sets the
+// term's error flag. Shapes the vector path cannot take use a scalar
+// block-per-row kernel that re-reads the rows.
 //
 // Post-norm residual (x + rms(a)·w1, then optionally rms of that ·w2): one
 // block per row holding it in registers (w1, w2 fetched before pdl_wait):
@@ -33,6 +43,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
 #include "rlx/backends/cuda/kernels/dispatch.cuh"
+#include "rlx/backends/cuda/kernels/movement.h"  // kErrIndexOutOfRange
 
 namespace rlx::cuda {
 namespace {
@@ -57,10 +68,28 @@ struct NormArgs {
   DType beta_dtype;  // beta's storage type (only the scalar kernel reads a beta unlike gamma)
 };
 
-// Sum over the threads of one row: a warp (blockDim.x == 32) or the whole block.
+// Sum over the threads of one row: a warp or a half-warp (blockDim.x ≤ 32;
+// xor offsets below blockDim.x never cross into the other row of a warp) or
+// the whole block.
 __device__ __forceinline__ float row_sum(float v, float* scratch) {
-  if (blockDim.x == 32) return dev::warp_sum(v);
+  if (blockDim.x <= 32) {
+    for (int o = blockDim.x >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
   return dev::block_sum(v, scratch);
+}
+
+// Rows of up to 1024 columns: threads per row (a warp, or a half-warp when
+// that leaves no lane idle, e.g. 48 vectors = 384 f16 columns: 3 per lane
+// instead of 2 with half the lanes idle on the second) and vectors per
+// thread; 128-thread blocks of 128 / tpr rows.
+struct RowLayout {
+  int tpr, nv;
+};
+inline RowLayout small_row_layout(int64_t nvec) {
+  const int tpr = nvec <= 64 && nvec % 32 != 0 && nvec % 16 == 0 ? 16 : 32;
+  const int64_t need = (nvec + tpr - 1) / tpr;
+  return {tpr, need <= 1 ? 1 : need <= 2 ? 2 : need <= 3 ? 3 : need <= 4 ? 4 : 8};
 }
 
 // Register budget: ≤ 16 floats of row per thread → 64 registers (1024 threads), else 128.
@@ -77,10 +106,13 @@ __global__ void __launch_bounds__(kPacked ? kPackedThreads : max_threads_for(NV 
   dev::pdl_begin();
   constexpr int V = 16 / sizeof(T);
   __shared__ float scratch[32];
+  // Rows past the end (only with several rows per block) compute on the last
+  // row and store nothing: their lanes may share a warp, hence the shuffles,
+  // with a real row.
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (row >= a.rows) return;  // only in warp mode (blockDim.y > 1): whole warps leave
+  const bool live = row < a.rows;
   const int tpr = blockDim.x, t = threadIdx.x, cols = a.cols;
-  const size_t base = static_cast<size_t>(row) * cols;
+  const size_t base = static_cast<size_t>(live ? row : a.rows - 1) * cols;
   const T* x = static_cast<const T*>(a.x) + base;
   const T* r = a.res ? static_cast<const T*>(a.res) + base : nullptr;
 
@@ -125,6 +157,7 @@ __global__ void __launch_bounds__(kPacked ? kPackedThreads : max_threads_for(NV 
       }
     }
   const float rstd = rsqrtf(row_sum(q, scratch) * inv_cols + a.eps);
+  if (!live) return;
   v.reload();
 
   T* y = static_cast<T*>(a.y) + base;
@@ -217,10 +250,11 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream, const char* op) {
   dim3 block, grid;
   if (reg) {
     const int nvec = a.cols / V;
-    if (a.cols <= 1024) {  // one warp per row (NV·V ≤ 32 floats per lane)
-      nv = nvec <= 32 ? 1 : nvec <= 64 ? 2 : nvec <= 128 ? 4 : 8;
-      block = dim3(32, 4);
-      grid = dim3(static_cast<unsigned>((a.rows + 3) / 4));
+    if (a.cols <= 1024) {  // a warp or half-warp per row (NV·V ≤ 32 floats per lane)
+      const RowLayout l = small_row_layout(nvec);
+      nv = l.nv;
+      block = dim3(l.tpr, 128 / l.tpr);
+      grid = dim3(static_cast<unsigned>((a.rows + block.y - 1) / block.y));
     } else {  // one block per row, 16 floats of it per thread, or 4 packed vectors
       // Bandwidth needs both enough bytes in flight per thread and few
       // enough registers for many resident threads. f32 rows take NV = 4 as
@@ -249,6 +283,7 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream, const char* op) {
       switch (nv) {
         case 1: norm_reg_kernel<T, P, RMS, 1><<<grid, block, 0, stream>>>(a); break;
         case 2: norm_reg_kernel<T, P, RMS, 2><<<grid, block, 0, stream>>>(a); break;
+        case 3: norm_reg_kernel<T, P, RMS, 3><<<grid, block, 0, stream>>>(a); break;
         case 4: norm_reg_kernel<T, P, RMS, 4><<<grid, block, 0, stream>>>(a); break;
         default:
           if constexpr (V == 4) norm_reg_kernel<T, P, RMS, 8><<<grid, block, 0, stream>>>(a);
@@ -379,6 +414,196 @@ __global__ void __launch_bounds__(256) post_rms_norm_reg_kernel(PostNormArgs p) 
   }
 }
 
+// ------------------------------------------------------------ embedding sum + layer norm
+
+// Loads every term's index first (so their latencies overlap), then resolves
+// each to its table row: null for an absent term or an index outside
+// [0, table_rows), which adds zeros and is flagged by the row's first thread.
+template <typename T>
+__device__ __forceinline__ void embedding_rows(const EmbeddingNormArgs& a, int64_t row, bool first,
+                                               const T* (&src)[kMaxEmbeddingTerms]) {
+  int64_t id[kMaxEmbeddingTerms];
+#pragma unroll
+  for (int k = 0; k < kMaxEmbeddingTerms; ++k) {
+    const EmbeddingTerm& e = a.terms[k];
+    id[k] = -1;
+    if (k < a.n_terms) {
+      // period < 2^31 and row < 2^31 (checked by the launcher): 32-bit modulo
+      const int64_t j = e.period ? static_cast<uint32_t>(row) % static_cast<uint32_t>(e.period) : row;
+      id[k] = e.index_dtype == DType::I64 ? static_cast<const int64_t*>(e.index)[j]
+                                          : static_cast<const int32_t*>(e.index)[j];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxEmbeddingTerms; ++k) {
+    const EmbeddingTerm& e = a.terms[k];
+    src[k] = nullptr;
+    if (k >= a.n_terms) continue;
+    if (id[k] >= 0 && id[k] < e.table_rows) src[k] = static_cast<const T*>(e.table) + id[k] * a.cols;
+    else if (first && e.error_flag) atomicOr(e.error_flag, kErrIndexOutOfRange);
+  }
+}
+
+// norm_reg_kernel's layout (warp or block per row, NV vectors of V per
+// thread) with the row formed as the f32 sum of the terms' table rows.
+template <typename T, typename P, int NV>
+__global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) embedding_norm_reg_kernel(EmbeddingNormArgs a) {
+  dev::pdl_begin();
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float scratch[32];
+  // Rows past the end compute on the last row and store nothing (see norm_reg_kernel).
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const bool live = row < a.rows;
+  const int tpr = blockDim.x, t = threadIdx.x, cols = static_cast<int>(a.cols);
+  const T* src[kMaxEmbeddingTerms];
+  embedding_rows<T>(a, live ? row : a.rows - 1, t == 0 && live, src);
+
+  // Straight-line predicated loads (an absent term, a bad index or a column
+  // past the row loads nothing and adds zeros): with no branch between them,
+  // the terms' vectors of a chunk are in flight together, and the chunks'
+  // too as far as registers allow (f16, 384 columns: 4 terms × 1 chunk, twice).
+  float v[NV][V];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    uint4 raw[kMaxEmbeddingTerms];
+#pragma unroll
+    for (int k = 0; k < kMaxEmbeddingTerms; ++k) {
+      raw[k] = make_uint4(0, 0, 0, 0);
+      if (src[k] && c < cols) raw[k] = *reinterpret_cast<const uint4*>(src[k] + c);
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[j][i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxEmbeddingTerms; ++k) {
+      const auto& w = reinterpret_cast<const Vec<T, V>&>(raw[k]);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[j][i] += to_f32(w.v[i]);
+    }
+  }
+
+  // Columns past the row are zeros: they add nothing to the mean and are
+  // skipped in the centered sum of squares.
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+#pragma unroll
+    for (int i = 0; i < V; ++i) s += v[j][i];
+  const float mean = row_sum(s, scratch) * inv_cols;
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+    if ((j * tpr + t) * V < cols) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float d = v[j][i] - mean;
+        q = fmaf(d, d, q);
+      }
+    }
+  const float rstd = rsqrtf(row_sum(q, scratch) * inv_cols + a.eps);
+  if (!live) return;
+
+  T* y = static_cast<T*>(a.y) + static_cast<size_t>(row) * cols;
+  const P* g = static_cast<const P*>(a.gamma);
+  const P* b = static_cast<const P*>(a.beta);
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c >= cols) continue;
+    float gv[V], bv[V], o[V];
+    load_f32<P, V>(g + c, gv);
+    if (b) {
+      load_f32<P, V>(b + c, bv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) bv[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = fmaf((v[j][i] - mean) * rstd, gv[i], bv[i]);
+    store_f32<T, V>(y + c, o);
+  }
+}
+
+// Scalar fallback (row length not a multiple of the vector width, misaligned
+// pointers, other param dtypes, rows too long for registers): one block per
+// row, three passes that re-read the table rows (the re-reads hit L1/L2).
+template <typename T, typename P>
+__global__ void __launch_bounds__(256) embedding_norm_generic_kernel(EmbeddingNormArgs a) {
+  dev::pdl_begin();
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const int cols = static_cast<int>(a.cols);
+  const T* src[kMaxEmbeddingTerms];
+  embedding_rows<T>(a, row, threadIdx.x == 0, src);
+  auto at = [&](int c) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxEmbeddingTerms; ++k)
+      if (src[k]) s += to_f32(src[k][c]);
+    return s;
+  };
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += at(c);
+  const float mean = dev::block_sum(s, scratch) * inv_cols;
+  float q = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float d = at(c) - mean;
+    q = fmaf(d, d, q);
+  }
+  const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_cols + a.eps);
+  T* y = static_cast<T*>(a.y) + static_cast<size_t>(row) * cols;
+  const P* g = static_cast<const P*>(a.gamma);
+  const P* b = static_cast<const P*>(a.beta);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    y[c] = from_f32<T>(fmaf((at(c) - mean) * rstd, to_f32(g[c]), b ? to_f32(b[c]) : 0.0f));
+}
+
+template <typename T, typename P>
+void launch_embedding_norm_t(const EmbeddingNormArgs& a, cudaStream_t stream, const char* op) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr bool kRegParams = std::is_same_v<P, float> || std::is_same_v<P, T>;
+  bool reg = kRegParams && a.cols % V == 0 && aligned(a.y, 16) && aligned(a.gamma, sizeof(P) * V) &&
+             (!a.beta || aligned(a.beta, sizeof(P) * V));
+  for (int k = 0; k < a.n_terms; ++k) reg = reg && aligned(a.terms[k].table, 16);  // rows then stay 16-byte aligned
+  int nv = 0;
+  dim3 block, grid;
+  if (reg) {
+    const int64_t nvec = a.cols / V;
+    if (a.cols <= 1024) {  // a warp or half-warp per row
+      const RowLayout l = small_row_layout(nvec);
+      nv = l.nv;
+      block = dim3(l.tpr, 128 / l.tpr);
+      grid = dim3(static_cast<unsigned>((a.rows + block.y - 1) / block.y));
+    } else {  // one block per row, 16 floats of it per thread
+      nv = 16 / V;
+      const int64_t tpr = (nvec + nv * 32 - 1) / (nv * 32) * 32;
+      if (tpr > max_threads_for(16)) reg = false;  // > 16384 columns: scalar kernel
+      block = dim3(static_cast<unsigned>(tpr));
+      grid = dim3(static_cast<unsigned>(a.rows));
+    }
+  }
+  if constexpr (kRegParams) {
+    if (reg) {
+      switch (nv) {
+        case 1: embedding_norm_reg_kernel<T, P, 1><<<grid, block, 0, stream>>>(a); break;
+        case 2: embedding_norm_reg_kernel<T, P, 2><<<grid, block, 0, stream>>>(a); break;
+        case 3: embedding_norm_reg_kernel<T, P, 3><<<grid, block, 0, stream>>>(a); break;
+        case 4: embedding_norm_reg_kernel<T, P, 4><<<grid, block, 0, stream>>>(a); break;
+        default:
+          if constexpr (V == 4) embedding_norm_reg_kernel<T, P, 8><<<grid, block, 0, stream>>>(a);
+          break;
+      }
+      RLX_CUDA_CHECK_LAUNCH(op);
+      return;
+    }
+  }
+  const int threads = a.cols >= 256 ? 256 : a.cols > 64 ? 128 : 32;
+  embedding_norm_generic_kernel<T, P><<<static_cast<unsigned>(a.rows), threads, 0, stream>>>(a);
+  RLX_CUDA_CHECK_LAUNCH(op);
+}
+
 }  // namespace
 
 void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* a, const void* w1,
@@ -429,6 +654,32 @@ void launch_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void
   const char* op = residual ? "FusedResidualRmsNorm" : "RmsNorm";
   launch_norm<true>(x_dtype, param_dtype,
                     make_args(x, residual, gamma, nullptr, y, sum_out, rows, cols, eps, param_dtype, op), stream, op);
+}
+
+void launch_embedding_norm(const EmbeddingNormArgs& a, cudaStream_t stream) {
+  const char* op = "EmbeddingLayerNorm";
+  RLX_CHECK(a.n_terms >= 1 && a.n_terms <= kMaxEmbeddingTerms, op, ": ", a.n_terms, " terms outside [1, ",
+            kMaxEmbeddingTerms, "]");
+  RLX_CHECK(a.cols > 0 && a.cols < (int64_t{1} << 31), op, ": row length ", a.cols, " out of range");
+  RLX_CHECK(a.rows >= 0 && a.rows < (int64_t{1} << 31), op, ": ", a.rows, " rows outside the grid limit");
+  for (int k = 0; k < a.n_terms; ++k) {
+    const EmbeddingTerm& e = a.terms[k];
+    RLX_CHECK(e.index_dtype == DType::I32 || e.index_dtype == DType::I64, op, ": term ", k, ": index dtype ",
+              dtype_name(e.index_dtype), " is not i32 or i64");
+    RLX_CHECK(e.period >= 0 && e.period < (int64_t{1} << 31), op, ": term ", k, ": period ", e.period, " out of range");
+  }
+  if (a.rows == 0) return;
+  RLX_CHECK(a.gamma && a.y, op, ": null gamma or y");
+  for (int k = 0; k < a.n_terms; ++k)
+    RLX_CHECK(a.terms[k].index && (a.terms[k].table || a.terms[k].table_rows == 0), op, ": term ", k,
+              ": null table or index");
+  dispatch_float(a.dtype, op, [&](auto xt) {
+    using T = decltype(xt);
+    dispatch_float(a.param_dtype, op, [&](auto pt) {
+      using P = decltype(pt);
+      launch_embedding_norm_t<T, P>(a, stream, op);
+    });
+  });
 }
 
 }  // namespace rlx::cuda
