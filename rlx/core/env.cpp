@@ -38,6 +38,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",
        "Fused quantized GEMV of large weights (24 MB and more; 4 MB with 2-8 rows) streams them through shared memory with bulk async copies (sm_90+)."},
+      {"RLX_CUDA_GEMM_TUNE", EnvType::Bool, "1",
+       "The first time a GEMM of 2 GFLOP or more is planned, time cuBLASLt's candidates on scratch operands of its shape and keep the fastest (0: the heuristic's first choice)."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
       {"RLX_CALIBRATE", EnvType::String, "off",

@@ -56,6 +56,8 @@ std::string gemm_family(const GemmArgs& a);
 // Picks, among a problem's candidates, the algorithm to run (the engine's
 // default is the heuristic's first). Returns the rank and a note for the
 // dispatch report, e.g. "calibrated: algo 2 won at m=512 n=1536 k=384".
+// Problems of 2 GFLOP and more are instead timed on their own shape when
+// first planned (RLX_CUDA_GEMM_TUNE, on by default).
 using GemmAlgoChooser = std::function<std::pair<int, std::string>(const GemmArgs&, const std::vector<GemmAlgo>&)>;
 
 class GemmEngine {
@@ -89,6 +91,7 @@ class GemmEngine {
   using Key = std::string;
   static Key key(const GemmArgs& a);
   Plan& get(const GemmArgs& a);
+  bool choose_by_timing(const GemmArgs& a, Plan& p);  // false: no scratch memory (choice unchanged)
 
   int device_;
   cublasLtHandle_t handle_ = nullptr;
@@ -96,6 +99,7 @@ class GemmEngine {
   size_t workspace_bytes_ = 32u << 20;  // Hopper's recommended cuBLASLt workspace
   std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::map<std::string, std::vector<int64_t>> tuned_;  // shape (no alignments) -> the measured winner's config
   GemmAlgoChooser chooser_;
 };
 
