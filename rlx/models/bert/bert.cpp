@@ -97,7 +97,9 @@ void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
     pooled = reshape(narrow(x, 1, 0, 1), {"B", H});
   } else {
     auto m = cast(mask, f);
-    auto summed = reduce(ReduceFn::Sum, x * reshape(m, {"B", "L", 1}), {1});
+    // Σ_l m[b, l]·x[b, l, :] as a batched [1, L]·[L, H] matmul: one GEMM, not a
+    // broadcast multiply writing [B, L, H] and a reduction reading it back.
+    auto summed = reshape(matmul(reshape(m, {"B", 1, "L"}), x), {"B", H});
     auto count = binary(BinaryFn::Max, reduce(ReduceFn::Sum, m, {1}, true), scalar(g, 1e-9f));
     pooled = summed / count;
   }
