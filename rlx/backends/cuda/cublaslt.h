@@ -76,7 +76,7 @@ class GemmEngine {
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   // Up to kMaxCandidates algorithms for the problem, heuristic order.
-  static constexpr int kMaxCandidates = 8;
+  static constexpr int kMaxCandidates = 16;
   std::vector<GemmAlgo> candidates(const GemmArgs& a);
   // Launches candidate `rank` instead of the chosen one (calibration, tests).
   void run_candidate(const GemmArgs& a, int rank, cudaStream_t stream);
