@@ -124,7 +124,7 @@ std::string gemm_family(const GemmArgs& a) {
   return str("gemm.", dtype_name(a.dtype));
 }
 
-GemmEngine::GemmEngine(int device) : device_(device) {
+GemmEngine::GemmEngine(int device) : device_(device), timed_choice_(env_bool("RLX_CUDA_GEMM_TUNE")) {
   DeviceGuard g(device);
   RLX_CUBLAS_CHECK(cublasLtCreate(&handle_));
   RLX_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
@@ -219,10 +219,9 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
   if (p->algos.empty()) throw DeviceError(str("cuBLASLt has no usable algorithm for ", describe(a)));
   // A large problem is timed on its own shape (more exact than a calibrated
   // neighbour's winner); otherwise the calibration's chooser, if any, picks.
-  const bool tune = env_bool("RLX_CUDA_GEMM_TUNE");  // read per new plan (rare), so tests can toggle it
   const double flops = 2.0 * static_cast<double>(a.M) * static_cast<double>(a.N) * static_cast<double>(a.K) *
                        static_cast<double>(a.batch);
-  const bool timed = tune && flops >= kTuneFlops && p->algos.size() > 1 && choose_by_timing(a, *p);
+  const bool timed = timed_choice_ && flops >= kTuneFlops && p->algos.size() > 1 && choose_by_timing(a, *p);
   if (!timed && chooser_) {
     auto [rank, note] = chooser_(a, p->infos);
     if (rank >= 0 && rank < static_cast<int>(p->algos.size())) p->chosen = rank, p->note = std::move(note);
@@ -322,6 +321,11 @@ void GemmEngine::run_candidate(const GemmArgs& a, int rank, cudaStream_t stream)
 int GemmEngine::chosen_rank(const GemmArgs& a) { return get(a).chosen; }
 
 std::string GemmEngine::choice_note(const GemmArgs& a) { return get(a).note; }
+
+void GemmEngine::set_timed_choice(bool on) {
+  std::lock_guard lock(mu_);
+  timed_choice_ = on;
+}
 
 void GemmEngine::set_algo_chooser(GemmAlgoChooser chooser) {
   std::lock_guard lock(mu_);

@@ -85,6 +85,10 @@ class GemmEngine {
   std::string choice_note(const GemmArgs& a);
   // Set before planning (problems already planned keep their choice).
   void set_algo_chooser(GemmAlgoChooser chooser);
+  // Whether large problems are timed on their own shape when first planned
+  // (default: RLX_CUDA_GEMM_TUNE). Calibration, which times candidates
+  // itself, turns it off.
+  void set_timed_choice(bool on);
 
  private:
   struct Plan;
@@ -101,6 +105,7 @@ class GemmEngine {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::map<std::string, std::vector<int64_t>> tuned_;  // shape (no alignments) -> the measured winner's config
   GemmAlgoChooser chooser_;
+  bool timed_choice_;
 };
 
 }  // namespace rlx::cuda
