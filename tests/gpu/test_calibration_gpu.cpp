@@ -327,7 +327,9 @@ TEST(CalibrationGpu, GemmTuningKeepsTheFastestCandidate) {
     winner_offered |= c.config == cands[static_cast<size_t>(chosen)].config;
   const std::string again = engine.choice_note(shifted);
   EXPECT_EQ(again.rfind("measured: algo ", 0), 0u) << again;
-  if (winner_offered) EXPECT_NE(again.find("first planned"), std::string::npos) << again;
+  if (winner_offered) {
+    EXPECT_NE(again.find("first planned"), std::string::npos) << again;
+  }
 
   setenv("RLX_CUDA_GEMM_TUNE", "0", 1);
   GemmEngine plain(0);
