@@ -34,6 +34,7 @@
 namespace {
 
 using namespace rlx;
+using rlx::test::ScopedEnv;
 
 bool have_cuda() {
   register_builtin_backends();
@@ -42,33 +43,9 @@ bool have_cuda() {
 #define SKIP_WITHOUT_CUDA() \
   if (!have_cuda()) GTEST_SKIP() << "no CUDA device"
 
-uint64_t run_seed() {
-  static const uint64_t s = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-  return s;
-}
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(run_seed());
-  return g;
-}
-#define TRACE_SEED() SCOPED_TRACE(::testing::Message() << "seed " << run_seed())
+using rlx::test::rng;
+#define TRACE_SEED() RLX_TRACE_SEED()
 
-// Sets (or with nullptr unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // Uniform in [lo, hi], rounded to bf16 (exact in f16 too at these magnitudes).
 Tensor random_values(std::vector<int64_t> shape, float lo, float hi) {

@@ -28,6 +28,7 @@
 #include "rlx/backends/cuda/kernels/select.h"
 #include "rlx/backends/cuda/kernels/softmax.h"
 #include "rlx/core/half.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -42,15 +43,8 @@ bool have_gpu() {
 #define SKIP_WITHOUT_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
 
-uint64_t run_seed() {
-  static const uint64_t s = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-  return s;
-}
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(run_seed());
-  return g;
-}
-#define TRACE_SEED() SCOPED_TRACE(::testing::Message() << "seed " << run_seed())
+using rlx::test::rng;
+#define TRACE_SEED() RLX_TRACE_SEED()
 
 // Uniform in ±[lo, hi] (never zero).
 double rnd(double lo = 0.05, double hi = 2.0) {

@@ -16,9 +16,12 @@
 #include "rlx/backends/cpu/kernels/gemm.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 namespace rlx {
 namespace {
+
+using test::ScopedEnv;
 
 // ---------------------------------------------------------------- helpers
 
@@ -90,22 +93,6 @@ Tensor run1(const Graph& g, const std::vector<Tensor>& inputs) {
   return outs.at(0);
 }
 
-// Sets an env knob for the scope of a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
 
 constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
