@@ -98,6 +98,61 @@ constexpr int max_threads_for(int elems_per_thread) { return elems_per_thread <=
 // of up to 256 threads, 5 of them resident per SM (≤ 48 registers; at 40 they spilled).
 constexpr int kPackedThreads = 256, kPackedMinBlocks = 5;
 
+// Mean (0 for RMS) and 1/σ of a row held in registers by its tpr threads,
+// two passes over the registers (exact, no Welford drift). Columns past the
+// row hold zeros: the mean counts them as nothing, the centered pass skips them.
+template <bool RMS, int NV, int V, typename Row>
+__device__ __forceinline__ float2 row_mean_rstd(Row& v, int tpr, int t, int cols, float eps, float* scratch) {
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float mean = 0.0f;
+  if constexpr (!RMS) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; ++j)
+#pragma unroll
+      for (int i = 0; i < V; ++i) s += v.at(j, i);
+    mean = row_sum(s, scratch) * inv_cols;
+    v.reload();
+  }
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j)
+    if ((j * tpr + t) * V < cols) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float d = v.at(j, i) - mean;
+        q = fmaf(d, d, q);
+      }
+    }
+  return make_float2(mean, rsqrtf(row_sum(q, scratch) * inv_cols + eps));
+}
+
+// y = (v − mean)·rstd·gamma (+ beta), each thread storing the vectors it
+// loaded; `so`, when set, also gets the row itself (rows held as floats only).
+template <typename T, typename P, bool RMS, int NV, int V, bool kPacked, typename Row>
+__device__ __forceinline__ void store_row_norm(const Row& v, float2 stats, const P* g, const P* b, T* y, T* so, int tpr,
+                                               int t, int cols) {
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int c = (j * tpr + t) * V;
+    if (c >= cols) continue;
+    if constexpr (!kPacked) {
+      if (so) store_f32<T, V>(so + c, v.f[j]);
+    }
+    float gv[V], bv[V], o[V];
+    load_f32<P, V>(g + c, gv);
+    if (!RMS && b) {
+      load_f32<P, V>(b + c, bv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) bv[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = fmaf((v.at(j, i) - stats.x) * stats.y, gv[i], bv[i]);
+    store_f32<T, V>(y + c, o);
+  }
+}
+
 // kPacked: the row stays in its 16-bit vectors (dev::RowRegs); no residual;
 // at most 256 threads, registers capped so that 1280 threads fit per SM.
 template <typename T, typename P, bool RMS, int NV, bool kPacked = false>
@@ -135,54 +190,12 @@ __global__ void __launch_bounds__(kPacked ? kPackedThreads : max_threads_for(NV 
     }
   }
 
-  const float inv_cols = 1.0f / static_cast<float>(cols);
-  float mean = 0.0f;
-  if constexpr (!RMS) {
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NV; ++j)
-#pragma unroll
-      for (int i = 0; i < V; ++i) s += v.at(j, i);
-    mean = row_sum(s, scratch) * inv_cols;
-    v.reload();
-  }
-  float q = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j)
-    if ((j * tpr + t) * V < cols) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const float d = v.at(j, i) - mean;
-        q = fmaf(d, d, q);
-      }
-    }
-  const float rstd = rsqrtf(row_sum(q, scratch) * inv_cols + a.eps);
+  const float2 stats = row_mean_rstd<RMS, NV, V>(v, tpr, t, cols, a.eps, scratch);
   if (!live) return;
   v.reload();
-
-  T* y = static_cast<T*>(a.y) + base;
   T* so = a.sum ? static_cast<T*>(a.sum) + base : nullptr;
-  const P* g = static_cast<const P*>(a.gamma);
-  const P* b = static_cast<const P*>(a.beta);
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    const int c = (j * tpr + t) * V;
-    if (c >= cols) continue;
-    if constexpr (!kPacked) {
-      if (so) store_f32<T, V>(so + c, v.f[j]);
-    }
-    float gv[V], bv[V], o[V];
-    load_f32<P, V>(g + c, gv);
-    if (!RMS && b) {
-      load_f32<P, V>(b + c, bv);
-    } else {
-#pragma unroll
-      for (int i = 0; i < V; ++i) bv[i] = 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < V; ++i) o[i] = fmaf((v.at(j, i) - mean) * rstd, gv[i], bv[i]);
-    store_f32<T, V>(y + c, o);
-  }
+  store_row_norm<T, P, RMS, NV, V, kPacked>(v, stats, static_cast<const P*>(a.gamma), static_cast<const P*>(a.beta),
+                                            static_cast<T*>(a.y) + base, so, tpr, t, cols);
 }
 
 // Scalar fallback: one block per row, three passes over the row.
@@ -462,7 +475,7 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) embeddin
   // past the row loads nothing and adds zeros): with no branch between them,
   // the terms' vectors of a chunk are in flight together, and the chunks'
   // too as far as registers allow (f16, 384 columns: 4 terms × 1 chunk, twice).
-  float v[NV][V];
+  dev::RowRegs<T, V, NV, false> v;
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
     const int c = (j * tpr + t) * V;
@@ -473,56 +486,20 @@ __global__ void __launch_bounds__(max_threads_for(NV * 16 / sizeof(T))) embeddin
       if (src[k] && c < cols) raw[k] = *reinterpret_cast<const uint4*>(src[k] + c);
     }
 #pragma unroll
-    for (int i = 0; i < V; ++i) v[j][i] = 0.0f;
+    for (int i = 0; i < V; ++i) v.f[j][i] = 0.0f;
 #pragma unroll
     for (int k = 0; k < kMaxEmbeddingTerms; ++k) {
       const auto& w = reinterpret_cast<const Vec<T, V>&>(raw[k]);
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[j][i] += to_f32(w.v[i]);
+      for (int i = 0; i < V; ++i) v.f[j][i] += to_f32(w.v[i]);
     }
   }
 
-  // Columns past the row are zeros: they add nothing to the mean and are
-  // skipped in the centered sum of squares.
-  const float inv_cols = 1.0f / static_cast<float>(cols);
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j)
-#pragma unroll
-    for (int i = 0; i < V; ++i) s += v[j][i];
-  const float mean = row_sum(s, scratch) * inv_cols;
-  float q = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j)
-    if ((j * tpr + t) * V < cols) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const float d = v[j][i] - mean;
-        q = fmaf(d, d, q);
-      }
-    }
-  const float rstd = rsqrtf(row_sum(q, scratch) * inv_cols + a.eps);
+  const float2 stats = row_mean_rstd<false, NV, V>(v, tpr, t, cols, a.eps, scratch);
   if (!live) return;
-
-  T* y = static_cast<T*>(a.y) + static_cast<size_t>(row) * cols;
-  const P* g = static_cast<const P*>(a.gamma);
-  const P* b = static_cast<const P*>(a.beta);
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    const int c = (j * tpr + t) * V;
-    if (c >= cols) continue;
-    float gv[V], bv[V], o[V];
-    load_f32<P, V>(g + c, gv);
-    if (b) {
-      load_f32<P, V>(b + c, bv);
-    } else {
-#pragma unroll
-      for (int i = 0; i < V; ++i) bv[i] = 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < V; ++i) o[i] = fmaf((v[j][i] - mean) * rstd, gv[i], bv[i]);
-    store_f32<T, V>(y + c, o);
-  }
+  store_row_norm<T, P, false, NV, V, false>(v, stats, static_cast<const P*>(a.gamma), static_cast<const P*>(a.beta),
+                                            static_cast<T*>(a.y) + static_cast<size_t>(row) * cols, nullptr, tpr, t,
+                                            cols);
 }
 
 // Scalar fallback (row length not a multiple of the vector width, misaligned
