@@ -81,17 +81,25 @@ int64_t extent(int64_t rows, int64_t ld, int64_t stride, int64_t batch) {
   return (batch > 1 ? (batch - 1) * stride : 0) + rows * ld;
 }
 
-// Device memory of `bytes` filled with values in [-1, 1) of type t (an
-// uploaded 1 MB pattern, doubled by device copies), or null when the device
-// is short of memory (tuning then keeps the heuristic's choice).
+// Device memory of `bytes`, or null when the device is short of memory
+// (tuning then keeps the other choice); fill() writes values in [-1, 1) of
+// type t (an uploaded 1 MB pattern, doubled by device copies).
 struct Scratch {
   void* p = nullptr;
-  Scratch(size_t bytes, DType t) {
+  size_t bytes;
+  explicit Scratch(size_t n) : bytes(n) {
     if (cudaMalloc(&p, bytes) != cudaSuccess) {
       (void)cudaGetLastError();
       p = nullptr;
-      return;
     }
+  }
+  ~Scratch() {
+    if (p) cudaFree(p);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  void fill(DType t) {
     const size_t e = dtype_size(t), n = std::min<size_t>(bytes, size_t{1} << 20) / e;
     std::vector<uint16_t> h16(t == DType::F32 ? 0 : n);
     std::vector<float> h32(t == DType::F32 ? n : 0);
@@ -108,11 +116,6 @@ struct Scratch {
     for (char* d = static_cast<char*>(p); done < bytes; done *= 2)
       RLX_CUDA_CHECK(cudaMemcpy(d + done, d, std::min(done, bytes - done), cudaMemcpyDeviceToDevice));
   }
-  ~Scratch() {
-    if (p) cudaFree(p);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
 };
 
 constexpr double kTuneFlops = 2e9;  // smaller GEMMs: launch noise hides the differences
@@ -253,33 +256,31 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   DeviceGuard guard(device_);
   const int64_t e = dtype_size(a.dtype);
   const int64_t a_rows = a.trans_a ? a.K : a.M, b_rows = a.trans_b ? a.N : a.K;
-  Scratch A(static_cast<size_t>(extent(a_rows, a.lda, a.stride_a, a.batch) * e), a.dtype);
-  Scratch B(static_cast<size_t>(extent(b_rows, a.ldb, a.stride_b, a.batch) * e), a.dtype);
-  Scratch C(static_cast<size_t>(extent(a.M, a.ldc, a.stride_c, a.batch) * e), a.dtype);
-  Scratch bias(static_cast<size_t>(a.N * e), a.dtype);
-  Scratch ws(workspace_bytes_, DType::U8);
+  Scratch A(static_cast<size_t>(extent(a_rows, a.lda, a.stride_a, a.batch) * e));
+  Scratch B(static_cast<size_t>(extent(b_rows, a.ldb, a.stride_b, a.batch) * e));
+  Scratch C(static_cast<size_t>(extent(a.M, a.ldc, a.stride_c, a.batch) * e));
+  Scratch bias(static_cast<size_t>((a.bias ? a.N : 1) * e));
+  Scratch ws(workspace_bytes_);
   if (!A.p || !B.p || !C.p || !bias.p || !ws.p) return false;
+  A.fill(a.dtype);
+  B.fill(a.dtype);
+  bias.fill(a.dtype);
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof bias.p));
-  cudaStream_t stream = nullptr;
-  RLX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t ev[2];
-  RLX_CUDA_CHECK(cudaEventCreate(&ev[0]));
-  RLX_CUDA_CHECK(cudaEventCreate(&ev[1]));
+  Stream stream;
+  Event start, stop;
   const float alpha = 1.0f, beta = 0.0f;
   auto launch = [&](size_t r) {
     return cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &p.algos[r], ws.p,
-                          workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+                          workspace_bytes_, stream.get()) == CUBLAS_STATUS_SUCCESS;
   };
   auto time_ms = [&](size_t r, int reps) {
-    RLX_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+    start.record(stream.get());
     bool ok = true;
     for (int i = 0; i < reps && ok; ++i) ok = launch(r);
-    RLX_CUDA_CHECK(cudaEventRecord(ev[1], stream));
-    RLX_CUDA_CHECK(cudaEventSynchronize(ev[1]));
-    float ms = 0.0f;
-    RLX_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-    return ok ? static_cast<double>(ms) / reps : std::numeric_limits<double>::infinity();
+    stop.record(stream.get());
+    stop.synchronize();
+    return ok ? static_cast<double>(stop.elapsed_ms_since(start)) / reps : std::numeric_limits<double>::infinity();
   };
   const size_t n = p.algos.size();
   std::vector<double> best(n, std::numeric_limits<double>::infinity());
@@ -288,9 +289,6 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   const int reps = std::clamp(static_cast<int>(0.3 / std::max(est, 1e-3)), 2, 20);  // ~300 µs per sample
   for (int round = 0; round < 5; ++round)  // interleaved, the minimum per candidate: robust to clock drift
     for (size_t r = 0; r < n; ++r) best[r] = std::min(best[r], time_ms(r, reps));
-  cudaEventDestroy(ev[0]);
-  cudaEventDestroy(ev[1]);
-  cudaStreamDestroy(stream);
   const size_t win = static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
   if (!std::isfinite(best[win])) return false;
   p.chosen = static_cast<int>(win);
