@@ -6,6 +6,7 @@
 #include "rlx/backends/cuda/kernels/attention.h"
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
 
@@ -62,10 +63,22 @@ struct PreparedMask {
   bool converted = false, lengths = false;
 };
 
-PreparedMask& prepared_mask(LowerCtx& c, NodeId mask, size_t bytes) {
+// What earlier attentions of the program prepared for this mask node, and
+// the note that this one prepares what it converts / reduces. A mask's value
+// cannot change between the layers that read it, except in a State, which a
+// WriteSlice may rewrite in place during the run: such a mask is prepared by
+// every attention that reads it.
+PreparedMask prepared_mask(LowerCtx& c, NodeId mask, size_t bytes, bool convert, bool lengths) {
+  NodeId root = mask;
+  while (is_view_op(c.node(root))) root = c.node(root).inputs[0];
+  if (c.node(root).op == OpKind::State) return PreparedMask{c.persistent(bytes)};
   std::any& entry = c.shared()[str("attention.key_mask.", mask)];
   if (!entry.has_value()) entry = PreparedMask{c.persistent(bytes)};
-  return std::any_cast<PreparedMask&>(entry);
+  auto& prep = std::any_cast<PreparedMask&>(entry);
+  const PreparedMask before = prep;
+  prep.converted |= convert;
+  prep.lengths |= lengths;
+  return before;
 }
 
 void lower_attention(LowerCtx& c, NodeId id) {
@@ -131,12 +144,11 @@ void lower_attention(LowerCtx& c, NodeId id) {
   const size_t mask_bytes = static_cast<size_t>(p.B) * static_cast<size_t>(p.Lk);
   const size_t lens_off = (mask_bytes + 255) / 256 * 256;
   if (custom) {
-    PreparedMask& prep = prepared_mask(c, n.inputs[3], lens_off + key_mask_scratch_ints(p.B) * sizeof(int32_t));
+    const PreparedMask prep =
+        prepared_mask(c, n.inputs[3], lens_off + key_mask_scratch_ints(p.B) * sizeof(int32_t), convert, lengths);
     mslot = prep.slot;
     converted = prep.converted;
     lengths_ready = prep.lengths;
-    prep.converted |= convert;
-    prep.lengths |= lengths;
   }
   c.need_workspace(attn_ws);
   void* const* wslot = c.workspace_slot();
