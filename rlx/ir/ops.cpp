@@ -35,6 +35,17 @@ const char* reduce_name(ReduceFn f) {
   static constexpr const char* k[] = {"sum", "mean", "max", "min"};
   return k[static_cast<size_t>(f)];
 }
+UnaryFn activation_unary(Activation a) {
+  switch (a) {
+    case Activation::GeluErf: return UnaryFn::GeluErf;
+    case Activation::GeluTanh: return UnaryFn::GeluTanh;
+    case Activation::Relu: return UnaryFn::Relu;
+    case Activation::Silu: return UnaryFn::Silu;
+    case Activation::None: break;
+  }
+  throw Error("activation_unary: Activation::None applies no function");
+}
+
 const char* activation_name(Activation a) {
   static constexpr const char* k[] = {"none", "gelu_erf", "gelu_tanh", "relu", "silu"};
   return k[static_cast<size_t>(a)];

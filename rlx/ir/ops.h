@@ -58,6 +58,8 @@ const char* binary_name(BinaryFn f);
 const char* compare_name(CompareFn f);
 const char* reduce_name(ReduceFn f);
 const char* activation_name(Activation a);
+// The unary function an activation applies (throws for None).
+UnaryFn activation_unary(Activation a);
 const char* mask_name(MaskKind m);
 const char* rope_pairing_name(RopePairing p);
 

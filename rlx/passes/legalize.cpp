@@ -9,24 +9,13 @@ namespace {
 
 using Lowering = NodeId (*)(Graph& dst, const Node& n, const std::vector<NodeId>& ins);
 
-UnaryFn activation_fn(Activation a) {
-  switch (a) {
-    case Activation::GeluErf: return UnaryFn::GeluErf;
-    case Activation::GeluTanh: return UnaryFn::GeluTanh;
-    case Activation::Relu: return UnaryFn::Relu;
-    case Activation::Silu: return UnaryFn::Silu;
-    case Activation::None: break;
-  }
-  throw Error("activation_fn: none");
-}
-
 // FusedMatMulBiasAct → MatMul, Add, [Unary]
 NodeId lower_matmul_bias_act(Graph& dst, const Node& n, const std::vector<NodeId>& ins) {
   const auto& a = n.attr<FusedMatMulBiasActAttrs>();
   NodeId mm = dst.add(OpKind::MatMul, MatMulAttrs{false, a.transpose_b}, {ins[0], ins[1]}, n.name);
   NodeId y = dst.add(OpKind::Binary, BinaryAttrs{BinaryFn::Add}, {mm, ins[2]}, n.name);
   if (a.act == Activation::None) return y;
-  return dst.add(OpKind::Unary, UnaryAttrs{activation_fn(a.act)}, {y}, n.name);
+  return dst.add(OpKind::Unary, UnaryAttrs{activation_unary(a.act)}, {y}, n.name);
 }
 
 // FusedResidual{Layer,Rms}Norm → Add, Norm

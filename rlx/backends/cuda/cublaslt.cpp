@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/core/env.h"
 #include "rlx/core/half.h"
 
@@ -119,6 +122,31 @@ struct Scratch {
 };
 
 constexpr double kTuneFlops = 2e9;  // smaller GEMMs: launch noise hides the differences
+
+// Best time (ms) of each way of running one problem, on a private stream: a
+// warm-up launch each (first launches load modules), then five interleaved
+// rounds of ~300 µs samples, the minimum per candidate (robust to clock
+// drift). A launch returning false scores infinity.
+std::vector<double> time_candidates(const std::vector<std::function<bool(cudaStream_t)>>& launch) {
+  Stream stream;
+  Event start, stop;
+  auto time_ms = [&](size_t r, int reps) {
+    start.record(stream.get());
+    bool ok = true;
+    for (int i = 0; i < reps && ok; ++i) ok = launch[r](stream.get());
+    stop.record(stream.get());
+    stop.synchronize();
+    return ok ? static_cast<double>(stop.elapsed_ms_since(start)) / reps : std::numeric_limits<double>::infinity();
+  };
+  const size_t n = launch.size();
+  std::vector<double> best(n, std::numeric_limits<double>::infinity());
+  for (size_t r = 0; r < n; ++r) (void)time_ms(r, 1);
+  const double est = time_ms(0, 2);
+  const int reps = std::clamp(static_cast<int>(0.3 / std::max(est, 1e-3)), 2, 20);
+  for (int round = 0; round < 5; ++round)
+    for (size_t r = 0; r < n; ++r) best[r] = std::min(best[r], time_ms(r, reps));
+  return best;
+}
 
 }  // namespace
 
@@ -267,34 +295,84 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   bias.fill(a.dtype);
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof bias.p));
-  Stream stream;
-  Event start, stop;
   const float alpha = 1.0f, beta = 0.0f;
-  auto launch = [&](size_t r) {
-    return cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &p.algos[r], ws.p,
-                          workspace_bytes_, stream.get()) == CUBLAS_STATUS_SUCCESS;
-  };
-  auto time_ms = [&](size_t r, int reps) {
-    start.record(stream.get());
-    bool ok = true;
-    for (int i = 0; i < reps && ok; ++i) ok = launch(r);
-    stop.record(stream.get());
-    stop.synchronize();
-    return ok ? static_cast<double>(stop.elapsed_ms_since(start)) / reps : std::numeric_limits<double>::infinity();
-  };
-  const size_t n = p.algos.size();
-  std::vector<double> best(n, std::numeric_limits<double>::infinity());
-  for (size_t r = 0; r < n; ++r) (void)time_ms(r, 1);  // warm-up: first launches load modules
-  const double est = time_ms(0, 2);
-  const int reps = std::clamp(static_cast<int>(0.3 / std::max(est, 1e-3)), 2, 20);  // ~300 µs per sample
-  for (int round = 0; round < 5; ++round)  // interleaved, the minimum per candidate: robust to clock drift
-    for (size_t r = 0; r < n; ++r) best[r] = std::min(best[r], time_ms(r, reps));
+  std::vector<std::function<bool(cudaStream_t)>> launch;
+  for (size_t r = 0; r < p.algos.size(); ++r)
+    launch.push_back([&, r](cudaStream_t st) {
+      return cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &p.algos[r], ws.p,
+                            workspace_bytes_, st) == CUBLAS_STATUS_SUCCESS;
+    });
+  const size_t n = launch.size();
+  const std::vector<double> best = time_candidates(launch);
   const size_t win = static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
   if (!std::isfinite(best[win])) return false;
   p.chosen = static_cast<int>(win);
   p.note = str("measured: algo ", win, " fastest of ", n, " (", best[win] * 1e3, " us; algo 0 ", best[0] * 1e3, " us)");
   tuned_[shape] = p.infos[win].config;
   return true;
+}
+
+// cuBLASLt (its epilogue, then `act` as a unary kernel if it differs) against
+// the sm90 kernel with `act` fused, timed on scratch operands of the shape.
+bool GemmEngine::prefer_sm90(const GemmArgs& a, Activation act, std::string* note) {
+  auto say = [&](std::string s) {
+    if (note) *note = std::move(s);
+  };
+  const std::string mode = env_string("RLX_CUDA_SM90_GEMM");
+  RLX_CHECK(mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_SM90_GEMM must be auto, 1 or 0, not '", mode, "'");
+  if (mode == "0") return say("RLX_CUDA_SM90_GEMM=0"), false;
+  if (const char* why = sm90_gemm_unsupported(a)) return say(str("sm90 gemm: ", why)), false;
+  if (!sm90_gemm_available(device_)) return say("sm90 gemm: needs compute capability 9.0 and an sm_90a build"), false;
+  if (mode == "1") return say("RLX_CUDA_SM90_GEMM=1"), true;
+  // Where cuBLASLt's epilogue does everything, its GEMM alone measured 17-30%
+  // faster on BERT's shapes (H200): the sm90 kernel can only win by saving a pass.
+  if (act == a.act) return say("sm90 gemm: cuBLASLt applies the whole epilogue"), false;
+  const double flops = 2.0 * static_cast<double>(a.M) * static_cast<double>(a.N) * static_cast<double>(a.K);
+  if (flops < kTuneFlops) return say("sm90 gemm: below 2 GFLOP, cuBLASLt kept"), false;
+  const std::string shape = str(static_cast<int>(a.dtype), ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",",
+                                a.ldc, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", static_cast<int>(act));
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = sm90_choice_.find(shape); it != sm90_choice_.end())
+      return say(str(it->second ? "sm90 gemm" : "cuBLASLt", ": faster when this shape was first planned")),
+             it->second;
+  }
+  Plan& p = get(a);
+  DeviceGuard guard(device_);
+  const int64_t e = dtype_size(a.dtype);
+  Scratch A(static_cast<size_t>(a.M * a.lda * e)), B(static_cast<size_t>(a.N * a.ldb * e));
+  Scratch C(static_cast<size_t>(a.M * a.ldc * e)), bias(static_cast<size_t>(a.N * e)), ws(workspace_bytes_);
+  if (!A.p || !B.p || !C.p || !bias.p || !ws.p) return say("sm90 gemm: no scratch memory to time it, cuBLASLt kept"), false;
+  A.fill(a.dtype);
+  B.fill(a.dtype);
+  bias.fill(a.dtype);
+  GemmArgs s = a;
+  s.A = A.p, s.B = B.p, s.C = C.p, s.bias = a.bias ? bias.p : nullptr;
+  if (a.bias)
+    RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof bias.p));
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto& algo = p.algos[static_cast<size_t>(p.chosen)];
+  const std::vector<double> t = time_candidates({
+      [&](cudaStream_t st) {
+        if (cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &algo, ws.p,
+                           workspace_bytes_, st) != CUBLAS_STATUS_SUCCESS)
+          return false;
+        if (act != a.act) launch_unary(activation_unary(act), a.dtype, C.p, C.p, a.M * a.N, st);
+        return true;
+      },
+      [&](cudaStream_t st) {
+        launch_sm90_gemm(s, act, st);
+        return true;
+      },
+  });
+  const bool win = t[1] < t[0];
+  {
+    std::lock_guard lock(mu_);
+    sm90_choice_[shape] = win;
+  }
+  say(str(win ? "sm90 gemm" : "cuBLASLt", " measured faster: sm90 (", activation_name(act), " fused) ", t[1] * 1e3,
+          " us, cuBLASLt", act != a.act ? " + unary " : " ", t[0] * 1e3, " us"));
+  return win;
 }
 
 void GemmEngine::plan(const GemmArgs& a) { (void)get(a); }

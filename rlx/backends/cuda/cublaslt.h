@@ -90,6 +90,16 @@ class GemmEngine {
   // itself, turns it off.
   void set_timed_choice(bool on);
 
+  // Whether rlx's Hopper GEMM (kernels/gemm_sm90.h) runs `a` with `act`
+  // fused, instead of cuBLASLt with a.act in its epilogue followed, when
+  // a.act != act, by `act` as a separate kernel. RLX_CUDA_SM90_GEMM (read on
+  // each call): auto, when cuBLASLt would need that separate kernel, times
+  // both on scratch operands the first time a shape of 2 GFLOP or more is
+  // planned and keeps the faster (everything else stays on cuBLASLt); 1
+  // always where the kernel applies; 0 never. `note` gets the reason, for the
+  // dispatch report.
+  bool prefer_sm90(const GemmArgs& a, Activation act, std::string* note = nullptr);
+
  private:
   struct Plan;
   using Key = std::string;
@@ -106,6 +116,7 @@ class GemmEngine {
   std::map<std::string, std::vector<int64_t>> tuned_;  // shape (no alignments) -> the measured winner's config
   GemmAlgoChooser chooser_;
   bool timed_choice_;
+  std::map<std::string, bool> sm90_choice_;  // shape + activations -> prefer_sm90's answer
 };
 
 }  // namespace rlx::cuda

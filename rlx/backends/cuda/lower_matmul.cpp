@@ -1,25 +1,17 @@
 // MatMul and FusedMatMulBiasAct → cuBLASLt. Batch dims broadcast numpy-style:
 // a shared 2-D B folds the batch into M (one large GEMM); equal or fully
 // broadcast batches become one strided-batched GEMM; anything else loops.
-// Epilogues cuBLASLt lacks (GELU-erf, SiLU) run as an in-place unary kernel.
+// Epilogues cuBLASLt lacks (GELU-erf, SiLU) run as an in-place unary kernel,
+// unless rlx's Hopper GEMM (kernels/gemm_sm90.h), which fuses them, is
+// faster for the shape (GemmEngine::prefer_sm90).
 #include <numeric>
 
 #include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/backends/cuda/lowering.h"
 
 namespace rlx::cuda {
 namespace {
-
-UnaryFn unary_for(Activation a) {
-  switch (a) {
-    case Activation::GeluErf: return UnaryFn::GeluErf;
-    case Activation::GeluTanh: return UnaryFn::GeluTanh;
-    case Activation::Relu: return UnaryFn::Relu;
-    case Activation::Silu: return UnaryFn::Silu;
-    case Activation::None: break;
-  }
-  throw Error("unary_for: no activation");
-}
 
 // Stride (in elements) of each batch dim of an operand broadcast to `out_batch`.
 std::vector<int64_t> batch_strides(const std::vector<int64_t>& dims, size_t out_rank, int64_t matrix) {
@@ -113,10 +105,19 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
       calls.push_back(g);
     }
   }
+  // rlx's Hopper GEMM fuses any activation (cuBLASLt's epilogue lacks GELU-erf).
+  std::string sm90_note;
+  if (calls.size() == 1 && (bias < 0 || bias_ok) && c.gemm.prefer_sm90(calls[0], act, &sm90_note)) {
+    const GemmArgs call = calls[0];
+    c.add(id, str("sm90 gemm ", GemmEngine::describe(call), " + ", activation_name(act), " fused [", sm90_note, "]"),
+          [call, act](cudaStream_t s) { launch_sm90_gemm(call, act, s); });
+    return;
+  }
   for (const auto& call : calls) {
     c.gemm.plan(call);
     GemmEngine* engine = &c.gemm;
-    c.add(id, str("cublasLt ", GemmEngine::describe(call), " [", c.gemm.choice_note(call), "]"),
+    c.add(id, str("cublasLt ", GemmEngine::describe(call), " [", c.gemm.choice_note(call),
+                  sm90_note.empty() ? "" : "; ", sm90_note, "]"),
           [engine, call](cudaStream_t s) { engine->run(call, s); });
   }
   // What the epilogue could not do: a bias of another dtype (cast into the
@@ -136,7 +137,7 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
           });
   }
   if (act != Activation::None && !epi) {
-    const UnaryFn fn = unary_for(act);
+    const UnaryFn fn = activation_unary(act);
     c.add(id, str("epilogue ", activation_name(act)),
           [=](cudaStream_t s) { launch_unary(fn, dt, out, out, rows * N, s); });
   }

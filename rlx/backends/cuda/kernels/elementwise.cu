@@ -26,6 +26,7 @@
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/device/activation.cuh"
 #include "rlx/backends/cuda/device/fastdiv.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
@@ -159,11 +160,7 @@ __device__ __forceinline__ float pow_f32(float a, float b) {
 __device__ __noinline__ float sin_f32(float x) { return __nv_sinf(x); }
 __device__ __noinline__ float cos_f32(float x) { return __nv_cosf(x); }
 
-__device__ __forceinline__ float sigmoid_f(float x) {
-  if (x >= 0.0f) return __fdiv_rn(1.0f, 1.0f + __nv_expf(-x));
-  const float e = __nv_expf(x);
-  return __fdiv_rn(e, 1.0f + e);
-}
+__device__ __forceinline__ float sigmoid_f(float x) { return dev::sigmoid_f32(x); }
 __device__ __forceinline__ double sigmoid_f(double x) {
   if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
   const double e = exp(x);
@@ -175,7 +172,7 @@ __device__ __forceinline__ C unary_op(UnaryFn fn, C x) {
   if constexpr (std::is_same_v<C, float>) {
     switch (fn) {
       case UnaryFn::GeluErf: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-      case UnaryFn::GeluTanh: return 0.5f * x * (1.0f + __nv_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+      case UnaryFn::GeluTanh: return dev::gelu_tanh_f32(x);
       case UnaryFn::Silu: return x * sigmoid_f(x);
       case UnaryFn::Relu: return x < 0.0f ? 0.0f : x;
       case UnaryFn::Sigmoid: return sigmoid_f(x);
@@ -504,38 +501,11 @@ void dispatch_storage(DType t, const char* op, F&& f, bool allow_small_int = tru
 
 // ------------------------------------------------------------ unary
 
-// GELU-erf for 16-bit storage, x·Φ(x) with Φ(x) = erfc(−x/√2)/2 and erfc from
-// Numerical Recipes' Chebyshev fit, t·exp(−z² + P(t)) with t = 1/(1 + z/2)
-// (fractional error < 1.2e-7 for every z ≥ 0). Against 0.5·x·(1 + erff(x/√2))
-// it has no cancellation in the negative tail, where 1 + erf keeps few of
-// bf16's digits (a numpy emulation of that form, even with an exact erf, is
-// off by up to 255 bf16 ulps there), and about half the instructions (the
-// FFN's GELU is mostly memory-bound, though: 61.7 → 60.4 µs at 32768 × 1536).
-// Within one ulp of the correctly rounded GELU for every finite f16 and bf16
-// input (CudaKernels.GeluErf16BitEveryInput). f32 keeps erff: there the fit's
-// error would show.
-__device__ __forceinline__ float gelu_erf_16bit(float x) {
-  const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = __fdividef(1.0f, fmaf(0.5f, z, 1.0f));
-  float p = 0.17087277f;
-  p = fmaf(p, t, -0.82215223f);
-  p = fmaf(p, t, 1.48851587f);
-  p = fmaf(p, t, -1.13520398f);
-  p = fmaf(p, t, 0.27886807f);
-  p = fmaf(p, t, -0.18628806f);
-  p = fmaf(p, t, 0.09678418f);
-  p = fmaf(p, t, 0.37409196f);
-  p = fmaf(p, t, 1.00002368f);
-  p = fmaf(p, t, -1.26551223f);
-  const float e = t * exp2f(fmaf(-z, z, p) * 1.4426950408889634f);  // erfc(z)
-  return x * (x >= 0.0f ? fmaf(-0.5f, e, 1.0f) : 0.5f * e);
-}
-
-// unary_op, except GELU-erf of 16-bit values (above).
+// unary_op, except GELU-erf of 16-bit values (dev::gelu_erf_16bit).
 template <typename T>
 __device__ __forceinline__ compute_t<T> unary_apply(UnaryFn fn, compute_t<T> x) {
   if constexpr (sizeof(T) == 2) {
-    if (fn == UnaryFn::GeluErf) return gelu_erf_16bit(x);
+    if (fn == UnaryFn::GeluErf) return dev::gelu_erf_16bit(x);
   }
   return unary_op<compute_t<T>>(fn, x);
 }
