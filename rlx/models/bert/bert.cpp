@@ -99,14 +99,17 @@ void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
     auto m = cast(mask, f);
     // Σ_l m[b, l]·x[b, l, :] as a batched [1, L]·[L, H] matmul: one GEMM, not a
     // broadcast multiply writing [B, L, H] and a reduction reading it back.
-    auto summed = reshape(matmul(reshape(m, {"B", 1, "L"}), x), {"B", H});
-    auto count = binary(BinaryFn::Max, reduce(ReduceFn::Sum, m, {1}, true), scalar(g, 1e-9f));
-    pooled = summed / count;
+    pooled = reshape(matmul(reshape(m, {"B", 1, "L"}), x), {"B", H});
+    // The mean divides each row by its token count, a positive scale that the
+    // L2 normalization below removes again (a row with no tokens is 0 either
+    // way), so a normalized model skips it: three launches fewer.
+    if (!c.normalize) pooled = pooled / binary(BinaryFn::Max, reduce(ReduceFn::Sum, m, {1}, true), scalar(g, 1e-9f));
   }
   if (c.normalize) {
     // F.normalize, x / max(‖x‖₂, 1e-12), as one RMS norm (one kernel instead
     // of five): x / sqrt(Σx²/H + ε) · H^-½ = x / sqrt(Σx² + H·ε), with H·ε =
-    // 1e-24, so it differs from F.normalize only for ‖x‖ ≲ 1e-12.
+    // 1e-24, so it differs from F.normalize only for ‖x‖ ≲ 1e-12 (x: the
+    // pooled vector, a sum of token vectors when the pooling is the mean).
     const std::vector<float> inv_sqrt_h(static_cast<size_t>(H), 1.0f / std::sqrt(static_cast<float>(H)));
     pooled = rms_norm(pooled, constant(g, Tensor::from(inv_sqrt_h, {H}), "normalize.scale"),
                       1e-24f / static_cast<float>(H));
