@@ -76,11 +76,31 @@ class CudaProgram final : public Program {
         }
     }
 
+    // Inputs, then room for the error flags (at most one per node), live in one
+    // device block that one copy from pinned staging fills each run: the
+    // staging's flag words stay zero, so the same copy clears the flags. One
+    // graph node instead of a copy per input and a memset.
+    std::vector<size_t> in_off(static_cast<size_t>(g.size()), 0);
+    size_t in_bytes = 0;
+    for (NodeId id : g.leaves(OpKind::Input)) {
+      inputs_.push_back({id, in_bytes, static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes)});
+      in_off[static_cast<size_t>(id)] = in_bytes;
+      in_bytes += (inputs_.back().bytes + 255) / 256 * 256;
+    }
+    const size_t io_bytes = in_bytes + (static_cast<size_t>(g.size()) * sizeof(int32_t) + 255) / 256 * 256;
+    io_ = std::make_unique<DeviceBuffer>(dc.index, io_bytes, "inputs and error flags");
+    in_stage_ = std::make_unique<PinnedBuffer>(io_bytes);
+    std::memset(in_stage_->data(), 0, io_bytes);
+
     std::vector<void*> ptrs(static_cast<size_t>(g.size()), nullptr);
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       const auto& slot = plan_.slots[static_cast<size_t>(i)];
       char* p = nullptr;
+      if (n.op == OpKind::Input) {
+        ptrs[static_cast<size_t>(i)] = static_cast<char*>(io_->data()) + in_off[static_cast<size_t>(i)];
+        continue;
+      }
       switch (slot.placement) {
         case Placement::Arena: p = static_cast<char*>(arena_->data()) + slot.offset; break;
         case Placement::Param: p = static_cast<char*>(buffers.params.at(n.attr<LeafAttrs>().name)->data()); break;
@@ -91,28 +111,15 @@ class CudaProgram final : public Program {
       ptrs[static_cast<size_t>(i)] = p;
     }
 
-    // Inputs and outputs travel through pinned staging, copied inside the graph.
-    size_t in_bytes = 0, out_bytes = 0;
-    for (NodeId id : g.leaves(OpKind::Input)) {
-      inputs_.push_back({id, in_bytes, static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes)});
-      in_bytes += (inputs_.back().bytes + 63) / 64 * 64;
-    }
+    // Outputs travel back through pinned staging too, copied inside the graph.
+    size_t out_bytes = 0;
     for (const auto& [_, id] : g.outputs()) {
       outputs_.push_back({id, out_bytes, static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes)});
       out_bytes += (outputs_.back().bytes + 63) / 64 * 64;
     }
-    in_stage_ = std::make_unique<PinnedBuffer>(in_bytes);
     out_stage_ = std::make_unique<PinnedBuffer>(out_bytes);
 
     LowerCtx ctx(g, dc.props, opts, dc.gemm, ptrs, schedule_, &workspace_ptr_);
-    char* in_host = static_cast<char*>(in_stage_->data());
-    for (const auto& io : inputs_) {
-      void* dst = ptrs[static_cast<size_t>(io.node)];
-      const char* src = in_host + io.offset;
-      size_t bytes = io.bytes;
-      ctx.add(io.node, "copy input host->device",
-              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s)); });
-    }
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       if (!n.is_leaf() && !ctx.absorbed(i)) {
@@ -129,18 +136,25 @@ class CudaProgram final : public Program {
     RLX_CHECK(ctx.deferred_empty(), "cuda: a fused launch was scheduled after a node the program does not have");
     // Error flags of data-dependent kernels: zeroed before, read back after.
     flag_nodes_ = ctx.flag_nodes();
-    if (!flag_nodes_.empty()) {
-      const size_t fbytes = flag_nodes_.size() * sizeof(int32_t);
-      flags_ = std::make_unique<DeviceBuffer>(dc.index, fbytes, "error flags");
+    RLX_CHECK(flag_nodes_.size() <= static_cast<size_t>(g.size()), "cuda: more error flags than nodes");
+    const size_t fbytes = flag_nodes_.size() * sizeof(int32_t);
+    if (fbytes) {
+      void* dflags = static_cast<char*>(io_->data()) + in_bytes;
       flags_host_ = std::make_unique<PinnedBuffer>(fbytes);
-      ctx.bind_flags(static_cast<int32_t*>(flags_->data()));
+      ctx.bind_flags(static_cast<int32_t*>(dflags));
       flag_slots_ = ctx.take_flag_slots();
-      void* dflags = flags_->data();
       void* hflags = flags_host_->data();
-      schedule_.thunks.insert(schedule_.thunks.begin(),
-                              Thunk{-1, "clear error flags", [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemsetAsync(dflags, 0, fbytes, s)); }});
       ctx.add(-1, "read error flags",
               [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(hflags, dflags, fbytes, cudaMemcpyDeviceToHost, s)); });
+    }
+    if (const size_t bytes = in_bytes + fbytes) {
+      void* dst = io_->data();
+      const void* src = in_stage_->data();
+      schedule_.thunks.insert(schedule_.thunks.begin(),
+                              Thunk{-1, fbytes ? "copy inputs host->device (and zeroed error flags)" : "copy inputs host->device",
+                                    [=](cudaStream_t s) {
+                                      RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+                                    }});
     }
     if (const size_t n = ctx.counter_ints()) {
       counters_ = std::make_unique<DeviceBuffer>(dc.index, n * sizeof(int32_t), "grid counters");
@@ -255,7 +269,7 @@ class CudaProgram final : public Program {
   Graph graph_;
   DeviceContext& dc_;
   MemoryPlan plan_;
-  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, flags_, counters_, persistent_;
+  std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, io_, counters_, persistent_;
   std::unique_ptr<PinnedBuffer> flags_host_;
   std::vector<NodeId> flag_nodes_;
   std::vector<std::unique_ptr<int32_t*>> flag_slots_, counter_slots_;
