@@ -123,6 +123,15 @@ TEST(GemmSm90, MatchesFloat64EveryActivationAndTile) {
       for (const Case& cs : shapes) run_case(dt, act, act != Activation::Relu || cs.M != 300, cs);
 }
 
+// Many tiles: a grid of 8 × 8 CTAs, and 33 row tiles of a thin N (a
+// persistent or ping-pong schedule gives each CTA several of these).
+TEST(GemmSm90, ManyTiles) {
+  SKIP_WITHOUT_SM90();
+  RLX_TRACE_SEED();
+  run_case(DType::F16, Activation::GeluErf, true, {1000, 1000, 392});
+  run_case(DType::BF16, Activation::Silu, true, {4100, 136, 64, 8, 8});
+}
+
 TEST(GemmSm90, LongK) {
   SKIP_WITHOUT_SM90();
   RLX_TRACE_SEED();
