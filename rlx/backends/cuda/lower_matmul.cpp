@@ -116,8 +116,10 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
   for (const auto& call : calls) {
     c.gemm.plan(call);
     GemmEngine* engine = &c.gemm;
-    c.add(id, str("cublasLt ", GemmEngine::describe(call), " [", c.gemm.choice_note(call),
-                  sm90_note.empty() ? "" : "; ", sm90_note, "]"),
+    // Why the sm90 kernel did not take it, where it could have saved a pass.
+    const bool say_sm90 = call.act != act && !sm90_note.empty();
+    c.add(id, str("cublasLt ", GemmEngine::describe(call), " [", c.gemm.choice_note(call), say_sm90 ? "; " : "",
+                  say_sm90 ? sm90_note : std::string(), "]"),
           [engine, call](cudaStream_t s) { engine->run(call, s); });
   }
   // What the epilogue could not do: a bias of another dtype (cast into the
