@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "rlx/backends/cuda/cuda_check.h"
@@ -123,14 +124,54 @@ struct Scratch {
 
 constexpr double kTuneFlops = 2e9;  // smaller GEMMs: launch noise hides the differences
 
+// `reps` launches of one candidate captured into a CUDA graph, for timing as
+// one replay; null where the candidate refused (a launch returned false) or
+// its launches cannot be captured.
+class TimedGraph {
+ public:
+  TimedGraph(const std::function<bool(cudaStream_t)>& launch, int reps, cudaStream_t s) {
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    bool ok = true;
+    try {
+      for (int i = 0; i < reps && ok; ++i) ok = launch(s);
+    } catch (...) {
+      ok = false;
+    }
+    cudaGraph_t g = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(s, &g);  // always: the stream leaves capture mode
+    if (ok && end == cudaSuccess && cudaGraphInstantiate(&exec_, g, 0) != cudaSuccess) exec_ = nullptr;
+    if (g) cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+  }
+  ~TimedGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  TimedGraph(const TimedGraph&) = delete;
+  TimedGraph& operator=(const TimedGraph&) = delete;
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // Best time (ms) of each way of running one problem, on a private stream: a
 // warm-up launch each (first launches load modules), then five interleaved
 // rounds of ~300 µs samples, the minimum per candidate (robust to clock
-// drift). A launch returning false scores infinity.
+// drift). A launch returning false scores infinity. Each sample replays a
+// CUDA graph of the candidate's launches: timed as plain launches, GEMMs of
+// a few µs measured the host's launch rate instead (cublasLtMatmul takes
+// several µs of CPU per call), so every algorithm scored about the same
+// and the choice was noise (MiniLM's QKV at m = 4096: algo 0 chosen at a
+// "measured" 10.7 µs while algo 1 ran in 7.35 µs and algo 0 in 8.48 µs).
+// Where a candidate cannot be captured, it is timed as plain launches.
 std::vector<double> time_candidates(const std::vector<std::function<bool(cudaStream_t)>>& launch) {
   Stream stream;
   Event start, stop;
-  auto time_ms = [&](size_t r, int reps) {
+  const size_t n = launch.size();
+  auto plain_ms = [&](size_t r, int reps) {
     start.record(stream.get());
     bool ok = true;
     for (int i = 0; i < reps && ok; ++i) ok = launch[r](stream.get());
@@ -138,13 +179,25 @@ std::vector<double> time_candidates(const std::vector<std::function<bool(cudaStr
     stop.synchronize();
     return ok ? static_cast<double>(stop.elapsed_ms_since(start)) / reps : std::numeric_limits<double>::infinity();
   };
-  const size_t n = launch.size();
-  std::vector<double> best(n, std::numeric_limits<double>::infinity());
-  for (size_t r = 0; r < n; ++r) (void)time_ms(r, 1);
-  const double est = time_ms(0, 2);
+  for (size_t r = 0; r < n; ++r) (void)plain_ms(r, 1);
+  const double est = plain_ms(0, 2);  // an upper bound: launch-bound for short GEMMs
   const int reps = std::clamp(static_cast<int>(0.3 / std::max(est, 1e-3)), 2, 20);
+  std::vector<std::unique_ptr<TimedGraph>> graphs;
+  for (size_t r = 0; r < n; ++r) {
+    graphs.push_back(std::make_unique<TimedGraph>(launch[r], reps, stream.get()));
+    if (graphs.back()->get()) RLX_CUDA_CHECK(cudaGraphLaunch(graphs.back()->get(), stream.get()));  // warm
+  }
+  stream.synchronize();
+  auto graph_ms = [&](size_t r) {
+    start.record(stream.get());
+    RLX_CUDA_CHECK(cudaGraphLaunch(graphs[r]->get(), stream.get()));
+    stop.record(stream.get());
+    stop.synchronize();
+    return static_cast<double>(stop.elapsed_ms_since(start)) / reps;
+  };
+  std::vector<double> best(n, std::numeric_limits<double>::infinity());
   for (int round = 0; round < 5; ++round)
-    for (size_t r = 0; r < n; ++r) best[r] = std::min(best[r], time_ms(r, reps));
+    for (size_t r = 0; r < n; ++r) best[r] = std::min(best[r], graphs[r]->get() ? graph_ms(r) : plain_ms(r, reps));
   return best;
 }
 
