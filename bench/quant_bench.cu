@@ -9,6 +9,13 @@
 //            Each shape also gets a "gemv-staged" row: the bulk-copy GEMV for
 //            large matrices (launch_quant_gemv_staged, sm_90+), and the
 //            N = 4096 shapes add m = 8 rows of both kernels.
+//            The 4096×4096 and 1024×3072 shapes also get "(graph)" rows: one
+//            CUDA graph of a launch per cold copy, captured by the runtime's
+//            encoder as a decode step is (programmatic edges on Hopper, so
+//            each GEMV fetches its first weights before waiting for the one
+//            before), per-call time = replay time / launches. That is what a
+//            GEMV costs inside `rlx generate`; the plain rows above also pay
+//            a stream launch gap per call.
 //            Each GEMV is checked once (f32 x and y, 32 sampled rows) against
 //            the CPU dequantizer + float64; a mismatch prints FAIL and the
 //            bench exits 1.
@@ -33,6 +40,7 @@
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/encoder.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/dtype.h"
 #include "rlx/core/half.h"
@@ -68,6 +76,36 @@ double time_per_call(const std::function<void(int)>& launch) {
   RLX_CUDA_CHECK(cudaGetLastError());
   RLX_CUDA_CHECK(cudaEventDestroy(a));
   RLX_CUDA_CHECK(cudaEventDestroy(b));
+  return bench::median(ms);
+}
+
+// Median milliseconds per launch of one CUDA graph of `n` launches (launch(i)
+// for i < n), captured by the runtime's encoder (RLX_CUDA_PDL applies):
+// 3 warm-up replays, median of 15.
+double time_per_call_graph(int n, const std::function<void(int, cudaStream_t)>& launch) {
+  cuda::ThunkSchedule sched;
+  for (int i = 0; i < n; ++i) sched.add(cuda::Thunk{-1, "gemv", [&launch, i](cudaStream_t s) { launch(i, s); }});
+  sched.end_segment();
+  cuda::Encoder enc(true, [](NodeId) { return std::string("bench"); });
+  cudaStream_t stream = nullptr;
+  RLX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t a, b;
+  RLX_CUDA_CHECK(cudaEventCreate(&a));
+  RLX_CUDA_CHECK(cudaEventCreate(&b));
+  for (int r = 0; r < 3; ++r) enc.run(sched, stream);
+  std::vector<double> ms;
+  for (int r = 0; r < 15; ++r) {
+    RLX_CUDA_CHECK(cudaEventRecord(a, stream));
+    enc.run(sched, stream);
+    RLX_CUDA_CHECK(cudaEventRecord(b, stream));
+    RLX_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    RLX_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / n);
+  }
+  RLX_CUDA_CHECK(cudaEventDestroy(a));
+  RLX_CUDA_CHECK(cudaEventDestroy(b));
+  RLX_CUDA_CHECK(cudaStreamDestroy(stream));
   return bench::median(ms);
 }
 
@@ -198,8 +236,7 @@ int main() {
       }
       // One row: the median time of `launch` on the cold copies, as GB/s
       // of weights + x + y.
-      auto row = [&](const std::string& name, int64_t m, const std::function<void(int)>& launch) {
-        const double ms = time_per_call(launch);
+      auto report = [&](const std::string& name, int64_t m, double ms) {
         const double bytes = static_cast<double>(w.bytes) + 2.0 * m * K + 2.0 * m * N;
         const double gbs = bytes / (ms * 1e-3) / 1e9;
         std::printf("%-34s %9.2f %9.1f %7.1f%%\n", name.c_str(), ms * 1e3, gbs,
@@ -207,7 +244,15 @@ int main() {
         bench::json_line("quant", name, gbs, "GB/s");
         bench::json_line("quant", name + " % of copy", 100.0 * gbs / (bench::kCopyTBps * 1e3), "%");
       };
+      auto row = [&](const std::string& name, int64_t m, const std::function<void(int)>& launch) {
+        report(name, m, time_per_call(launch));
+      };
+      const bool target_shape = (N == 4096 && K == 4096) || (N == 1024 && K == 3072);
       row(key, 1, [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
+      if (target_shape)
+        report(key + " (graph)", 1, time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
+                 cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 1, N, K, st);
+               }));
       if (!cuda::quant_gemv_staged_supported(t)) continue;
       const std::string skey = str("gemv-staged ", N, "x", K, " m=1 ", dtype_name(t));
       if (const std::string bad = check_gemv(t, w.copy(0), N, K, true); !bad.empty()) {
@@ -215,6 +260,10 @@ int main() {
         ++failures;
       }
       row(skey, 1, [&](int i) { cuda::launch_quant_gemv_staged(t, w.copy(i), DType::F16, x, y, 1, N, K, nullptr); });
+      if (target_shape)
+        report(skey + " (graph)", 1, time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
+                 cuda::launch_quant_gemv_staged(t, w.copy(i), DType::F16, x, y, 1, N, K, st);
+               }));
       if (N == 4096 && K <= 4096) {
         row(str("gemv ", N, "x", K, " m=8 ", dtype_name(t)), 8,
             [&](int i) { cuda::launch_quant_gemv(t, w.copy(i), DType::F16, x, y, 8, N, K, nullptr); });
