@@ -29,6 +29,7 @@
 // matmul on the same shapes).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -188,7 +189,24 @@ std::string check_gemv(DType t, const uint8_t* w_dev, int64_t n, int64_t k, bool
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --only gemv|dequant|prefill (default: all three), --types q4_0,q8_0,...
+  // (default: every quant type with a CUDA decoder): for profiling one kernel.
+  std::string only, type_list;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--types" && i + 1 < argc) type_list = argv[++i];
+    else {
+      std::printf("usage: rlx_quant_bench [--only gemv|dequant|prefill] [--types q4_0,q8_0,...]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  if (!only.empty() && only != "gemv" && only != "dequant" && only != "prefill") {
+    std::printf("quant_bench: --only takes gemv, dequant or prefill, not '%s'\n", only.c_str());
+    return 2;
+  }
+  const auto part = [&](const char* p) { return only.empty() || only == p; };
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     std::printf("quant_bench: no CUDA device; skipped\n");
@@ -204,6 +222,21 @@ int main() {
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
     const auto t = static_cast<DType>(i);
     if (is_quant(t) && cuda::has_cuda_dequant_kernel(t)) types.push_back(t);
+  }
+  if (!type_list.empty()) {
+    std::vector<DType> chosen;
+    for (size_t at = 0; at <= type_list.size();) {
+      const size_t comma = std::min(type_list.find(',', at), type_list.size());
+      const std::string name = type_list.substr(at, comma - at);
+      const auto t = dtype_from_name(name);
+      if (!t || std::find(types.begin(), types.end(), *t) == types.end()) {
+        std::printf("quant_bench: '%s' is not a quant type with a CUDA decoder\n", name.c_str());
+        return 2;
+      }
+      chosen.push_back(*t);
+      at = comma + 1;
+    }
+    types = chosen;
   }
 
   // ---- GEMV, m = 1 ----
@@ -223,8 +256,8 @@ int main() {
   void* y = nullptr;
   RLX_CUDA_CHECK(cudaMalloc(&y, 8 * max_n * 2));
   int failures = 0;
-  std::printf("\n%-34s %9s %9s %8s\n", "gemv m=1, x/y f16", "us", "GB/s", "of copy");
-  for (const Shape& s : shapes) {
+  if (part("gemv")) std::printf("\n%-34s %9s %9s %8s\n", "gemv m=1, x/y f16", "us", "GB/s", "of copy");
+  for (const Shape& s : part("gemv") ? shapes : std::vector<Shape>{}) {
     const int64_t N = s.n, K = s.k;
     for (DType t : types) {
       if (s.t != kAll && s.t != t) continue;
@@ -277,8 +310,8 @@ int main() {
   const int64_t N = 4096, K = 4096;
   void* wf16 = nullptr;
   RLX_CUDA_CHECK(cudaMalloc(&wf16, N * K * 2));
-  std::printf("\n%-30s %9s %9s %8s\n", "dequant -> f16, 4096x4096", "us", "GB/s", "of copy");
-  for (DType t : types) {
+  if (part("dequant")) std::printf("\n%-30s %9s %9s %8s\n", "dequant -> f16, 4096x4096", "us", "GB/s", "of copy");
+  for (DType t : part("dequant") ? types : std::vector<DType>{}) {
     Weights w(t, N, K);
     const double ms =
         time_per_call([&](int i) { cuda::launch_dequantize(t, w.copy(i), DType::F16, wf16, N * K, nullptr); });
@@ -293,6 +326,10 @@ int main() {
   void* xp = device_f16(M * K, 1.0f);
   void* yp = nullptr;
   RLX_CUDA_CHECK(cudaMalloc(&yp, M * N * 2));
+  if (!part("prefill")) {
+    if (failures) std::printf("\n%d GEMV check(s) FAILED\n", failures);
+    return failures ? 1 : 0;
+  }
   cuda::GemmEngine engine(0);
   cuda::GemmArgs g;
   g.dtype = DType::F16;
