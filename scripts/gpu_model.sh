@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call: build, unpack the MiniLM model (tar parts: one carried earlier
 # into /tmp/rlx-parts, one in .model/), run the model parity tests on CUDA, the
-# CUDA-graph replay test, a reduced compute-sanitizer suite and `rlx embed`.
+# CUDA-graph replay test and `rlx embed` (compute-sanitizer: scripts/gpu_sanitize.sh).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_model.sh OUTDIR}
 mkdir -p "$OUT"
