@@ -447,13 +447,24 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
       {DType::IQ4_XS, 256 * 3, {0, 4, 8}},  {DType::Q4_0, 4096, {0}},  // 128+ threads per row: shared-memory reduction
       {DType::Q6_K, 4096, {2}},
   };
+  // The unit kernel runs only where W ends on an 8-byte boundary
+  // (dev::units_stay_inside); elsewhere the per-block kernel takes over. Each
+  // phase runs with N = 131 and with the nearest N ≥ 129 whose end is on
+  // that boundary, so both kernels see every phase.
   for (const Case& c : cases) {
+    const int64_t row_bytes = dtype_bytes(c.t, c.k);
     for (size_t w_off : c.w_offs) {
-      for (int64_t m : {1, 3, 8}) {
-        EXPECT_EQ(check_direct_gemv(c.t, m, 131, c.k, DType::F32, w_off, 0, rng), "");
-        EXPECT_EQ(check_direct_gemv(c.t, m, 131, c.k, DType::F16, w_off, 1, rng), "") << "(x misaligned)";
+      int64_t n_unit = 129;
+      while ((static_cast<int64_t>(w_off) + n_unit * row_bytes) % 8 != 0) ++n_unit;
+      for (int64_t n : {int64_t{131}, n_unit}) {
+        if (n == n_unit && n == 131) continue;
+        SCOPED_TRACE(str(dtype_name(c.t), " K=", c.k, " w_off=", w_off, " N=", n));
+        for (int64_t m : {1, 3, 8}) {
+          EXPECT_EQ(check_direct_gemv(c.t, m, n, c.k, DType::F32, w_off, 0, rng), "");
+          EXPECT_EQ(check_direct_gemv(c.t, m, n, c.k, DType::F16, w_off, 1, rng), "") << "(x misaligned)";
+        }
+        EXPECT_EQ(check_direct_gemv(c.t, 2, n, c.k, DType::BF16, w_off, 0, rng), "");
       }
-      EXPECT_EQ(check_direct_gemv(c.t, 2, 131, c.k, DType::BF16, w_off, 0, rng), "");
     }
   }
 }
@@ -474,7 +485,7 @@ std::string check_glu_gemv(DType wt, int64_t m, int64_t F, int64_t k, DType xt, 
   if (cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
       cudaMemcpy(dx.p, xs.raw(), xs.nbytes(), cudaMemcpyHostToDevice) != cudaSuccess)
     return "cudaMemcpy failed";
-  if (!cuda::quant_gemv_fuses_glu(wt, dw.p, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
+  if (!cuda::quant_gemv_fuses_glu(wt, dw.p, n, k)) return str(dtype_name(wt), ": no GLU-fused GEMV");
   cuda::launch_quant_gemv(wt, dw.p, xt, dx.p, dy.p, m, n, k, nullptr, &kind);
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return str("kernel failed: ", cudaGetErrorString(e));
   Tensor y = Tensor::empty(xt, {m, F});
@@ -523,7 +534,12 @@ TEST(CudaQuantGemv, FusedGluMatchesActOfGateTimesUp) {
         for (auto kind : {cuda::GluKind::GeGLUTanh, cuda::GluKind::SwiGLU, cuda::GluKind::GeGLUErf})
           EXPECT_EQ(check_glu_gemv(t, m, 131, k, m == 1 ? DType::BF16 : DType::F32, kind, rng), "");
   // Types without a unit kernel say so instead of computing something else.
-  EXPECT_FALSE(cuda::quant_gemv_fuses_glu(DType::Q2_K, nullptr, 256));
+  EXPECT_FALSE(cuda::quant_gemv_fuses_glu(DType::Q2_K, nullptr, 256, 256));
+  // Nor where the unit loads would read past W's end (an end off an 8-byte
+  // boundary): 34-byte Q8_0 rows end off it for 2 rows, on it for 4.
+  const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
+  EXPECT_FALSE(cuda::quant_gemv_fuses_glu(DType::Q8_0, w256, 2, 32));
+  EXPECT_TRUE(cuda::quant_gemv_fuses_glu(DType::Q8_0, w256, 4, 32));
 }
 
 TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {

@@ -147,7 +147,7 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
       // itself (W stacks [gate; up]); its node then has nothing left to do.
       static const bool fuse_glu = env_bool("RLX_CUDA_GEMV_GLU");
       const auto& users = c.users(id);
-      const bool glu_ok = users.size() == 1 && quant_gemv_fuses_glu(wt, w, K);
+      const bool glu_ok = users.size() == 1 && quant_gemv_fuses_glu(wt, w, N, K);
       if (fuse_glu && glu_ok && N % 2 == 0) {
         const Node& g = c.node(users[0]);
         if ((g.op == OpKind::FusedGeGLU || g.op == OpKind::FusedSwiGLU) && g.inputs[0] == id &&

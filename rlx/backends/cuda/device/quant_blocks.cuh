@@ -649,7 +649,8 @@ __device__ __forceinline__ float byte_minus(uint32_t w, int i, float bias) {
 
 // 8 (16) bytes at a 2-byte-aligned address, from the aligned 8-byte words that
 // hold them (a word holding none of them is never read): 2 (3) 8-byte loads
-// instead of 4 (8) 2-byte ones, then funnel shifts.
+// instead of 4 (8) 2-byte ones, then funnel shifts. The last word can reach
+// up to 6 bytes past the wanted ones: see units_stay_inside.
 __device__ __forceinline__ uint2 ld8_a2(const uint8_t* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const auto* w = reinterpret_cast<const uint2*>(a & ~uintptr_t{7});
@@ -979,6 +980,18 @@ template <> struct GemvUnit<DType::IQ4_XS> {
     }
   }
 };
+
+// Whether the unit loads over `bytes` bytes of blocks at p stay inside them
+// (launchers take the unit kernels only then). The loads read whole aligned
+// 8-byte words around the bytes they want: inside a tensor a word only
+// reaches into a neighbouring block, but the tensor's last word ends at the
+// next multiple of 8, up to 6 bytes past the tensor (compute-sanitizer
+// memcheck flagged that read past an allocation). With an 8-byte-aligned end
+// no word leaves the tensor's end; before its start a word stays inside the
+// allocation, whose start is 256-byte aligned.
+inline bool units_stay_inside(const void* p, int64_t bytes) {
+  return (reinterpret_cast<uintptr_t>(p) + static_cast<uint64_t>(bytes)) % 8 == 0;
+}
 
 // Calls f(GemvUnit<T>{}) for the types with a GEMV unit; returns false for the rest.
 template <typename F>

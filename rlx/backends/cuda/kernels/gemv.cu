@@ -295,13 +295,25 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 
 }  // namespace
 
-bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k) {
+namespace {
+
+// Whether the unit kernel (wide loads) takes these weights: blocks aligned
+// for its loads, and no load past the end of W (dev::units_stay_inside).
+bool unit_kernel_takes(DType w_type, const void* w, int64_t n, int64_t k) {
   bool ok = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
-    ok = reinterpret_cast<uintptr_t>(w) % U::kAlign == 0 && dtype_bytes(w_type, k) % U::kAlign == 0;
+    const int64_t row_bytes = dtype_bytes(w_type, k);
+    ok = reinterpret_cast<uintptr_t>(w) % U::kAlign == 0 && row_bytes % U::kAlign == 0 &&
+         dev::units_stay_inside(w, n * row_bytes);
   });
   return ok;
+}
+
+}  // namespace
+
+bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k) {
+  return unit_kernel_takes(w_type, w, n, k);
 }
 
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
@@ -317,7 +329,7 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
   const IqTables t = tables_for_current_device();
   const int64_t row_bytes = dtype_bytes(w_type, k);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_glu(w_type, w, k)), "quantized gemv: no GLU-fused kernel for ",
+  RLX_CHECK(!glu || (n % 2 == 0 && quant_gemv_fuses_glu(w_type, w, n, k)), "quantized gemv: no GLU-fused kernel for ",
             dtype_name(w_type), " with ", n, " rows (quant_gemv_fuses_glu)");
   auto launch = [&](auto q, auto rows_tag) {
     using Q = decltype(q);
@@ -336,7 +348,8 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
                                                           n, k, row_bytes, tpr, rpg, x_vec, io, t);
   };
   // The common types take the unit kernel when their blocks are aligned for
-  // its wide loads (weights from a GGUF file on the device always are).
+  // its wide loads and W ends on an 8-byte boundary (unit_kernel_takes;
+  // weights from a GGUF file on the device always qualify).
   auto launch_unit = [&](auto u, auto rows_tag) {
     using U = decltype(u);
     constexpr int M = decltype(rows_tag)::value;
@@ -374,7 +387,7 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
-    if (reinterpret_cast<uintptr_t>(w) % U::kAlign != 0 || row_bytes % U::kAlign != 0) return;
+    if (!unit_kernel_takes(w_type, w, n, k)) return;
     if (m == 1) launch_unit(u, std::integral_constant<int, 1>{});
     else launch_unit(u, std::integral_constant<int, kMaxGemvRows>{});
     done = true;

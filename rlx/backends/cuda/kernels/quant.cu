@@ -391,7 +391,7 @@ void launch_dequantize(DType type, const void* src, DType out_dtype, void* out, 
   bool done = false;
   dev::visit_gemv_unit(type, [&](auto u) {
     using U = decltype(u);
-    if (reinterpret_cast<uintptr_t>(src) % U::kAlign != 0) return;
+    if (reinterpret_cast<uintptr_t>(src) % U::kAlign != 0 || !dev::units_stay_inside(src, dtype_bytes(type, n))) return;
     dispatch_float(out_dtype, "dequantize (cuda)", [&](auto o) {
       using TO = decltype(o);
       const auto kernel = dequant_unit_kernel<U, TO>;

@@ -44,7 +44,7 @@ inline constexpr int kMaxGemvRows = 8;
 // compute it, from the f32 sums.
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                        int64_t k, cudaStream_t stream, const GluKind* glu = nullptr);
-bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t k);
+bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k);  // W [n, k]
 
 // Large-matrix GEMV: weights streamed through shared memory by bulk async copies (sm_90+).
 // Same contract as launch_quant_gemv without GLU: y [m, n] = x [m, k] ·
