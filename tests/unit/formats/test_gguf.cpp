@@ -70,6 +70,7 @@ const std::vector<TensorSpec>& tensor_specs() {
       {"q4_0.weight", DType::Q4_0, {64, 2}},    {"q4_k.weight", DType::Q4_K, {256, 1, 2}},
       {"i32.ids", DType::I32, {5}},             {"bf16.4d", DType::BF16, {4, 2, 2, 2}},
       {"iq2_xxs.weight", DType::IQ2_XXS, {256}}, {"nvfp4.weight", DType::NVFP4, {128}},
+      {"q1_0.weight", DType::Q1_0, {128, 3}},
   };
   return specs;
 }
@@ -99,6 +100,7 @@ TEST(GgmlTypes, IdsMatchGgml) {
   EXPECT_EQ(ggml_type_id(DType::TQ2_0), 35u);
   EXPECT_EQ(ggml_type_id(DType::MXFP4), 39u);
   EXPECT_EQ(ggml_type_id(DType::NVFP4), 40u);
+  EXPECT_EQ(ggml_type_id(DType::Q1_0), 41u);
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
     const auto d = static_cast<DType>(i);
     if (auto id = ggml_type_of(d)) {
@@ -117,12 +119,11 @@ TEST(GgmlTypes, UnknownIdsAreFormatErrors) {
     EXPECT_STREQ(e.what(), "unknown ggml type id 99");
   }
   try {
-    dtype_from_ggml(41);
+    dtype_from_ggml(31);  // q4_0_4_4, a repacked layout removed from GGUF
     FAIL();
   } catch (const FormatError& e) {
-    EXPECT_STREQ(e.what(), "ggml type 41 (q1_0) is not supported by rlx");
+    EXPECT_STREQ(e.what(), "ggml type 31 (q4_0_4_4) is not supported by rlx");
   }
-  EXPECT_THROW(dtype_from_ggml(31), FormatError);  // q4_0_4_4, removed from GGUF
   EXPECT_THROW(dtype_from_ggml(4), FormatError);
 }
 

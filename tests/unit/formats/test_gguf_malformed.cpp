@@ -133,8 +133,8 @@ std::vector<Crafted> crafted_files() {
           {"tensor 'a.weight'", "ne[0] = 48 is not a multiple of the q4_0 block size 32"});
   patched("unknown_type_id", [](Bytes& b) { put_u32(b, type_at(b, "a.weight"), 99); },
           {"tensor 'a.weight'", "unknown ggml type id 99 at byte"});
-  patched("unsupported_type_id", [](Bytes& b) { put_u32(b, type_at(b, "a.weight"), 41); },
-          {"ggml type 41 (q1_0)", "is not supported by rlx"});
+  patched("unsupported_type_id", [](Bytes& b) { put_u32(b, type_at(b, "a.weight"), 31); },
+          {"ggml type 31 (q4_0_4_4)", "is not supported by rlx"});
   patched("n_dims_too_large", [](Bytes& b) { put_u32(b, ndims_at(b, "a.weight"), 5); },
           {"tensor 'a.weight'", "n_dims 5 at byte", "exceeds 4"});
   patched("zero_dim", [](Bytes& b) { put_u64(b, ne_at(b, "b.weight", 1), 0); }, {"tensor 'b.weight'", "ne[1] is 0"});

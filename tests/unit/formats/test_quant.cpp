@@ -63,10 +63,11 @@ TEST_F(PythonFixtures, DequantizationIsBitExact) {
     EXPECT_EQ(bad, -1) << "element " << bad << ": got " << got[bad] << ", python " << want[bad];
     covered.insert(q.type);
   }
-  // Python has no dequantizer for Q8_1 and Q8_K (tested by hand below); every other format must be here.
+  // Python has no dequantizer for Q8_1, Q8_K and Q1_0 (tested by hand below);
+  // every other format must be here.
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i) {
     const auto d = static_cast<DType>(i);
-    if (is_quant(d) && d != DType::Q8_1 && d != DType::Q8_K) {
+    if (is_quant(d) && d != DType::Q8_1 && d != DType::Q8_K && d != DType::Q1_0) {
       EXPECT_TRUE(covered.count(d)) << dtype_name(d) << " has no python fixture";
     }
   }
@@ -112,6 +113,57 @@ TEST(Dequant, Q8KAndQ81ByHand) {
   std::vector<float> z(32);
   dequantize_row(DType::Q8_1, b.data(), z.data(), 32);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(z[j], 0.5f * static_cast<float>(3 * j - 50));
+}
+
+// Q1_0 (gguf's type 41: 128 elements in 18 bytes, f16 d then 16 bytes of
+// bits): element j is +d when bit j % 8 of byte j / 8 is set (LSB first),
+// −d otherwise. Python's gguf package knows the layout but has no
+// dequantizer, so the expectations are written out by hand.
+TEST(Dequant, Q10ByHand) {
+  std::vector<uint8_t> b(2 * 18, 0);
+  const uint16_t d0 = f32_to_f16(0.75f), d1 = f32_to_f16(-2.0f);
+  std::memcpy(b.data(), &d0, 2);
+  std::memcpy(b.data() + 18, &d1, 2);
+  b[2] = 0x01;   // element 0
+  b[3] = 0x80;   // element 15
+  b[4] = 0xFF;   // elements 16..23
+  b[17] = 0x40;  // element 126
+  b[18 + 2 + 15] = 0x80;  // block 1, element 127
+  std::vector<float> y(256);
+  dequantize_row(DType::Q1_0, b.data(), y.data(), 256);
+  for (int j = 0; j < 128; ++j) {
+    const bool set = j == 0 || j == 15 || (j >= 16 && j < 24) || j == 126;
+    EXPECT_EQ(y[j], set ? 0.75f : -0.75f) << "element " << j;
+    EXPECT_EQ(y[128 + j], j == 127 ? -2.0f : 2.0f) << "block 1, element " << j;
+  }
+  EXPECT_THROW(dequantize_row(DType::Q1_0, b.data(), y.data(), 64), InvalidArgument);
+}
+
+// The Q1_0 quantizer keeps each element's sign (0 counts as positive) and
+// sets d to the f16 of mean |x|, the scale that minimizes the squared error
+// for sign quantization.
+TEST(Quantize, Q10KeepsSignsWithMeanAbsScale) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  std::vector<float> x(384);
+  for (float& v : x) v = normal(rng);
+  x[5] = 0.0f;
+  std::vector<uint8_t> q(3 * 18);
+  quantize_row(DType::Q1_0, x.data(), q.data(), 384);
+  std::vector<float> y(384);
+  dequantize_row(DType::Q1_0, q.data(), y.data(), 384);
+  for (int blk = 0; blk < 3; ++blk) {
+    double mean_abs = 0.0;
+    for (int j = 0; j < 128; ++j) mean_abs += std::fabs(x[128 * blk + j]) / 128.0;
+    const float d = std::fabs(y[128 * blk]);
+    EXPECT_NEAR(d, mean_abs, mean_abs / 1024.0) << "block " << blk;  // f16 rounding
+    EXPECT_EQ(d, f16_to_f32(f32_to_f16(d))) << "d is an f16";
+    for (int j = 0; j < 128; ++j) {
+      const int i = 128 * blk + j;
+      EXPECT_EQ(y[i], x[i] >= 0.0f ? d : -d) << "element " << i;
+    }
+  }
+  EXPECT_TRUE(has_cpu_quantize(DType::Q1_0));
 }
 
 TEST(Dequant, ScalarTypes) {

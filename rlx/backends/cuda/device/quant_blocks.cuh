@@ -603,6 +603,20 @@ template <> struct QuantBlock<DType::NVFP4> {
   }
 };
 
+// ---- 1-bit --------------------------------------------------------------------
+
+// Q1_0 (18 B, 128 elements): f16 d @0, u8 qs[16] @2; element j is +d when bit
+// j % 8 of qs[j / 8] is set, −d otherwise. Chunk c: qs bytes 4c..4c+3.
+template <> struct QuantBlock<DType::Q1_0> {
+  static constexpr int kBlockElems = 128, kBlockBytes = 18, kChunk = 32;
+  __device__ static void decode(const uint8_t* b, int c, const IqTables&, float (&y)[32]) {
+    const float d = ld_f16(b);
+    const uint32_t bits = ld_u32_a2(b + 2 + 4 * c);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) y[j] = (bits >> j) & 1u ? d : -d;
+  }
+};
+
 // Calls f(QuantBlock<T>{}) for the runtime dtype `t`; returns false when no
 // decoder exists. Used by host launchers in .cu files.
 template <typename F>
@@ -614,7 +628,7 @@ bool visit_quant_block(DType t, F&& f) {
     RLX_QB(Q4_0) RLX_QB(Q4_1) RLX_QB(Q5_0) RLX_QB(Q5_1) RLX_QB(Q8_0) RLX_QB(Q8_1)
     RLX_QB(Q2_K) RLX_QB(Q3_K) RLX_QB(Q4_K) RLX_QB(Q5_K) RLX_QB(Q6_K) RLX_QB(Q8_K)
     RLX_QB(IQ2_XXS) RLX_QB(IQ2_XS) RLX_QB(IQ2_S) RLX_QB(IQ3_XXS) RLX_QB(IQ3_S) RLX_QB(IQ1_S) RLX_QB(IQ1_M)
-    RLX_QB(IQ4_NL) RLX_QB(IQ4_XS) RLX_QB(TQ1_0) RLX_QB(TQ2_0) RLX_QB(MXFP4) RLX_QB(NVFP4)
+    RLX_QB(IQ4_NL) RLX_QB(IQ4_XS) RLX_QB(TQ1_0) RLX_QB(TQ2_0) RLX_QB(MXFP4) RLX_QB(NVFP4) RLX_QB(Q1_0)
 #undef RLX_QB
     default: return false;
   }
