@@ -166,7 +166,7 @@ void min_max(const float* x, int n, float& mn, float& mx) {
 }
 
 // Q1_0: each element's sign (≥ 0 sets the bit) and d = mean |x|, the d that
-// minimizes Σ (x − d·sign x)² (llama.cpp's reference quantizer does the same).
+// minimizes Σ (x − d·sign x)².
 void quant_q1_0(const float* x, uint8_t* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += 128, b += 18) {
     float sum = 0.0f;

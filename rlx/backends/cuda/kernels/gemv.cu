@@ -293,10 +293,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Whether the unit kernel (wide loads) takes these weights: blocks aligned
 // for its loads, and no load past the end of W (dev::units_stay_inside).
 bool unit_kernel_takes(DType w_type, const void* w, int64_t n, int64_t k) {
