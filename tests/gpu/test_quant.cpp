@@ -75,7 +75,7 @@ std::vector<int> f16_scale_offsets(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: case DType::Q8_1: case DType::IQ2_XXS:
     case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ1_S:
-    case DType::IQ4_NL: case DType::IQ4_XS: return {0};
+    case DType::IQ4_NL: case DType::IQ4_XS: case DType::Q1_0: return {0};
     case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
     case DType::Q2_K: return {80, 82};
     case DType::Q3_K: return {108};
