@@ -456,8 +456,9 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
     for (size_t w_off : c.w_offs) {
       int64_t n_unit = 129;
       while ((static_cast<int64_t>(w_off) + n_unit * row_bytes) % 8 != 0) ++n_unit;
-      for (int64_t n : {int64_t{131}, n_unit}) {
-        if (n == n_unit && n == 131) continue;
+      std::vector<int64_t> ns{131};
+      if (n_unit != 131) ns.push_back(n_unit);
+      for (int64_t n : ns) {
         SCOPED_TRACE(str(dtype_name(c.t), " K=", c.k, " w_off=", w_off, " N=", n));
         for (int64_t m : {1, 3, 8}) {
           EXPECT_EQ(check_direct_gemv(c.t, m, n, c.k, DType::F32, w_off, 0, rng), "");
