@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -236,6 +237,34 @@ TEST(CudaQuant, DequantizeRejectsPartialBlocks) {
 
 double tol_for(DType x) { return x == DType::F32 ? 2e-5 : x == DType::F16 ? 2e-3 : 1.6e-2; }
 
+// The int8 GEMV's activation error per element (cuda::quant_gemv_uses_q8,
+// gemv_q8.h): x̃ is within dx/2 of x, dx = max|x| / (127·250) over each 32
+// elements; 1% more for the f32 arithmetic of the quantization, plus 1e-6·|x|.
+std::vector<double> q8_slack(const double* x, int64_t k) {
+  std::vector<double> slack(static_cast<size_t>(k));
+  for (int64_t b = 0; b < k; b += 32) {
+    double a = 0;
+    for (int64_t i = b; i < b + 32; ++i) a = std::max(a, std::fabs(x[i]));
+    for (int64_t i = b; i < b + 32; ++i) slack[static_cast<size_t>(i)] = 1.01 * a / (127.0 * 250.0) / 2 + 1e-6 * std::fabs(x[i]);
+  }
+  return slack;
+}
+
+// Σ_e x[e]·w[e] in float64 and the error allowed to the device: tol·Σ|x·w|
+// (f32 accumulation, y's rounding), plus Σ slack·|w| for the int8 path.
+struct RefDot {
+  double ref, bound;
+};
+RefDot ref_dot(const double* x, const float* w, int64_t k, double tol, const std::vector<double>* slack) {
+  double ref = 0, scale = 0, q8 = 0;
+  for (int64_t e = 0; e < k; ++e) {
+    ref += x[e] * w[e];
+    scale += std::fabs(x[e] * w[e]);
+    if (slack) q8 += (*slack)[static_cast<size_t>(e)] * std::fabs(w[e]);
+  }
+  return {ref, tol * scale + q8 + 1e-6};
+}
+
 Tensor random_x(DType xt, std::vector<int64_t> shape, std::mt19937_64& rng) {
   Tensor f = Tensor::empty(DType::F32, shape);
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -271,19 +300,22 @@ Tensor run_and_check(const MatMulCase& c, std::mt19937_64& rng, std::string* rep
   const int64_t M = x32.numel() / K;
   EXPECT_EQ(y32.numel(), M * N);
   const double tol = tol_for(c.xt);
+  // The int8 path where the fused (not the staged) GEMV ran and takes these
+  // operands (runtime weights are 256-byte aligned).
+  const std::string rep = exe->dispatch_report();
+  const bool q8 = rep.find("gemv ") != std::string::npos && rep.find("gemv-staged") == std::string::npos &&
+                  cuda::quant_gemv_uses_q8(c.wt, reinterpret_cast<const void*>(uintptr_t{256}), M, N, K);
+  std::vector<double> xd(static_cast<size_t>(M * K));
+  for (size_t i = 0; i < xd.size(); ++i) xd[i] = x32.data<float>()[i];
   for (int64_t m = 0; m < M; ++m) {
+    const std::vector<double> v = q8_slack(&xd[static_cast<size_t>(m * K)], K);
     for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, scale = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double p = double(x32.data<float>()[m * K + k]) * wf[n * K + k];
-        ref += p;
-        scale += std::fabs(p);
-      }
+      const RefDot r = ref_dot(&xd[static_cast<size_t>(m * K)], &wf[static_cast<size_t>(n * K)], K, tol, q8 ? &v : nullptr);
       const double got = y32.data<float>()[m * N + n];
-      if (!(std::fabs(got - ref) <= tol * scale + 1e-6)) {
+      if (!(std::fabs(got - r.ref) <= r.bound)) {
         ADD_FAILURE() << dtype_name(c.wt) << " x " << dtype_name(c.xt) << " M=" << M << " N=" << N << " K=" << K
-                      << ": y[" << m << ", " << n << "] = " << got << ", float64 reference " << ref
-                      << " (allowed error " << tol * scale + 1e-6 << ")";
+                      << (q8 ? " (int8 x)" : "") << ": y[" << m << ", " << n << "] = " << got
+                      << ", float64 reference " << r.ref << " (allowed error " << r.bound << ")";
         return y32;
       }
     }
@@ -335,6 +367,8 @@ TEST(CudaQuantMatMul, LongKSpansSeveralSharedMemoryTiles) {
 
 TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
   SKIP_WITHOUT_CUDA_BACKEND();
+  // f32 activations on both paths, so that they differ only in summation order.
+  setenv("RLX_CUDA_GEMV_Q8", "0", 1);
   for (DType wt : {DType::Q4_K, DType::Q4_0, DType::IQ3_S}) {
     std::string name(dtype_name(wt));
     for (auto& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
@@ -356,6 +390,7 @@ TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
             << "element " << i;
     }
   }
+  unsetenv("RLX_CUDA_GEMV_Q8");
 }
 
 // ---- the GEMV launcher directly: alignments, odd block counts, row counts ------------
@@ -400,15 +435,14 @@ std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType x
   const int64_t row_bytes = dtype_bytes(wt, k);
   std::vector<float> wrow(static_cast<size_t>(k));
   const double tol = tol_for(xt);
+  const bool q8 = !staged && cuda::quant_gemv_uses_q8(wt, w, m, n, k);
+  std::vector<std::vector<double>> views;
+  for (int64_t i = 0; i < m; ++i) views.push_back(q8_slack(&xr[static_cast<size_t>(i * k)], k));
   for (int64_t j = 0; j < n; ++j) {
     dequantize_row(wt, wb.data() + j * row_bytes, wrow.data(), k);
     for (int64_t i = 0; i < m; ++i) {
-      double ref = 0, scale = 0;
-      for (int64_t e = 0; e < k; ++e) {
-        const double p = xr[i * k + e] * wrow[e];
-        ref += p;
-        scale += std::fabs(p);
-      }
+      const RefDot r = ref_dot(&xr[static_cast<size_t>(i * k)], wrow.data(), k, tol, q8 ? &views[static_cast<size_t>(i)] : nullptr);
+      const double ref = r.ref;
       const size_t at = static_cast<size_t>(i * n + j);
       float got;
       if (xt == DType::F32) {
@@ -418,10 +452,10 @@ std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType x
         std::memcpy(&h, &yb[2 * at], 2);
         got = xt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
-      if (!(std::fabs(got - ref) <= tol * scale + 1e-6))
-        return str(staged ? "staged: " : "", dtype_name(wt), " x ", dtype_name(xt), " m=", m, " N=", n, " K=", k, " (weights +", w_off,
-                   " B, x +", x_off, " elements): y[", i, ", ", j, "] = ", got, ", float64 reference ", ref,
-                   " (allowed error ", tol * scale + 1e-6, ")");
+      if (!(std::fabs(got - ref) <= r.bound))
+        return str(staged ? "staged: " : "", dtype_name(wt), " x ", dtype_name(xt), q8 ? " (int8 x)" : "", " m=", m,
+                   " N=", n, " K=", k, " (weights +", w_off, " B, x +", x_off, " elements): y[", i, ", ", j, "] = ", got,
+                   ", float64 reference ", ref, " (allowed error ", r.bound, ")");
     }
   }
   return "";
@@ -451,7 +485,10 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
   // (dev::units_stay_inside); elsewhere the per-block kernel takes over. Each
   // phase runs with N = 131 and with the nearest N ≥ 129 whose end is on
   // that boundary, so both kernels see every phase.
+  // Both activation paths of the unit kernels: int8 (for all seven types) and f32.
+  for (const char* q8 : {"1", "0"})
   for (const Case& c : cases) {
+    setenv("RLX_CUDA_GEMV_Q8", q8, 1);
     const int64_t row_bytes = dtype_bytes(c.t, c.k);
     for (size_t w_off : c.w_offs) {
       // (No such N when w_off + N·row_bytes is never a multiple of 8, e.g.
@@ -470,6 +507,56 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
         }
         EXPECT_EQ(check_direct_gemv(c.t, 2, n, c.k, DType::BF16, w_off, 0, rng), "");
       }
+    }
+  }
+  unsetenv("RLX_CUDA_GEMV_Q8");
+}
+
+// Where the int8 path runs: the unit types with aligned W, x within its 40 KB
+// of shared memory as two int8 planes, the knob on.
+TEST(CudaQuantGemv, Int8ActivationsWhereTheyApply) {
+  SKIP_WITHOUT_GPU();
+  const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::IQ4_XS})
+    EXPECT_TRUE(cuda::quant_gemv_uses_q8(t, w256, 1, 1024, 4096)) << dtype_name(t);
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q6_K})  // auto leaves them on f32 activations; 1 takes them too
+    EXPECT_FALSE(cuda::quant_gemv_uses_q8(t, w256, 1, 1024, 4096)) << dtype_name(t);
+  setenv("RLX_CUDA_GEMV_Q8", "1", 1);
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q6_K})
+    EXPECT_TRUE(cuda::quant_gemv_uses_q8(t, w256, 1, 1024, 4096)) << dtype_name(t);
+  setenv("RLX_CUDA_GEMV_Q8", "yes", 1);
+  EXPECT_NE(test::error_of([&] { (void)cuda::quant_gemv_uses_q8(DType::Q4_K, w256, 1, 1024, 4096); }).find("must be auto, 1 or 0"),
+            std::string::npos);
+  unsetenv("RLX_CUDA_GEMV_Q8");
+  EXPECT_FALSE(cuda::quant_gemv_uses_q8(DType::Q2_K, w256, 1, 1024, 4096));   // no unit decoder
+  EXPECT_FALSE(cuda::quant_gemv_uses_q8(DType::Q8_0, w256, 2, 2, 32));         // W ends off an 8-byte boundary
+  EXPECT_TRUE(cuda::quant_gemv_uses_q8(DType::Q4_K, w256, 8, 1024, 2048));     // 34 KB
+  EXPECT_FALSE(cuda::quant_gemv_uses_q8(DType::Q4_K, w256, 8, 1024, 4096));    // 68 KB
+  setenv("RLX_CUDA_GEMV_Q8", "0", 1);
+  EXPECT_FALSE(cuda::quant_gemv_uses_q8(DType::Q4_K, w256, 1, 1024, 4096));
+  unsetenv("RLX_CUDA_GEMV_Q8");
+}
+
+// A NaN or infinity in x reaches y on the int8 path too (its block's scale
+// becomes NaN) instead of being rounded into a finite quant.
+TEST(CudaQuantGemv, Int8ActivationsKeepNaNAndInfinity) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(59);
+  const int64_t n = 64, k = 512;
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    for (DType wt : {DType::Q4_K, DType::Q8_0}) {
+      const std::vector<uint8_t> wb = random_data(wt, n * k, rng);
+      std::vector<float> x(static_cast<size_t>(k), 0.5f);
+      x[300] = bad;
+      DeviceMem dw(wb.size()), dx(x.size() * 4), dy(static_cast<size_t>(n) * 4);
+      ASSERT_EQ(cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_TRUE(cuda::quant_gemv_uses_q8(wt, dw.p, 1, n, k));
+      cuda::launch_quant_gemv(wt, dw.p, DType::F32, dx.p, dy.p, 1, n, k, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> y(static_cast<size_t>(n));
+      ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << dtype_name(wt) << " x[300] = " << bad << ": y[" << j << "] = " << y[static_cast<size_t>(j)];
     }
   }
 }
@@ -506,18 +593,23 @@ std::string check_glu_gemv(DType wt, int64_t m, int64_t F, int64_t k, DType xt, 
       default: return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
     }
   };
+  // With the int8 path (q8) each sum's activation error enters like its f32
+  // error, through the activation's slope (< 1.2).
+  const bool q8 = cuda::quant_gemv_uses_q8(wt, dw.p, m, n, k);
+  std::vector<double> xd(static_cast<size_t>(m * k));
+  for (size_t i = 0; i < xd.size(); ++i) xd[i] = xr.data<float>()[i];
   for (int64_t j = 0; j < F; ++j) {
     dequantize_row(wt, wb.data() + j * row_bytes, gw.data(), k);
     dequantize_row(wt, wb.data() + (F + j) * row_bytes, uw.data(), k);
     for (int64_t i = 0; i < m; ++i) {
-      double g = 0, u = 0, sg = 0, su = 0;
-      for (int64_t e = 0; e < k; ++e) {
-        const double xv = xr.data<float>()[i * k + e];
-        g += xv * gw[e], u += xv * uw[e];
-        sg += std::fabs(xv * gw[e]), su += std::fabs(xv * uw[e]);
-      }
+      const double* xi = &xd[static_cast<size_t>(i * k)];
+      const std::vector<double> v = q8_slack(xi, k);
+      const RefDot rg = ref_dot(xi, gw.data(), k, 2e-5, q8 ? &v : nullptr);
+      const RefDot ru = ref_dot(xi, uw.data(), k, 2e-5, q8 ? &v : nullptr);
+      const double g = rg.ref, u = ru.ref;
       const double ref = act(g) * u;
-      const double bound = 2e-5 * (1.2 * sg * std::fabs(u) + std::fabs(act(g)) * su) + tol * std::fabs(ref) + 1e-5;
+      const double bound = 1.2 * rg.bound * (std::fabs(u) + ru.bound) + std::fabs(act(g)) * ru.bound +
+                           tol * std::fabs(ref) + 1e-5;
       const double got = yf.data<float>()[i * F + j];
       if (!(std::fabs(got - ref) <= bound))
         return str(dtype_name(wt), " ", dtype_name(xt), " m=", m, " y[", i, ", ", j, "] = ", got, ", float64 ", ref,

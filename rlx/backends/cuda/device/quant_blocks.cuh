@@ -697,6 +697,24 @@ __device__ __forceinline__ float dot4(uint32_t w, float bias, const float* x, fl
 // Bit i (0..3) of h moved to bit 8i: one bit per byte.
 __device__ __forceinline__ uint32_t spread4(uint32_t h) { return (h * 0x00204081u) & 0x01010101u; }
 
+// ---- int8 dot products (the q8 GEMV, gemv_q8.cu) --------------------------------
+// dot_q8(raw, c, xa, xb, dx, sa, sb) is Σ w·x̃ over the unit, where x̃ are the
+// activations in two int8 levels per 32-element block: x̃ = dx·(kQ8Ratio·a +
+// b), a = round(x / (kQ8Ratio·dx)) and b the rounded remainder, so x̃ is
+// within dx/2 of x. xa[r] and xb[r] hold run r's a and b packed four to a
+// word, dx[r] the scale of the 32-element block that holds run r, sa[r] and
+// sb[r] = Σ a and Σ b over run r (only read by units with kQ8Sums: their
+// quants carry a bias, Σ (q − z)·a = Σ q·a − z·Σ a). Quants enter __dp4a as
+// non-negative bytes (< 128) or as their own signed bytes; the integer sums
+// are exact, and each run's two levels meet in one float multiply-add.
+inline constexpr int kQ8Ratio = 250;  // |remainder| ≤ kQ8Ratio·dx/2 rounds to |b| ≤ 125 < 127
+__device__ __forceinline__ int dp4a(uint32_t a, int b, int c) { return __dp4a(static_cast<int>(a), b, c); }
+// v as a float for |v| < 2^22, without I2F (a quarter-rate instruction on
+// Hopper): 0x4B400000 is 1.5·2^23, whose ulp is 1.
+__device__ __forceinline__ float i2f(int v) { return __int_as_float(0x4B400000 + v) - 12582912.0f; }
+// The two levels' sums combined: kQ8Ratio·a + b (|a|, |b| < 2^22).
+__device__ __forceinline__ float q8x2(int a, int b) { return fmaf(static_cast<float>(kQ8Ratio), i2f(a), i2f(b)); }
+
 struct NoCtx {};
 
 template <DType T> struct GemvUnit;
@@ -716,6 +734,18 @@ template <> struct GemvUnit<DType::Q4_0> {
     s = dot4((u.q.x >> 4) & m, 8.0f, x[1], s);
     s = dot4((u.q.y >> 4) & m, 8.0f, x[1] + 4, s);
     return s * f16_bits(u.d);
+  }
+  static constexpr bool kQ8Sums = true;
+  static constexpr bool kQ8Default = false;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  // Both runs lie in one 32-element block: one scale, one conversion.
+  __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[2][2], const int (&xb)[2][2],
+                                 const float (&dx)[2], const int (&sa)[2], const int (&sb)[2]) {
+    const uint32_t m = 0x0F0F0F0Fu;
+    const uint32_t w[4] = {u.q.x & m, u.q.y & m, (u.q.x >> 4) & m, (u.q.y >> 4) & m};
+    int a = -8 * (sa[0] + sa[1]), b = -8 * (sb[0] + sb[1]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a = dp4a(w[i], xa[i / 2][i % 2], a), b = dp4a(w[i], xb[i / 2][i % 2], b);
+    return f16_bits(u.d) * dx[0] * q8x2(a, b);
   }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][8]) {
     const uint32_t m = 0x0F0F0F0Fu, w[4] = {u.q.x & m, u.q.y & m, (u.q.x >> 4) & m, (u.q.y >> 4) & m};
@@ -740,6 +770,19 @@ template <> struct GemvUnit<DType::Q5_0> {
     s = dot4(((u.q.x >> 4) & m) | (spread4((h >> 16) & 0xF) << 4), 16.0f, x[1], s);
     s = dot4(((u.q.y >> 4) & m) | (spread4((h >> 20) & 0xF) << 4), 16.0f, x[1] + 4, s);
     return s * f16_bits(u.d);
+  }
+  static constexpr bool kQ8Sums = true;
+  static constexpr bool kQ8Default = false;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[2][2], const int (&xb)[2][2],
+                                 const float (&dx)[2], const int (&sa)[2], const int (&sb)[2]) {
+    const uint32_t m = 0x0F0F0F0Fu, h = u.qh >> (8 * u.j);
+    const uint32_t w[4] = {(u.q.x & m) | (spread4(h & 0xF) << 4), (u.q.y & m) | (spread4((h >> 4) & 0xF) << 4),
+                           ((u.q.x >> 4) & m) | (spread4((h >> 16) & 0xF) << 4),
+                           ((u.q.y >> 4) & m) | (spread4((h >> 20) & 0xF) << 4)};
+    int a = -16 * (sa[0] + sa[1]), b = -16 * (sb[0] + sb[1]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a = dp4a(w[i], xa[i / 2][i % 2], a), b = dp4a(w[i], xb[i / 2][i % 2], b);
+    return f16_bits(u.d) * dx[0] * q8x2(a, b);
   }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][8]) {
     const uint32_t m = 0x0F0F0F0Fu, h = u.qh >> (8 * u.j);
@@ -768,6 +811,16 @@ template <> struct GemvUnit<DType::Q8_0> {
     s = dot4(u.q.z ^ f, 128.0f, x[0] + 8, s);
     s = dot4(u.q.w ^ f, 128.0f, x[0] + 12, s);
     return s * f16_bits(u.d);
+  }
+  static constexpr bool kQ8Sums = false;
+  static constexpr bool kQ8Default = true;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[1][4], const int (&xb)[1][4],
+                                 const float (&dx)[1], const int (&)[1], const int (&)[1]) {
+    const uint32_t w[4] = {u.q.x, u.q.y, u.q.z, u.q.w};  // signed bytes already
+    int a = 0, b = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a = dp4a(w[i], xa[0][i], a), b = dp4a(w[i], xb[0][i], b);
+    return f16_bits(u.d) * dx[0] * q8x2(a, b);
   }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[1][16]) {
     const uint32_t f = 0x80808080u, w[4] = {u.q.x ^ f, u.q.y ^ f, u.q.z ^ f, u.q.w ^ f};
@@ -828,6 +881,27 @@ template <> struct GemvUnit<DType::Q4_K> {
     const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
     return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
   }
+  // Run r is sub-block 2g + r, i.e. x's 32-element block 2g + r: its own scale.
+  static constexpr bool kQ8Sums = true;
+  static constexpr bool kQ8Default = true;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[2][4], const int (&xb)[2][4],
+                                 const float (&dx)[2], const int (&sa)[2], const int (&sb)[2]) {
+    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
+    const int g = u.j / 2;
+    float sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * g, u.head.y, u.head.z, u.head.w, sc0, m0);
+    scale_min_k4_regs(2 * g + 1, u.head.y, u.head.z, u.head.w, sc1, m1);
+    const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q.x, u.q.y, u.q.z, u.q.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t lo = q[k] & mk, hi = (q[k] >> 4) & mk;
+      a0 = dp4a(lo, xa[0][k], a0), b0 = dp4a(lo, xb[0][k], b0);
+      a1 = dp4a(hi, xa[1][k], a1), b1 = dp4a(hi, xb[1][k], b1);
+    }
+    return dx[0] * (d * sc0 * q8x2(a0, b0) - dmin * m0 * q8x2(sa[0], sb[0])) +
+           dx[1] * (d * sc1 * q8x2(a1, b1) - dmin * m1 * q8x2(sa[1], sb[1]));
+  }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][16]) {
     const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
     const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q.x, u.q.y, u.q.z, u.q.w};
@@ -869,6 +943,28 @@ template <> struct GemvUnit<DType::Q5_K> {
     }
     const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
     return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
+  }
+  static constexpr bool kQ8Sums = true;
+  static constexpr bool kQ8Default = true;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[2][4], const int (&xb)[2][4],
+                                 const float (&dx)[2], const int (&sa)[2], const int (&sb)[2]) {
+    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
+    const int g = u.j / 2;
+    float sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * g, u.head.y, u.head.z, u.head.w, sc0, m0);
+    scale_min_k4_regs(2 * g + 1, u.head.y, u.head.z, u.head.w, sc1, m1);
+    const uint32_t mk = 0x0F0F0F0Fu, one = 0x01010101u;
+    const uint32_t q[4] = {u.q.x, u.q.y, u.q.z, u.q.w}, h[4] = {u.qh.x, u.qh.y, u.qh.z, u.qh.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t lo = (q[k] & mk) | (((h[k] >> (2 * g)) & one) << 4);
+      const uint32_t hi = ((q[k] >> 4) & mk) | (((h[k] >> (2 * g + 1)) & one) << 4);
+      a0 = dp4a(lo, xa[0][k], a0), b0 = dp4a(lo, xb[0][k], b0);
+      a1 = dp4a(hi, xa[1][k], a1), b1 = dp4a(hi, xb[1][k], b1);
+    }
+    return dx[0] * (d * sc0 * q8x2(a0, b0) - dmin * m0 * q8x2(sa[0], sb[0])) +
+           dx[1] * (d * sc1 * q8x2(a1, b1) - dmin * m1 * q8x2(sa[1], sb[1]));
   }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][16]) {
     const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
@@ -921,6 +1017,29 @@ template <> struct GemvUnit<DType::Q6_K> {
     }
     return s * f16_bits(u.d);
   }
+  // Run g is x's 32-element block 4n + g: a scale per run.
+  static constexpr bool kQ8Sums = true;
+  static constexpr bool kQ8Default = false;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[4][2], const int (&xb)[4][2],
+                                 const float (&dx)[4], const int (&sa)[4], const int (&sb)[4]) {
+    const uint32_t mk = 0x0F0F0F0Fu, b3 = 0x03030303u;
+    const int half_l = (u.j % 4) / 2;
+    float s = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const uint2 ql = g % 2 ? u.qb : u.qa;
+      const int nib = g >= 2 ? 4 : 0;
+      const uint32_t q0 = ((ql.x >> nib) & mk) | (((u.qh.x >> (2 * g)) & b3) << 4);
+      const uint32_t q1 = ((ql.y >> nib) & mk) | (((u.qh.y >> (2 * g)) & b3) << 4);
+      const int pa = dp4a(q1, xa[g][1], dp4a(q0, xa[g][0], -32 * sa[g]));
+      const int pb = dp4a(q1, xb[g][1], dp4a(q0, xb[g][0], -32 * sb[g]));
+      const int si = half_l + 2 * g;
+      const uint32_t sw = si < 4 ? u.sc.x : u.sc.y;
+      const auto sc = static_cast<int8_t>(static_cast<uint8_t>(sw >> (8 * (si & 3))));
+      s = fmaf(i2f(sc) * dx[g], q8x2(pa, pb), s);
+    }
+    return s * f16_bits(u.d);
+  }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[4][8]) {
     const uint32_t mk = 0x0F0F0F0Fu, b3 = 0x03030303u;
     const int half_l = (u.j % 4) / 2;
@@ -966,6 +1085,24 @@ template <> struct GemvUnit<DType::IQ4_XS> {
     const uint32_t lo = __byte_perm(c.tab[0], c.tab[1], sel), hi = __byte_perm(c.tab[2], c.tab[3], sel);
     const uint32_t pick_hi = ((n >> 3) & 0x01010101u) * 0xFFu;
     return ((hi & pick_hi) | (lo & ~pick_hi)) ^ 0x80808080u;
+  }
+  // Both runs lie in one 32-element block; table values are signed bytes.
+  static constexpr bool kQ8Sums = false;
+  static constexpr bool kQ8Default = true;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
+  __device__ static float dot_q8(const Raw& u, const Ctx& c, const int (&xa)[2][4], const int (&xb)[2][4],
+                                 const float (&dx)[2], const int (&)[2], const int (&)[2]) {
+    const int ib = u.j;
+    const uint32_t scales_h = u.head.x >> 16;
+    const int ls = ((u.head.y >> (8 * (ib / 2) + 4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+    const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q0.x, u.q0.y, u.q1.x, u.q1.y}, f = 0x80808080u;
+    int a = 0, b = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t lo = lookup4(c, q[k] & mk) ^ f, hi = lookup4(c, (q[k] >> 4) & mk) ^ f;
+      a = dp4a(lo, xa[0][k], a), b = dp4a(lo, xb[0][k], b);
+      a = dp4a(hi, xa[1][k], a), b = dp4a(hi, xb[1][k], b);
+    }
+    return f16_bits(u.head.x) * i2f(ls - 32) * dx[0] * q8x2(a, b);
   }
   __device__ static float dot(const Raw& u, const Ctx& c, const float (&x)[2][16], const float (&)[2]) {
     const int ib = u.j;

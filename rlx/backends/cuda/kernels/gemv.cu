@@ -7,11 +7,11 @@
 #include "rlx/backends/cuda/kernels/quant.h"
 
 #include "rlx/backends/cuda/cuda_check.h"
-#include "rlx/backends/cuda/device/glu_act.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
-#include "rlx/backends/cuda/kernels/quant_common.cuh"
+#include "rlx/backends/cuda/kernels/gemv_common.cuh"
+#include "rlx/backends/cuda/kernels/gemv_q8.h"
 #include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
@@ -23,47 +23,7 @@ using dev::IqTables;
 
 // ---- GEMV ------------------------------------------------------------------------
 
-constexpr int kGemvMaxThreads = 256;
 constexpr int kGemvMaxRowsPerGroup = 4;
-
-// kChunk consecutive activations x[i .. i + kChunk) as f32. Block-type chunks
-// start at multiples of 32 elements, so with a 16-byte-aligned x the loads
-// are 16 bytes wide (`vec`); x is small and shared by every row, so these
-// reads hit L1/L2, not DRAM.
-template <int N>
-__device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, bool vec, float (&o)[N]) {
-  if constexpr (N % 8 == 0) {
-    if (vec) {
-      if (io == FloatKind::F32) {
-#pragma unroll
-        for (int j = 0; j < N; j += 4) {
-          const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + j));
-          o[j] = v.x, o[j + 1] = v.y, o[j + 2] = v.z, o[j + 3] = v.w;
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; j += 8) {
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i + j));
-          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int h = 0; h < 4; ++h) {
-            const uint16_t lo = static_cast<uint16_t>(w[h] & 0xFFFF), hi = static_cast<uint16_t>(w[h] >> 16);
-            if (io == FloatKind::F16) {
-              o[j + 2 * h] = __half2float(__ushort_as_half(lo));
-              o[j + 2 * h + 1] = __half2float(__ushort_as_half(hi));
-            } else {
-              o[j + 2 * h] = __uint_as_float(static_cast<uint32_t>(lo) << 16);
-              o[j + 2 * h + 1] = __uint_as_float(static_cast<uint32_t>(hi) << 16);
-            }
-          }
-        }
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < N; ++j) o[j] = load_as_f32(x, i + j, io);
-}
 
 // y[r, row] = Σ_k x[r, k] · W[row, k] for r < m ≤ M.
 //
@@ -161,20 +121,11 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   extern __shared__ float4 xs_dyn[];
   float* xs_f = reinterpret_cast<float*>(xs_dyn);
   constexpr int kRuns = U::kRuns, kLen = U::kRunLen;
-  const int group = threadIdx.x / tpr, gt = threadIdx.x % tpr;
-  const int groups = blockDim.x / tpr;
-  const int64_t half = n / 2;  // GLU: output columns F
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * groups + group) * (glu >= 0 ? 1 : rpg);
+  const UnitRows<R> rows(w, n, row_bytes, tpr, rpg, glu);
+  const int gt = rows.gt;
   const int64_t units = k / U::kBlockElems * U::kUnits;
   const typename U::Ctx ctx = U::context(t);
-
-  bool live[R];
-  const uint8_t* wr[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    live[r] = glu >= 0 ? r < 2 && row0 < half : r < rpg && row0 + r < n;
-    wr[r] = w + (live[r] ? (glu >= 0 ? row0 + r * half : row0 + r) : 0) * row_bytes;
-  }
+  const bool(&live)[R] = rows.live;
   float acc[R][M];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -190,7 +141,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     const int j = static_cast<int>(u % U::kUnits);
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      if (live[r]) raw[r] = U::load(wr[r] + b * U::kBlockBytes, j);
+      if (live[r]) raw[r] = U::load(rows.wr[r] + b * U::kBlockBytes, j);
   };
   Raw cur[R];
   if (gt < units) fetch(gt, cur);
@@ -242,55 +193,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     for (int r = 0; r < R; ++r) cur[r] = next[r];
   }
 
-  // Reduce over the group's threads. Within a warp: a butterfly over the
-  // group's tpr lanes (aligned, since tpr is a power of two), so every lane
-  // ends with the group's sums.
-  const int width = tpr < 32 ? tpr : 32;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < M; ++i)
-      for (int o = width / 2; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
-  const auto gated = [&](float g, float u) { return dev::glu_act(static_cast<GluKind>(glu), g) * u; };
-  __shared__ float red[kGemvMaxThreads / 32][R * M];
-  if (tpr <= 32) {
-    if (glu >= 0) {
-#pragma unroll
-      for (int i = 0; i < M; ++i)
-        if (i % tpr == gt && live[0] && i < m) store_from_f32(y, i * half + row0, gated(acc[0][i], acc[1][i]), io);
-      return;
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int i = 0; i < M; ++i)
-        if ((r * M + i) % tpr == gt && live[r] && i < m) store_from_f32(y, i * n + row0 + r, acc[r][i], io);
-  } else {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
-    }
-    __syncthreads();
-    if (glu >= 0) {
-      if (gt < M && gt < m && row0 < half) {
-        float g = 0.0f, u = 0.0f;
-        for (int v = 0; v < wpg; ++v) g += red[group * wpg + v][gt], u += red[group * wpg + v][M + gt];
-        store_from_f32(y, gt * half + row0, gated(g, u), io);
-      }
-      return;
-    }
-    if (gt < R * M) {
-      const int r = gt / M, i = gt % M;
-      if (r < rpg && i < m && row0 + r < n) {
-        float s = 0.0f;
-        for (int v = 0; v < wpg; ++v) s += red[group * wpg + v][gt];
-        store_from_f32(y, i * n + row0 + r, s, io);
-      }
-    }
-  }
+  unit_gemv_store<M, R>(acc, rows, y, m, n, tpr, rpg, glu, io);
 }
 
 // Whether the unit kernel (wide loads) takes these weights: blocks aligned
@@ -310,6 +213,10 @@ bool unit_kernel_takes(DType w_type, const void* w, int64_t n, int64_t k) {
 
 bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k) {
   return unit_kernel_takes(w_type, w, n, k);
+}
+
+bool quant_gemv_uses_q8(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
+  return unit_kernel_takes(w_type, w, n, k) && quant_gemv_q8_applies(w_type, m, k);
 }
 
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
@@ -352,41 +259,25 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     // Rows per group: more share each x load, but every row's unit is held
     // in registers (twice, with the unrolled loop); large units get 2.
     constexpr int R = M == 1 && sizeof(typename U::Raw) <= 20 ? 4 : 2;
-    // Threads per row: enough that each does at most 4 units of a row; then,
-    // while that leaves fewer than 16 warps per SM, more threads per row (down
-    // to 2 units each), then fewer rows per group, for more loads in flight.
-    // GLU: a group always holds its gate and up rows (2 rows, 1 output).
-    const int64_t units = k / U::kBlockElems * U::kUnits;
-    const int min_rpg = glu ? 2 : 1;
-    int tpr = 8, rpg = glu ? 2 : R;
-    while (tpr < kGemvMaxThreads && units > 4 * tpr) tpr *= 2;
-    const int64_t want_warps = int64_t{16} * sm_count();
-    auto warps = [&] { return (n + rpg - 1) / rpg * tpr / 32; };
-    while (warps() < want_warps) {
-      if (tpr < kGemvMaxThreads && units > 2 * tpr) tpr *= 2;
-      else if (rpg > min_rpg) rpg /= 2;
-      else break;
-    }
-    const int groups = kGemvMaxThreads / tpr;
-    const int64_t rows_per_block = int64_t{groups} * rpg;
-    const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+    const UnitGemvPlan plan = plan_unit_gemv(k / U::kBlockElems * U::kUnits, n, glu != nullptr, R);
     // x in shared memory when it fits (see the kernel): 40 KB of dynamic
     // memory leaves the static reduction scratch within the 48 KB a launch
     // gets without opting in.
     static const bool x_smem_on = env_bool("RLX_CUDA_GEMV_X_SMEM");
     const size_t x_bytes = static_cast<size_t>(m * k) * sizeof(float);
     const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
-    gemv_unit_kernel<U, M, R><<<blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
-        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, tpr, rpg, x_vec, io, t, x_smem,
-        glu ? static_cast<int>(*glu) : -1);
+    gemv_unit_kernel<U, M, R><<<plan.blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t,
+        x_smem, glu ? static_cast<int>(*glu) : -1);
   };
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
     if (!unit_kernel_takes(w_type, w, n, k)) return;
+    done = true;
+    if (quant_gemv_q8_applies(w_type, m, k)) return launch_quant_gemv_q8(w_type, w, x_dtype, x, y, m, n, k, stream, glu);
     if (m == 1) launch_unit(u, std::integral_constant<int, 1>{});
     else launch_unit(u, std::integral_constant<int, kMaxGemvRows>{});
-    done = true;
   });
   if (!done) {
     visit_or_throw(w_type, "quantized gemv", [&](auto q) {

@@ -35,8 +35,9 @@ void launch_dequantize(DType type, const void* src, DType out_dtype, void* out, 
 inline constexpr int kMaxGemvRows = 8;
 
 // y [m, n] = x [m, k] · W [n, k]ᵀ for 1 ≤ m ≤ kMaxGemvRows; x and y in
-// x_dtype (f32, f16 or bf16), accumulation in f32. Reads each weight byte
-// once for all m rows; W is never expanded to floats in memory.
+// x_dtype (f32, f16 or bf16), accumulation in f32 (int32 for the int8 path,
+// quant_gemv_uses_q8). Reads each weight byte once for all m rows; W is
+// never expanded to floats in memory.
 //
 // With `glu` (only where quant_gemv_fuses_glu: the common GGUF types
 // with aligned rows), W stacks [gate; up] (n = 2F rows) and y [m, F] =
@@ -45,6 +46,11 @@ inline constexpr int kMaxGemvRows = 8;
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                        int64_t k, cudaStream_t stream, const GluKind* glu = nullptr);
 bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k);  // W [n, k]
+// Whether launch_quant_gemv re-quantizes x to two int8 levels for these
+// operands (gemv_q8.h: the GGUF types RLX_CUDA_GEMV_Q8 selects, with aligned
+// rows, m·k ≤ 19,275); its error is then |y − x·Wᵀ| ≤ Σ_k |W[n, k]|·dx(k)/2
+// plus f32 rounding, dx = max|x| / 31750 over each 32 elements of x.
+bool quant_gemv_uses_q8(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
 
 // Large-matrix GEMV: weights streamed through shared memory by bulk async copies (sm_90+).
 // Same contract as launch_quant_gemv without GLU: y [m, n] = x [m, k] ·

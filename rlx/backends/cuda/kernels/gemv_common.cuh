@@ -1,0 +1,165 @@
+// Shared by the two unit-decoder GEMVs (gemv.cu: f32 activations;
+// gemv_q8.cu: activations re-quantized to int8): the launch plan of row
+// groups, the activation loader and the reduction + store epilogue.
+// Internal to those files.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "rlx/backends/cuda/device/glu_act.cuh"
+#include "rlx/backends/cuda/device/quant_blocks.cuh"
+#include "rlx/backends/cuda/kernels/glu.h"
+#include "rlx/backends/cuda/kernels/quant_common.cuh"
+
+namespace rlx::cuda::quant_detail {
+
+constexpr int kGemvMaxThreads = 256;
+
+// kChunk consecutive activations x[i .. i + kChunk) as f32. Block-type chunks
+// start at multiples of 32 elements, so with a 16-byte-aligned x the loads
+// are 16 bytes wide (`vec`); x is small and shared by every row, so these
+// reads hit L1/L2, not DRAM.
+template <int N>
+__device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, bool vec, float (&o)[N]) {
+  if constexpr (N % 8 == 0) {
+    if (vec) {
+      if (io == FloatKind::F32) {
+#pragma unroll
+        for (int j = 0; j < N; j += 4) {
+          const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + j));
+          o[j] = v.x, o[j + 1] = v.y, o[j + 2] = v.z, o[j + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; j += 8) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i + j));
+          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            const uint16_t lo = static_cast<uint16_t>(w[h] & 0xFFFF), hi = static_cast<uint16_t>(w[h] >> 16);
+            if (io == FloatKind::F16) {
+              o[j + 2 * h] = __half2float(__ushort_as_half(lo));
+              o[j + 2 * h + 1] = __half2float(__ushort_as_half(hi));
+            } else {
+              o[j + 2 * h] = __uint_as_float(static_cast<uint32_t>(lo) << 16);
+              o[j + 2 * h + 1] = __uint_as_float(static_cast<uint32_t>(hi) << 16);
+            }
+          }
+        }
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) o[j] = load_as_f32(x, i + j, io);
+}
+
+// Row groups of a unit GEMV launch: a block of kGemvMaxThreads threads is
+// kGemvMaxThreads / tpr groups of tpr threads (a power of two, 8..256); group
+// g owns rpg rows (rpg ≤ R) and its threads stride over the rows' units.
+struct UnitGemvPlan {
+  int tpr, rpg;
+  unsigned blocks;
+};
+
+// Threads per row: enough that each does at most 4 units of a row; then,
+// while that leaves fewer than 16 warps per SM, more threads per row (down to
+// 2 units each), then fewer rows per group, for more loads in flight. GLU: a
+// group always holds its gate and up rows (2 rows, 1 output).
+inline UnitGemvPlan plan_unit_gemv(int64_t units, int64_t n, bool glu, int R) {
+  const int min_rpg = glu ? 2 : 1;
+  int tpr = 8, rpg = glu ? 2 : R;
+  while (tpr < kGemvMaxThreads && units > 4 * tpr) tpr *= 2;
+  const int64_t want_warps = int64_t{16} * sm_count();
+  auto warps = [&] { return (n + rpg - 1) / rpg * tpr / 32; };
+  while (warps() < want_warps) {
+    if (tpr < kGemvMaxThreads && units > 2 * tpr) tpr *= 2;
+    else if (rpg > min_rpg) rpg /= 2;
+    else break;
+  }
+  const int groups = kGemvMaxThreads / tpr;
+  const int64_t rows_per_block = int64_t{groups} * rpg;  // GLU: 2F rows, one column of F per group
+  return {tpr, rpg, static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)};
+}
+
+// The rows a thread of a unit GEMV works on: live[r] and the row's bytes
+// wr[r]. GLU (glu ≥ 0): rows row0 (gate) and half + row0 (up).
+template <int R>
+struct UnitRows {
+  int group, gt;
+  int64_t row0, half;
+  bool live[R];
+  const uint8_t* wr[R];
+
+  __device__ UnitRows(const uint8_t* w, int64_t n, int64_t row_bytes, int tpr, int rpg, int glu) {
+    group = threadIdx.x / tpr;
+    gt = threadIdx.x % tpr;
+    half = n / 2;
+    row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / tpr) + group) * (glu >= 0 ? 1 : rpg);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      live[r] = glu >= 0 ? r < 2 && row0 < half : r < rpg && row0 + r < n;
+      wr[r] = w + (live[r] ? (glu >= 0 ? row0 + r * half : row0 + r) : 0) * row_bytes;
+    }
+  }
+};
+
+// Reduces acc over the group's tpr threads and stores y (the GLU product for
+// glu ≥ 0). Within a warp: a butterfly over the group's lanes (aligned, since
+// tpr is a power of two); across the warps of a group (tpr > 32) through
+// shared memory with one __syncthreads, which every thread of the block
+// reaches.
+template <int M, int R>
+__device__ __forceinline__ void unit_gemv_store(float (&acc)[R][M], const UnitRows<R>& rows, void* y, int m,
+                                                int64_t n, int tpr, int rpg, int glu, FloatKind io) {
+  const int width = tpr < 32 ? tpr : 32;
+  const int gt = rows.gt, group = rows.group;
+  const int64_t row0 = rows.row0, half = rows.half;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+      for (int o = width / 2; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
+  const auto gated = [&](float g, float u) { return dev::glu_act(static_cast<GluKind>(glu), g) * u; };
+  __shared__ float red[kGemvMaxThreads / 32][R * M];
+  if (tpr <= 32) {
+    if (glu >= 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (i % tpr == gt && rows.live[0] && i < m) store_from_f32(y, i * half + row0, gated(acc[0][i], acc[1][i]), io);
+      return;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if ((r * M + i) % tpr == gt && rows.live[r] && i < m) store_from_f32(y, i * n + row0 + r, acc[r][i], io);
+    return;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpg = tpr / 32;
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < M; ++i) red[warp][r * M + i] = acc[r][i];
+  }
+  __syncthreads();
+  if (glu >= 0) {
+    if (gt < M && gt < m && row0 < half) {
+      float g = 0.0f, u = 0.0f;
+      for (int v = 0; v < wpg; ++v) g += red[group * wpg + v][gt], u += red[group * wpg + v][M + gt];
+      store_from_f32(y, gt * half + row0, gated(g, u), io);
+    }
+    return;
+  }
+  if (gt < R * M) {
+    const int r = gt / M, i = gt % M;
+    if (r < rpg && i < m && row0 + r < n) {
+      float s = 0.0f;
+      for (int v = 0; v < wpg; ++v) s += red[group * wpg + v][gt];
+      store_from_f32(y, i * n + row0 + r, s, io);
+    }
+  }
+}
+
+}  // namespace rlx::cuda::quant_detail
