@@ -857,6 +857,22 @@ __device__ __forceinline__ float dot16(const uint32_t (&w)[4], const float* x, f
   return s;
 }
 
+// The scales of a Q4_K/Q5_K unit's two runs (dot_q8): run r is sub-block
+// 2g + r, x's 32-element block 2g + r, with its own scale and min.
+struct KQuantScales {
+  float d, dmin, sc0, m0, sc1, m1;
+  __device__ KQuantScales(const uint4& head, int g) : d(f16_bits(head.x)), dmin(f16_bits(head.x >> 16)) {
+    scale_min_k4_regs(2 * g, head.y, head.z, head.w, sc0, m0);
+    scale_min_k4_regs(2 * g + 1, head.y, head.z, head.w, sc1, m1);
+  }
+  // Σ w·x̃ from the runs' integer sums.
+  __device__ float q8_sum(const float (&dx)[2], int a0, int b0, int a1, int b1, const int (&sa)[2],
+                          const int (&sb)[2]) const {
+    return dx[0] * (d * sc0 * q8x2(a0, b0) - dmin * m0 * q8x2(sa[0], sb[0])) +
+           dx[1] * (d * sc1 * q8x2(a1, b1) - dmin * m1 * q8x2(sa[1], sb[1]));
+  }
+};
+
 // Q4_K unit j (0..7): qs bytes 16j..16j+15, i.e. l = 16(j%2).. of group g = j/2:
 // low nibbles → sub-block 2g (elements 64g + l), high → 2g+1 (64g + 32 + l).
 // 144-byte blocks: 16-byte loads when the weights are 16-byte aligned.
@@ -881,16 +897,11 @@ template <> struct GemvUnit<DType::Q4_K> {
     const float s0 = dot16(lo, x[0], 0.0f), s1 = dot16(hi, x[1], 0.0f);
     return d * (sc0 * s0 + sc1 * s1) - dmin * (m0 * xs[0] + m1 * xs[1]);
   }
-  // Run r is sub-block 2g + r, i.e. x's 32-element block 2g + r: its own scale.
   static constexpr bool kQ8Sums = true;
   static constexpr bool kQ8Default = true;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
   __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[2][4], const int (&xb)[2][4],
                                  const float (&dx)[2], const int (&sa)[2], const int (&sb)[2]) {
-    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
-    const int g = u.j / 2;
-    float sc0, m0, sc1, m1;
-    scale_min_k4_regs(2 * g, u.head.y, u.head.z, u.head.w, sc0, m0);
-    scale_min_k4_regs(2 * g + 1, u.head.y, u.head.z, u.head.w, sc1, m1);
+    const KQuantScales ks(u.head, u.j / 2);
     const uint32_t mk = 0x0F0F0F0Fu, q[4] = {u.q.x, u.q.y, u.q.z, u.q.w};
     int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
 #pragma unroll
@@ -899,8 +910,7 @@ template <> struct GemvUnit<DType::Q4_K> {
       a0 = dp4a(lo, xa[0][k], a0), b0 = dp4a(lo, xb[0][k], b0);
       a1 = dp4a(hi, xa[1][k], a1), b1 = dp4a(hi, xb[1][k], b1);
     }
-    return dx[0] * (d * sc0 * q8x2(a0, b0) - dmin * m0 * q8x2(sa[0], sb[0])) +
-           dx[1] * (d * sc1 * q8x2(a1, b1) - dmin * m1 * q8x2(sa[1], sb[1]));
+    return ks.q8_sum(dx, a0, b0, a1, b1, sa, sb);
   }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][16]) {
     const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
@@ -948,11 +958,8 @@ template <> struct GemvUnit<DType::Q5_K> {
   static constexpr bool kQ8Default = true;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
   __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[2][4], const int (&xb)[2][4],
                                  const float (&dx)[2], const int (&sa)[2], const int (&sb)[2]) {
-    const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);
     const int g = u.j / 2;
-    float sc0, m0, sc1, m1;
-    scale_min_k4_regs(2 * g, u.head.y, u.head.z, u.head.w, sc0, m0);
-    scale_min_k4_regs(2 * g + 1, u.head.y, u.head.z, u.head.w, sc1, m1);
+    const KQuantScales ks(u.head, g);
     const uint32_t mk = 0x0F0F0F0Fu, one = 0x01010101u;
     const uint32_t q[4] = {u.q.x, u.q.y, u.q.z, u.q.w}, h[4] = {u.qh.x, u.qh.y, u.qh.z, u.qh.w};
     int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
@@ -963,8 +970,7 @@ template <> struct GemvUnit<DType::Q5_K> {
       a0 = dp4a(lo, xa[0][k], a0), b0 = dp4a(lo, xb[0][k], b0);
       a1 = dp4a(hi, xa[1][k], a1), b1 = dp4a(hi, xb[1][k], b1);
     }
-    return dx[0] * (d * sc0 * q8x2(a0, b0) - dmin * m0 * q8x2(sa[0], sb[0])) +
-           dx[1] * (d * sc1 * q8x2(a1, b1) - dmin * m1 * q8x2(sa[1], sb[1]));
+    return ks.q8_sum(dx, a0, b0, a1, b1, sa, sb);
   }
   __device__ static void values(const Raw& u, const Ctx&, float (&v)[2][16]) {
     const float d = f16_bits(u.head.x), dmin = f16_bits(u.head.x >> 16);

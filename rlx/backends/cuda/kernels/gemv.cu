@@ -127,24 +127,14 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   const typename U::Ctx ctx = U::context(t);
   const bool(&live)[R] = rows.live;
   float acc[R][M];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+  zero(acc);
 
   // Software pipeline: unit u + tpr is loaded while unit u is used. The first
   // unit's weights are fetched before pdl_wait(): no kernel writes weights, so
   // with programmatic launch their DRAM latency overlaps the kernel before.
   using Raw = typename U::Raw;
-  auto fetch = [&](int64_t u, Raw (&raw)[R]) {
-    const int64_t b = u / U::kUnits;
-    const int j = static_cast<int>(u % U::kUnits);
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (live[r]) raw[r] = U::load(rows.wr[r] + b * U::kBlockBytes, j);
-  };
   Raw cur[R];
-  if (gt < units) fetch(gt, cur);
+  if (gt < units) rows.template fetch<U>(gt, cur);
   dev::pdl_begin();
   if (x_smem) {  // x_vec holds here: 16-byte aligned, K a multiple of 32
     const int64_t n8 = m * k / 8;
@@ -160,7 +150,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll 1
   for (int64_t u = gt; u < units; u += tpr) {
     Raw next[R];
-    if (u + tpr < units) fetch(u + tpr, next);
+    if (u + tpr < units) rows.template fetch<U>(u + tpr, next);
     const int64_t b = u / U::kUnits;
     const int j = static_cast<int>(u % U::kUnits);
     const int64_t e0 = b * U::kBlockElems;

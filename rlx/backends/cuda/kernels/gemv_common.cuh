@@ -102,7 +102,25 @@ struct UnitRows {
       wr[r] = w + (live[r] ? (glu >= 0 ? row0 + r * half : row0 + r) : 0) * row_bytes;
     }
   }
+
+  // Unit u (of the row's units, in the order the threads stride them) of every live row.
+  template <class U>
+  __device__ __forceinline__ void fetch(int64_t u, typename U::Raw (&raw)[R]) const {
+    const int64_t b = u / U::kUnits;
+    const int j = static_cast<int>(u % U::kUnits);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (live[r]) raw[r] = U::load(wr[r] + b * U::kBlockBytes, j);
+  }
 };
+
+template <int R, int M>
+__device__ __forceinline__ void zero(float (&acc)[R][M]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+}
 
 // Reduces acc over the group's tpr threads and stores y (the GLU product for
 // glu ≥ 0). Within a warp: a butterfly over the group's lanes (aligned, since

@@ -118,23 +118,13 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   const typename U::Ctx ctx = U::context(t);
 
   float acc[R][M];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+  zero(acc);
 
   using Raw = typename U::Raw;
-  auto fetch = [&](int64_t u, Raw (&raw)[R]) {
-    const int64_t b = u / U::kUnits;
-    const int j = static_cast<int>(u % U::kUnits);
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (rows.live[r]) raw[r] = U::load(rows.wr[r] + b * U::kBlockBytes, j);
-  };
   static_assert(kAhead == 1 || kAhead == 2, "one or two units ahead");
   Raw cur[R], ahead[R];
-  if (gt < units) fetch(gt, cur);
-  if (kAhead == 2 && gt + tpr < units) fetch(gt + tpr, ahead);
+  if (gt < units) rows.template fetch<U>(gt, cur);
+  if (kAhead == 2 && gt + tpr < units) rows.template fetch<U>(gt + tpr, ahead);
   dev::pdl_begin();
   quantize_x(x, m, k, io, x_vec, xa, xb, dx);
   __syncthreads();
@@ -142,7 +132,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll 1
   for (int64_t u = gt; u < units; u += tpr) {
     Raw next[R];
-    if (u + kAhead * tpr < units) fetch(u + kAhead * tpr, next);
+    if (u + kAhead * tpr < units) rows.template fetch<U>(u + kAhead * tpr, next);
     const int64_t e0 = u / U::kUnits * U::kBlockElems;
     const int j = static_cast<int>(u % U::kUnits);
 #pragma unroll
