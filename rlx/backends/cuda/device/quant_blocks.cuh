@@ -1005,20 +1005,25 @@ template <> struct GemvUnit<DType::Q6_K> {
     return {ld8_a2(b + 64 * n + l), ld8_a2(b + 64 * n + 32 + l), ld8_a2(b + 128 + 32 * n + l), ld8_a2(b + 192 + 8 * n),
             ld_u16(b + 208), j};
   }
-  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[4][8], const float (&)[4]) {
+  // Group g's 8 quants (0..63, as bytes of q0, q1) and its signed scale.
+  __device__ static void group(const Raw& u, int g, uint32_t& q0, uint32_t& q1, int& sc) {
     const uint32_t mk = 0x0F0F0F0Fu, b3 = 0x03030303u;
-    const int half_l = (u.j % 4) / 2;  // l / 16
+    const uint2 ql = g % 2 ? u.qb : u.qa;
+    const int nib = g >= 2 ? 4 : 0;
+    q0 = ((ql.x >> nib) & mk) | (((u.qh.x >> (2 * g)) & b3) << 4);
+    q1 = ((ql.y >> nib) & mk) | (((u.qh.y >> (2 * g)) & b3) << 4);
+    const int si = (u.j % 4) / 2 + 2 * g;  // l / 16 + 2g: 0..7
+    const uint32_t sw = si < 4 ? u.sc.x : u.sc.y;
+    sc = static_cast<int8_t>(static_cast<uint8_t>(sw >> (8 * (si & 3))));
+  }
+  __device__ static float dot(const Raw& u, const Ctx&, const float (&x)[4][8], const float (&)[4]) {
     float s = 0.0f;
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      const uint2 ql = g % 2 ? u.qb : u.qa;
-      const int nib = g >= 2 ? 4 : 0;
-      const uint32_t q0 = ((ql.x >> nib) & mk) | (((u.qh.x >> (2 * g)) & b3) << 4);
-      const uint32_t q1 = ((ql.y >> nib) & mk) | (((u.qh.y >> (2 * g)) & b3) << 4);
+      uint32_t q0, q1;
+      int sc;
+      group(u, g, q0, q1, sc);
       const float part = dot4(q1, 32.0f, x[g] + 4, dot4(q0, 32.0f, x[g], 0.0f));
-      const int si = half_l + 2 * g;  // 0..7
-      const uint32_t sw = si < 4 ? u.sc.x : u.sc.y;
-      const auto sc = static_cast<int8_t>(static_cast<uint8_t>(sw >> (8 * (si & 3))));
       s = fmaf(static_cast<float>(sc), part, s);
     }
     return s * f16_bits(u.d);
@@ -1028,20 +1033,14 @@ template <> struct GemvUnit<DType::Q6_K> {
   static constexpr bool kQ8Default = false;  // RLX_CUDA_GEMV_Q8=auto (gemv_q8.cu)
   __device__ static float dot_q8(const Raw& u, const Ctx&, const int (&xa)[4][2], const int (&xb)[4][2],
                                  const float (&dx)[4], const int (&sa)[4], const int (&sb)[4]) {
-    const uint32_t mk = 0x0F0F0F0Fu, b3 = 0x03030303u;
-    const int half_l = (u.j % 4) / 2;
     float s = 0.0f;
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      const uint2 ql = g % 2 ? u.qb : u.qa;
-      const int nib = g >= 2 ? 4 : 0;
-      const uint32_t q0 = ((ql.x >> nib) & mk) | (((u.qh.x >> (2 * g)) & b3) << 4);
-      const uint32_t q1 = ((ql.y >> nib) & mk) | (((u.qh.y >> (2 * g)) & b3) << 4);
+      uint32_t q0, q1;
+      int sc;
+      group(u, g, q0, q1, sc);
       const int pa = dp4a(q1, xa[g][1], dp4a(q0, xa[g][0], -32 * sa[g]));
       const int pb = dp4a(q1, xb[g][1], dp4a(q0, xb[g][0], -32 * sb[g]));
-      const int si = half_l + 2 * g;
-      const uint32_t sw = si < 4 ? u.sc.x : u.sc.y;
-      const auto sc = static_cast<int8_t>(static_cast<uint8_t>(sw >> (8 * (si & 3))));
       s = fmaf(i2f(sc) * dx[g], q8x2(pa, pb), s);
     }
     return s * f16_bits(u.d);
