@@ -18,12 +18,13 @@
 // Layout: as gemv.cu's unit kernel (gemv_common.cuh: row groups, GLU pairs,
 // the reduction). Each CTA first fetches its first weight units (before
 // griddepcontrol.wait: no kernel writes weights), then quantizes all of x
-// into shared memory — planes xa and xb int8 [m, k], then dx f32 [m, k / 32]
-// — and walks
-// its rows' units: per unit and x row it loads the runs' packed int8 words
-// and scales, and per weight row calls the unit's dot_q8. Every CTA
-// quantizes x itself: x is a few KB that every CTA reads anyway, and a
-// separate quantize kernel would add a launch to each decode GEMV.
+// into shared memory (planes xa and xb int8 [m, k], then dx f32 [m, k / 32])
+// and walks its rows' units: per unit and x row it loads the runs' packed
+// int8 words and scales, and per weight row calls the unit's dot_q8. Every
+// CTA quantizes x itself: x is a few KB that every CTA reads anyway, and a
+// separate quantize kernel would add a launch to each decode GEMV. What it
+// measured, and which types it serves: docs/performance.md (tenth session)
+// and quant_gemv_q8_applies below.
 #include "rlx/backends/cuda/kernels/gemv_q8.h"
 
 #include <string>
@@ -51,11 +52,12 @@ size_t q8_smem_bytes(int64_t m, int64_t k) {
 // x [m, k] → two int8 planes xa, xb (the same layout) and dx [m·k / 32]:
 // per 32 elements x̃ = dx·(kQ8Ratio·a + b) with kQ8Ratio·dx = max|x| / 127,
 // a = round(x / (kQ8Ratio·dx)) and b = round((x − kQ8Ratio·dx·a) / dx), so
-// |x − x̃| ≤ dx/2 (about 2^-15 of the block's largest |x|). A thread takes 8
+// |x − x̃| ≤ dx/2 (about 2^-16 of the block's largest |x|). A thread takes 8
 // consecutive elements, four neighbouring lanes a block (blockDim is a
 // multiple of 32, so a block's lanes are in one warp and one round). The
 // rounding to integers is the low byte of v + 1.5·2^23 (no F2I). A NaN or
-// infinity in the block makes dx NaN.
+// infinity in the block makes dx NaN; a block whose largest |x| is under
+// 1e-30 becomes zeros.
 __device__ __forceinline__ uint32_t low_bytes(const uint32_t (&b)[8], int o) {
   return __byte_perm(__byte_perm(b[o], b[o + 1], 0x0040), __byte_perm(b[o + 2], b[o + 3], 0x0040), 0x5410);
 }
@@ -82,7 +84,10 @@ __device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, Floa
     bad += __shfl_xor_sync(0xffffffffu, bad, 2);
     if (!on) continue;
     const float d = amax / (127.0f * dev::kQ8Ratio);  // dx
-    const float da = d * dev::kQ8Ratio, inv_a = amax > 0.0f ? 127.0f / amax : 0.0f, inv_b = inv_a * dev::kQ8Ratio;
+    // Blocks whose largest |x| is under 1e-30 quantize to zero (127 / max
+    // would overflow for subnormal maxima).
+    const float inv_a = amax >= 1e-30f ? 127.0f / amax : 0.0f;
+    const float da = d * dev::kQ8Ratio, inv_b = inv_a * dev::kQ8Ratio;
     uint32_t ba[8], bb[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -142,7 +147,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
       float xd[kRuns];
 #pragma unroll
       for (int q = 0; q < kRuns; ++q) {
-        const int64_t at = i * k + e0 + U::run_start(j, q);  // a multiple of 8
+        const int64_t at = i * k + e0 + U::run_start(j, q);  // a multiple of kRunLen: aligned loads
         if constexpr (kWords == 4) {
           const int4 va = *reinterpret_cast<const int4*>(xa + at), vb = *reinterpret_cast<const int4*>(xb + at);
           wa[q][0] = va.x, wa[q][1] = va.y, wa[q][2] = va.z, wa[q][3] = va.w;

@@ -16,8 +16,9 @@ namespace rlx::cuda {
 // quotient, b the rounded remainder), so that four weights cost two integer
 // dot-product instructions instead of four float multiply-adds:
 // |y − x·Wᵀ| ≤ Σ_k |W[n, k]|·dx(k)/2 plus f32 rounding, i.e. x keeps about
-// 15 bits of each block's largest value. A NaN or infinity in a block of x
-// makes the rows' results NaN. The caller has checked the shapes, that the
+// 15 bits of each block's largest value (a block whose largest |x| is under
+// 1e-30 counts as zeros). A NaN or infinity in a block of x makes the rows'
+// results NaN. The caller has checked the shapes, that the
 // unit kernels take W (aligned blocks, an 8-byte-aligned end) and
 // quant_gemv_q8_applies.
 void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
