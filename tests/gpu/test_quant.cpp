@@ -512,6 +512,32 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
   unsetenv("RLX_CUDA_GEMV_Q8");
 }
 
+// A block of x whose largest |x| is subnormal (127 / max overflows) is taken
+// as zeros, not as the NaN bytes an infinite scale would make.
+TEST(CudaQuantGemv, Int8ActivationsTakeTinyBlocksAsZero) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(61);
+  const int64_t n = 64, k = 512;
+  const std::vector<uint8_t> wb = random_data(DType::Q4_K, n * k, rng);
+  std::vector<float> x(static_cast<size_t>(k), 0.25f);
+  for (int64_t i = 64; i < 96; ++i) x[static_cast<size_t>(i)] = (i % 2 ? 1 : -1) * 1e-39f;  // one subnormal block
+  DeviceMem dw(wb.size()), dx(x.size() * 4), dy(static_cast<size_t>(n) * 4);
+  ASSERT_EQ(cudaMemcpy(dw.p, wb.data(), wb.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE(cuda::quant_gemv_uses_q8(DType::Q4_K, dw.p, 1, n, k));
+  cuda::launch_quant_gemv(DType::Q4_K, dw.p, DType::F32, dx.p, dy.p, 1, n, k, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> y(static_cast<size_t>(n)), wrow(static_cast<size_t>(k));
+  ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<double> xd(x.begin(), x.end());
+  const std::vector<double> slack = q8_slack(xd.data(), k);
+  for (int64_t j = 0; j < n; ++j) {
+    dequantize_row(DType::Q4_K, wb.data() + j * dtype_bytes(DType::Q4_K, k), wrow.data(), k);
+    const RefDot r = ref_dot(xd.data(), wrow.data(), k, 2e-5, &slack);
+    EXPECT_NEAR(y[static_cast<size_t>(j)], r.ref, r.bound) << "row " << j;
+  }
+}
+
 // Where the int8 path runs: the unit types with aligned W, x within its 40 KB
 // of shared memory as two int8 planes, the knob on.
 TEST(CudaQuantGemv, Int8ActivationsWhereTheyApply) {
