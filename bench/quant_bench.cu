@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -301,9 +302,12 @@ int main(int argc, char** argv) {
         const bool q8 = cuda::quant_gemv_uses_q8(t, w.copy(0), 1, N, K);
         graph_row(key + (q8 ? " int8 x (graph)" : " (graph)"));
         if (q8) {  // the same kernel family on f32 activations (RLX_CUDA_GEMV_Q8=0)
+          const char* user = std::getenv("RLX_CUDA_GEMV_Q8");  // restored after the row
+          const std::string saved = user ? user : "";
           setenv("RLX_CUDA_GEMV_Q8", "0", 1);
           graph_row(key + " f32 x (graph)");
-          unsetenv("RLX_CUDA_GEMV_Q8");
+          if (user) setenv("RLX_CUDA_GEMV_Q8", saved.c_str(), 1);
+          else unsetenv("RLX_CUDA_GEMV_Q8");
         }
       }
       if (!cuda::quant_gemv_staged_supported(t)) continue;
