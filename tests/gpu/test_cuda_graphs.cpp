@@ -6,6 +6,12 @@
 #include <cstring>
 #include <random>
 
+#include "rlx/backends/cuda/cublaslt.h"
+#include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/encoder.h"
+#include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/memory.h"
+#include "rlx/core/env.h"
 #include "rlx/models/bert/bert.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
@@ -133,4 +139,57 @@ TEST(CudaGraphs, LayersShareOnePreparedKeyMask) {
        at = report.find("prepared by an earlier layer", at + 1))
     ++shared;
   EXPECT_EQ(shared, static_cast<size_t>(cfg.layers - 1)) << report;
+}
+
+// Inside a captured graph, edges into rlx kernels become programmatic (PDL);
+// edges into library kernels (cuBLAS) stay full dependencies. Kernel names
+// are read through the driver, which also knows cuBLAS's kernels (the
+// runtime's lookup failed on them with an API error under compute-sanitizer).
+TEST(CudaGraphs, EdgesIntoRlxKernelsBecomeProgrammatic) {
+  register_builtin_backends();
+  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
+  using namespace rlx::cuda;
+  constexpr int64_t n = 16;  // x: n × n; y = -(|-x| · |-x|ᵀ)
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> x(n * n);
+  for (auto& e : x) e = u(rng);
+  DeviceBuffer buf(0, 5 * n * n * sizeof(float), "test");
+  float* p = static_cast<float*>(buf.data());
+  float *dx = p, *d1 = p + n * n, *d2 = p + 2 * n * n, *dc = p + 3 * n * n, *dy = p + 4 * n * n;
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), n * n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  GemmEngine gemm(0);
+  GemmArgs g;
+  g.trans_b = true;
+  g.M = g.N = g.K = n;
+  g.A = g.B = d2;
+  g.lda = g.ldb = g.ldc = n;
+  g.C = dc;
+  ThunkSchedule s;
+  s.add({-1, "neg", [=](cudaStream_t st) { launch_unary(UnaryFn::Neg, DType::F32, dx, d1, n * n, st); }});
+  s.add({-1, "abs", [=](cudaStream_t st) { launch_unary(UnaryFn::Abs, DType::F32, d1, d2, n * n, st); }});
+  s.add({-1, "gemm", [&gemm, g](cudaStream_t st) { gemm.run(g, st); }});
+  s.add({-1, "neg", [=](cudaStream_t st) { launch_unary(UnaryFn::Neg, DType::F32, dc, dy, n * n, st); }});
+  s.end_segment();
+  Encoder enc(true, [](NodeId) { return std::string("test"); });
+  if (!enc.uses_graphs()) GTEST_SKIP() << "CUDA graphs are off (RLX_CUDA_GRAPHS=0)";
+  Stream stream;
+  for (int run = 0; run < 2; ++run) enc.run(s, stream.get());
+  stream.synchronize();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<float> y(n * n);
+  ASSERT_EQ(cudaMemcpy(y.data(), dy, n * n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int64_t k = 0; k < n; ++k) ref += std::fabs(double{x[i * n + k]}) * std::fabs(double{x[j * n + k]});
+      EXPECT_NEAR(y[i * n + j], -ref, 1e-4 * (1 + std::fabs(ref))) << i << "," << j;
+    }
+  EXPECT_EQ(enc.captures(), 1);
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  if (major < 9 || !env_bool("RLX_CUDA_PDL")) GTEST_SKIP() << "no programmatic launches before sm_90 or with RLX_CUDA_PDL=0";
+  // neg → abs and cuBLAS's last kernel → neg; abs → cuBLAS stays a full dependency.
+  EXPECT_EQ(enc.programmatic_edges(), 2);
 }

@@ -1,5 +1,7 @@
 #include "rlx/backends/cuda/encoder.h"
 
+#include <cuda.h>
+
 #include <string_view>
 #include <unordered_map>
 
@@ -14,18 +16,60 @@ bool is_kernel(cudaGraphNode_t node) {
   return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
 }
 
+// Driver entry points (the library does not link libcuda): a kernel node's
+// parameters and a kernel's name. The runtime's cudaGraphKernelNodeGetParams
+// fails with "invalid device function" for kernels it did not load (cuBLAS,
+// cuDNN, NVRTC), an API error that compute-sanitizer reports; the driver's
+// returns their CUfunction or CUkernel.
+struct DriverNames {
+  using NodeParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
+  using FuncName = CUresult (*)(const char**, CUfunction);
+  using KernelName = CUresult (*)(const char**, CUkernel);
+  NodeParams node_params = nullptr;
+  FuncName func_name = nullptr;
+  KernelName kernel_name = nullptr;
+
+  static const DriverNames& get() {
+    static const DriverNames d = [] {
+      DriverNames r;
+      auto entry = [](const char* sym, int version) -> void* {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+        if (cudaGetDriverEntryPointByVersion(sym, &p, version, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+          (void)cudaGetLastError();
+          return nullptr;
+        }
+        return p;
+      };
+      r.node_params = reinterpret_cast<NodeParams>(entry("cuGraphKernelNodeGetParams", 12000));
+      r.func_name = reinterpret_cast<FuncName>(entry("cuFuncGetName", 12030));
+      r.kernel_name = reinterpret_cast<KernelName>(entry("cuKernelGetName", 12030));
+      return r;
+    }();
+    return d;
+  }
+};
+
+// The mangled name of a kernel node's function, or null.
+const char* kernel_node_name(cudaGraphNode_t node) {
+  const DriverNames& d = DriverNames::get();
+  if (!d.node_params || !d.func_name || !d.kernel_name) return nullptr;
+  CUDA_KERNEL_NODE_PARAMS p{};
+  const char* name = nullptr;
+  if (d.node_params(node, &p) != CUDA_SUCCESS) return nullptr;
+  if (p.func) return d.func_name(&name, p.func) == CUDA_SUCCESS ? name : nullptr;
+  if (p.kern) return d.kernel_name(&name, p.kern) == CUDA_SUCCESS ? name : nullptr;
+  return nullptr;
+}
+
 // An rlx kernel (namespace rlx::cuda): it starts with dev::pdl_begin()
 // (device/pdl.cuh), so an edge into it may be programmatic. cuBLAS, cuDNN,
 // CUB and custom-op kernels are not, and keep full dependencies.
 bool is_rlx_kernel(cudaGraphNode_t node) {
   if (!is_kernel(node)) return false;
-  cudaKernelNodeParams params{};
-  const char* name = nullptr;
-  if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || !params.func ||
-      cudaFuncGetName(&name, params.func) != cudaSuccess || !name) {
-    cudaGetLastError();  // a driver-API (NVRTC) kernel has no runtime function: not ours
-    return false;
-  }
+  const char* name = kernel_node_name(node);
+  if (!name) return false;
   const std::string_view n(name);
   return n.find("3rlx4cuda") != std::string_view::npos || n.find("rlx::cuda::") != std::string_view::npos;
 }
@@ -116,6 +160,7 @@ void Encoder::run(const ThunkSchedule& s, cudaStream_t stream) {
       try {
         if (pdl_) {
           const int edges = make_kernel_edges_programmatic(graph);
+          programmatic_edges_ += edges;
           log_verbose("cuda graph segment ", seg, ": ", edges, " programmatic kernel edges");
         }
         graphs_[seg] = GraphExec(graph);

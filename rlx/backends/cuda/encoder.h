@@ -42,6 +42,8 @@ class Encoder {
   void run(const ThunkSchedule& s, cudaStream_t stream);
   bool uses_graphs() const { return use_graphs_; }
   int captures() const { return captures_; }
+  // Kernel → rlx-kernel edges made programmatic in the graphs captured so far.
+  int programmatic_edges() const { return programmatic_edges_; }
 
  private:
   void launch_range(const ThunkSchedule& s, size_t begin, size_t end, cudaStream_t stream, bool sync_each);
@@ -51,6 +53,7 @@ class Encoder {
   std::function<std::string(NodeId)> describe_;
   std::vector<GraphExec> graphs_;
   int captures_ = 0;
+  int programmatic_edges_ = 0;
 };
 
 }  // namespace rlx::cuda
