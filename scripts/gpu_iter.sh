@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One device call for an iteration: unpack carried model parts (see
+# scripts/gpu_session.sh), build only what the steps need, run the steps.
+#
+#   scripts/gpu_iter.sh OUTDIR STEP...
+#
+# Steps: tests (rlx_gpu_tests, RLX_GT_FILTER), conformance (CUDA op cases),
+# gputests (ctest -L gpu), models (model parity tests), gen (Gemma decode and
+# prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), quant (rlx_quant_bench gemv + torch peer), minilm / bert
+# (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
+set -uo pipefail
+OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
+shift
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+
+MODELS=/tmp/rlx-models
+if [ ! -f "$MODELS/.complete" ] && ls /tmp/rlx-parts/bundle.tar.part* > /dev/null 2>&1; then
+  mkdir -p "$MODELS"
+  cat /tmp/rlx-parts/bundle.tar.part* | tar x -C "$MODELS" && touch "$MODELS/.complete"
+fi
+source scripts/gpu_env.sh
+echo "models: minilm=${RLX_MINILM_DIR:-absent} gemma=${RLX_GEMMA_GGUF:-absent}"
+
+t0=$(date +%s)
+scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
+  rlx_bert_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+
+summary() { grep -E '^\[  (PASSED|FAILED)  \]|tests? (passed|failed)|ERROR SUMMARY' "$1" | tr '\n' ' '; }
+for step in "$@"; do
+  echo "==== $step [$(date +%T)]"
+  case $step in
+    tests)
+      timeout 300 "$B/tests/rlx_gpu_tests" --gtest_filter="${RLX_GT_FILTER:-*}" > "$OUT/tests.log" 2>&1
+      echo "rc=$? $(summary "$OUT/tests.log")"; grep -E "^\[  FAILED" "$OUT/tests.log" | head -20 ;;
+    conformance)
+      timeout 300 "$B/tests/rlx_op_tests" --gtest_filter='*cuda*' > "$OUT/conformance.log" 2>&1
+      echo "rc=$? $(summary "$OUT/conformance.log")"; grep -E "^\[  FAILED" "$OUT/conformance.log" | head -20 ;;
+    gputests)
+      cmake --build "$B" -j16 > "$OUT/build-all.log" 2>&1 || { echo "full build failed"; tail -20 "$OUT/build-all.log"; }
+      (cd "$B" && timeout 540 ctest -L gpu --output-on-failure) > "$OUT/ctest-gpu.log" 2>&1
+      echo "rc=$?"; grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$OUT/ctest-gpu.log" | head -20 ;;
+    models)
+      timeout 300 "$B/tests/rlx_model_tests" > "$OUT/models.log" 2>&1
+      echo "rc=$? $(summary "$OUT/models.log")"; grep -E "^\[  FAILED" "$OUT/models.log" | head -20 ;;
+    gen)
+      for i in 1 2; do
+        timeout 120 "$B/bench/rlx_generate_bench" ${RLX_GEMMA_GGUF:-} --device cuda --dtype bf16 --kv-dtype bf16 \
+          > "$OUT/gen-$i.log" 2>&1; echo "rc=$?"; grep -E "tok/s|kernels" "$OUT/gen-$i.log" | tail -6
+      done ;;
+    genab)  # RLX_GEN_AB="base RLX_X=1 ...": decode/prefill under each setting, interleaved, 2 rounds
+      for round in 1 2; do
+        for setting in ${RLX_GEN_AB:-base}; do
+          env $([ "$setting" = base ] || echo "$setting") timeout 120 "$B/bench/rlx_generate_bench" ${RLX_GEMMA_GGUF:-} \
+            --device cuda --dtype bf16 --kv-dtype bf16 > "$OUT/genab.log" 2>&1
+          echo "$setting round $round rc=$? $(grep -oE '"case": "gemma3_270m_q4km_(decode|prefill512)_tok_s", "value": [0-9.]+' "$OUT/genab.log" | sed 's/.*_\(decode\|prefill512\)_tok_s", "value"/\1/' | tr '\n' ' ')"
+        done
+      done ;;
+    quant)
+      timeout 200 "$B/bench/rlx_quant_bench" --only gemv ${RLX_QUANT_TYPES:+--types $RLX_QUANT_TYPES} \
+        > "$OUT/quant.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/quant.log" | tail -60
+      timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
+      grep -v '^{' "$OUT/torch-quant.log" | tail -20 ;;
+    minilm|bert)
+      timeout 200 "$B/bench/rlx_bert_bench" > "$OUT/bert.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/bert.log" | tail -30
+      timeout 300 python3 bench/bert_torch.py --compile > "$OUT/torch-bert.log" 2>&1; echo "torch rc=$?"
+      python3 bench/compare.py "$OUT/bert.log" "$OUT/torch-bert.log" 2>&1 | tail -30 ;;
+    sanitize)
+      RLX_SANITIZE_LIMIT=${RLX_SANITIZE_LIMIT:-150} scripts/gpu_sanitize.sh "$OUT/sanitize" memcheck ;;
+    ncu)
+      scripts/gpu_profile.sh "$OUT/ncu" > "$OUT/ncu.log" 2>&1; echo "rc=$?"; tail -40 "$OUT/ncu.log" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
