@@ -38,7 +38,12 @@ const char* dname(rlx::DType dt) { return dt == rlx::DType::F16 ? "f16" : "bf16"
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (const int rc = rlx::bench::no_options(argc, argv, "rlx_attention_bench",
+                                            "Attention fp16/bf16 (causal and not, head dims 64 and 128, seq 512 and 4096) "
+                                            "and decode, in TFLOP/s beside the bf16 GEMM limit; torch peer: bench/attention_torch.py.");
+      rc >= 0)
+    return rc;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     std::printf("attention_bench: no CUDA device; skipped\n");

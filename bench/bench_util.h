@@ -26,4 +26,15 @@ inline void json_line(const std::string& bench, const std::string& key, double v
               bench.c_str(), key.c_str(), value, unit.c_str(), impl.c_str());
 }
 
+// For a benchmark that takes no options: prints `about` (what it measures)
+// and returns 0 for -h/--help, prints the usage and returns 2 for any other
+// argument, and returns -1 (run) when there are none.
+inline int no_options(int argc, char** argv, const char* name, const char* about) {
+  if (argc < 2) return -1;
+  const std::string a = argv[1];
+  const bool help = a == "-h" || a == "--help";
+  std::fprintf(help ? stdout : stderr, "usage: %s\n%s%s\n", name, help ? "" : "(takes no arguments)\n", about);
+  return help ? 0 : 2;
+}
+
 }  // namespace rlx::bench

@@ -97,8 +97,12 @@ int main(int argc, char** argv) {
     else if (a == "--shape" && i + 1 < argc) g_filter.shape = argv[++i];
     else if (a == "--graphs-only") g_filter.graphs_only = true;
     else {
-      std::fprintf(stderr, "usage: rlx_bert_bench [--model minilm-l6|bert-base] [--shape 1x16|256x128] [--graphs-only]\n");
-      return 2;
+      const bool help = a == "-h" || a == "--help";
+      std::fprintf(help ? stdout : stderr,
+                   "usage: rlx_bert_bench [--model minilm-l6|bert-base] [--shape 1x16|256x128] [--graphs-only]\n"
+                   "BERT-shaped encoders (random weights, fp16, end to end through Executable::run) with and without "
+                   "CUDA graphs; torch peer: bench/bert_torch.py.\n");
+      return help ? 0 : 2;
     }
   }
   register_builtin_backends();

@@ -282,9 +282,22 @@ void bench_minilm(int reps, const std::string& dir) {
 int main(int argc, char** argv) {
   int reps = 15;
   std::string minilm;
+  const char* usage =
+      "usage: rlx_cpu_bench [--reps N] [--minilm DIR]   (RLX_NUM_THREADS sets the thread count)\n"
+      "CPU matmul (rlx with and without OpenBLAS, beside cblas_sgemm), attention and layernorm; with --minilm DIR,\n"
+      "that model's BERT encoder at embedding batch shapes.\n";
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (std::string(argv[i]) == "--minilm" && i + 1 < argc) minilm = argv[++i];
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--minilm" && i + 1 < argc) minilm = argv[++i];
+    else {
+      std::fprintf(stderr, "cpu_bench: unexpected argument '%s'\n%s", a.c_str(), usage);
+      return 2;
+    }
   }
   set_env("RLX_DISPATCH_REPORT", "1");  // per-kernel times
   rlx::Session session("cpu");

@@ -66,7 +66,12 @@ void emit(const std::string& c, double v, const char* impl) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (const int rc = rlx::bench::no_options(argc, argv, "rlx_cudnn_bench",
+                                            "cuDNN SDPA (the vendor-graph path) against rlx's attention kernels on the "
+                                            "attention benchmark's shapes; torch peer: bench/attention_torch.py.");
+      rc >= 0)
+    return rc;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     std::printf("cudnn_bench: no CUDA device; skipped\n");

@@ -86,7 +86,12 @@ void candidates(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (const int rc = rlx::bench::no_options(argc, argv, "rlx_gemm_bench",
+                                            "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16/tf32, "
+                                            "TFLOP/s beside the bf16 limit; torch peer: bench/gemm_torch.py.");
+      rc >= 0)
+    return rc;
   if (device_count() == 0) {
     std::printf("gemm_bench: no CUDA device; skipped\n");
     return 0;

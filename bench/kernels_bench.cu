@@ -67,7 +67,12 @@ double time_median(const std::function<void(int)>& launch) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (const int rc = rlx::bench::no_options(argc, argv, "rlx_kernels_bench",
+                                            "LayerNorm, RMSNorm and softmax over 32768 x 4096 rows, in GB/s and % of the "
+                                            "4.22 TB/s copy; torch peer: bench/kernels_torch.py.");
+      rc >= 0)
+    return rc;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     std::printf("kernels_bench: no CUDA device; skipped\n");
