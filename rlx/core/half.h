@@ -17,8 +17,8 @@ inline float f16_to_f32(uint16_t h) {
   const uint32_t exp = (h >> 10) & 0x1f;
   const uint32_t man = h & 0x3ff;
   if (exp == 0) {
-    // zero or subnormal: man * 2^-24
-    float v = std::ldexp(static_cast<float>(man), -24);
+    // zero or subnormal: man * 2^-24 (exact: man < 2^10); a multiply, not ldexp's library call
+    float v = static_cast<float>(man) * 0x1p-24f;
     return sign ? -v : v;
   }
   if (exp == 31) return bits_f32(sign | 0x7f800000u | (man << 13));

@@ -1,5 +1,6 @@
 #include "rlx/backends/cpu/kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -82,6 +83,26 @@ const float* KernelArgs::in_f32(size_t i) {
                       [&](int64_t b, int64_t e) { to_f32(t, src + b * es, dst + b, e - b); });
   }
   return s.data();
+}
+
+const float* KernelArgs::in_f32_rows(size_t i, int64_t outer, int64_t rows, int64_t row_elems, const int64_t* used) {
+  const DType t = in_dtype(i);
+  if (t == DType::F32) return in<float>(i);
+  RLX_CHECK(outer * rows * row_elems == in_numel(i), where(), ": input ", i, " is not [", outer, ", ", rows, ", ",
+            row_elems, "]");
+  RLX_CHECK_AS(Unsupported, t == DType::F16 || t == DType::BF16 || t == DType::F64, where(), ": input ", i,
+               " of dtype ", t, " has no f32 staging");
+  if (in_partial_.size() <= i) in_partial_.resize(i + 1);
+  in_partial_[i].reset(new float[static_cast<size_t>(std::max<int64_t>(1, in_numel(i)))]);  // pages touched on write
+  const auto* src = static_cast<const char*>(in_[i]);
+  const int64_t es = dtype_size(t);
+  float* dst = in_partial_[i].get();
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t first = o * rows * row_elems, n = std::clamp<int64_t>(used[o], 0, rows) * row_elems;
+    pool.parallel_for(n, kConvertGrain,
+                      [&](int64_t b, int64_t e) { to_f32(t, src + (first + b) * es, dst + first + b, e - b); });
+  }
+  return dst;
 }
 
 float* KernelArgs::out_f32() {

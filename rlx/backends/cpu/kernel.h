@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <memory>
 #include <vector>
 
 #include "rlx/backends/cpu/thread_pool.h"
@@ -41,6 +42,11 @@ class KernelArgs {
 
   // f32 view of a float input (converted copy for f16/bf16/f64).
   const float* in_f32(size_t i);
+  // The same for an input laid out [outer, rows, row_elems] of which only
+  // rows [0, used[o]) of each outer index o are read (a KV cache up to its
+  // valid length): only those rows are converted (and their pages touched);
+  // the others are left unset. `used` has `outer` entries, each ≤ rows.
+  const float* in_f32_rows(size_t i, int64_t outer, int64_t rows, int64_t row_elems, const int64_t* used);
   // f32 output buffer; for non-f32 outputs finish() converts it into place.
   float* out_f32();
   void finish();
@@ -66,6 +72,7 @@ class KernelArgs {
   std::vector<std::vector<int64_t>> in_dims_;
   std::vector<int64_t> out_dims_;
   std::vector<std::vector<float>> in_scratch_;
+  std::vector<std::unique_ptr<float[]>> in_partial_;  // in_f32_rows (not zero-filled)
   std::vector<float> out_scratch_;
   bool out_staged_ = false;
 };

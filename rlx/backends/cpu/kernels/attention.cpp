@@ -304,8 +304,18 @@ void attention_kernel(KernelArgs& args) {
         throw InvalidArgument(str(args.where(), ": kv_len ", p.kv_len[b], " is outside [0, ", p.Lk, "] keys"));
   }
   p.q = args.in_f32(0);
-  p.k = args.in_f32(1);
-  p.v = args.in_f32(2);
+  if (p.kv_len) {
+    // A KV cache: rows past a batch's valid length are never read, so only
+    // each batch's prefix is converted (decode reads a few rows of 16-bit
+    // caches sized for the whole context).
+    std::vector<int64_t> used(static_cast<size_t>(p.B));
+    for (int64_t b = 0; b < p.B; ++b) used[static_cast<size_t>(b)] = valid_keys(p, b);
+    p.k = args.in_f32_rows(1, p.B, p.Lk, p.Hkv * p.D, used.data());
+    p.v = args.in_f32_rows(2, p.B, p.Lk, p.Hkv * p.D, used.data());
+  } else {
+    p.k = args.in_f32(1);
+    p.v = args.in_f32(2);
+  }
   p.o = args.out_f32();
   const int64_t G = p.H / p.Hkv;
   if (p.Lq <= kRowPathMaxLq && G <= kMaxGroup) {
