@@ -62,6 +62,7 @@ void quant_bf16(const float* x, uint8_t* d, int64_t n) {
 //  q8_1: f16 d, f16 s, i8 qs[32]          x = q * d  (s = d * Σq, for dot products only)
 // Nibble j of qs holds element j (low) and element j + 16 (high).
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q4_0(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 18, y += 32) {
     const float d = load_f16(b);
@@ -72,6 +73,7 @@ void dequant_q4_0(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q4_1(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 20, y += 32) {
     const float d = load_f16(b), m = load_f16(b + 2);
@@ -82,6 +84,7 @@ void dequant_q4_1(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q5_0(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 22, y += 32) {
     const float d = load_f16(b);
@@ -94,6 +97,7 @@ void dequant_q5_0(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q5_1(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 24, y += 32) {
     const float d = load_f16(b), m = load_f16(b + 2);
@@ -106,6 +110,7 @@ void dequant_q5_1(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q8_0(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 34, y += 32) {
     const float d = load_f16(b);

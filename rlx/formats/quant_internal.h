@@ -13,6 +13,17 @@ inline uint32_t load_u32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); 
 inline float load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
 inline void store_f16(uint8_t* p, float f) { uint16_t h = f32_to_f16(f); std::memcpy(p, &h, 2); }
 
+// The block kernels of the common types are also compiled for AVX2 and
+// picked at load time (function multiversioning): decoding the weights of a
+// CPU matmul row by row is the CPU's decode-time hot loop. AVX2 has no FMA
+// and the library builds with -ffp-contract=off, so every clone gives the
+// same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(RLX_NO_MULTIVERSION)
+#define RLX_DEQUANT_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define RLX_DEQUANT_MULTIVERSION
+#endif
+
 // Block kernels: convert `nb` consecutive blocks.
 using DequantFn = void (*)(const uint8_t* src, float* dst, int64_t nb);
 using QuantFn = void (*)(const float* src, uint8_t* dst, int64_t nb);

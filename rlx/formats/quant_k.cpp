@@ -84,6 +84,7 @@ void dequant_q3_k(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q4_k(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 144) {
     const float d = load_f16(b), dmin = load_f16(b + 2);
@@ -100,6 +101,7 @@ void dequant_q4_k(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q5_k(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 176) {
     const float d = load_f16(b), dmin = load_f16(b + 2);
@@ -118,6 +120,7 @@ void dequant_q5_k(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+RLX_DEQUANT_MULTIVERSION
 void dequant_q6_k(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 210) {
     const float d = load_f16(b + 208);
