@@ -3,7 +3,9 @@
 // dequantizers (rlx/formats/quant.h) just before use, so no full f32 copy of
 // W ever exists.
 // - Few rows of x (decode): each task dequantizes one W row into a
-//   thread-local buffer and dots it with every x row — W is read once.
+//   thread-local buffer and dots it with every x row — W is read once. With
+//   one row of x and a type quant_dot takes (AVX2), the row is decoded in
+//   registers instead, with the same result.
 // - Many rows (prefill): W is dequantized a tile of rows at a time and the
 //   tile goes through the f32 GEMM (OpenBLAS when available).
 #include <algorithm>
@@ -11,6 +13,7 @@
 
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/backends/cpu/kernels/quant_dot.h"
 #include "rlx/core/error.h"
 #include "rlx/formats/quant.h"
 
@@ -19,6 +22,22 @@ namespace {
 
 constexpr int64_t kGemvMaxRows = 16;  // up to here the per-row dot beats a GEMM on dequantized tiles
 constexpr int64_t kTileRows = 256;    // W rows dequantized per GEMM tile
+
+// Rows [n0, n1) of the decode path: each W row dequantized into `row`, then
+// dotted with the M rows of x. Compiled per ISA (the dot's eight lanes fill
+// one AVX2 register).
+RLX_CPU_MULTIVERSION
+void gemv_rows(DType wt, const uint8_t* w, int64_t row_bytes, const float* x, int64_t M, int64_t N, int64_t K,
+               int64_t n0, int64_t n1, float* row, float* y) {
+  if (M == 1 && quant_dot_supported(wt)) {  // the same bits, without the row copy
+    for (int64_t n = n0; n < n1; ++n) y[n] = quant_dot(wt, w + n * row_bytes, x, K);
+    return;
+  }
+  for (int64_t n = n0; n < n1; ++n) {
+    dequantize_row(wt, w + n * row_bytes, row, K);
+    for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot8(x + m * K, row, K);
+  }
+}
 
 void dequant_matmul_kernel(KernelArgs& a) {
   const DType wt = a.in_dtype(1);
@@ -38,10 +57,7 @@ void dequant_matmul_kernel(KernelArgs& a) {
   if (M <= kGemvMaxRows) {
     a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
       std::vector<float> row(static_cast<size_t>(K));
-      for (int64_t n = b; n < e; ++n) {
-        dequantize_row(wt, w + n * row_bytes, row.data(), K);
-        for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot8(x + m * K, row.data(), K);
-      }
+      gemv_rows(wt, w, row_bytes, x, M, N, K, b, e, row.data(), y);
     });
     return;
   }
