@@ -13,6 +13,19 @@ inline uint32_t load_u32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); 
 inline float load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
 inline void store_f16(uint8_t* p, float f) { uint16_t h = f32_to_f16(f); std::memcpy(p, &h, 2); }
 
+// Scale and min of sub-block j (0..7) from the 12 packed bytes of Q4_K / Q5_K:
+// bytes 0-3 hold scales 0-3 (+ the top 2 bits of scales 4-7), bytes 4-7 the
+// mins 0-3 (+ top bits of mins 4-7), bytes 8-11 the low nibbles of 4-7.
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // The block kernels of the common types are also compiled for AVX2 and
 // picked at load time (function multiversioning): decoding the weights of a
 // CPU matmul row by row is the CPU's decode-time hot loop. AVX2 has no FMA

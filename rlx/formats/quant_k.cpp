@@ -15,18 +15,6 @@
 namespace rlx::quant_detail {
 namespace {
 
-// Scale and min of sub-block j (0..7) from the 12 packed bytes of Q4_K / Q5_K:
-// bytes 0-3 hold scales 0-3 (+ the top 2 bits of scales 4-7), bytes 4-7 the
-// mins 0-3 (+ top bits of mins 4-7), bytes 8-11 the low nibbles of 4-7.
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 // Q3_K's 16 six-bit scales: low nibbles in bytes 0-7 (two per byte), the top
 // two bits of scale j in byte 8 + j % 4 at bit 2 * (j / 4).

@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "rlx/core/error.h"
-#include "rlx/core/half.h"
+#include "rlx/formats/quant_internal.h"  // the reference block layouts' helpers
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -30,11 +30,8 @@ namespace {
 
 #define RLX_AVX2 __attribute__((target("avx2")))
 
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
+using quant_detail::load_f16;
+using quant_detail::scale_min_k4;
 
 // acc += x[0..8) · w (lane l: position l of the group).
 RLX_AVX2 inline __m256 add8(__m256 acc, const float* x, __m256 w) {
@@ -57,7 +54,7 @@ RLX_AVX2 inline float reduce8(__m256 acc) {
 RLX_AVX2 float dot_q8_0(const uint8_t* w, const float* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i, w += 34, x += 32) {
-    const __m256 d = _mm256_set1_ps(f16_at(w));
+    const __m256 d = _mm256_set1_ps(load_f16(w));
     for (int g = 0; g < 4; ++g) {
       const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 2 + 8 * g));
       const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
@@ -73,7 +70,7 @@ RLX_AVX2 float dot_q4_0(const uint8_t* w, const float* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   const __m256i mask = _mm256_set1_epi32(0xF), eight = _mm256_set1_epi32(8);
   for (int64_t i = 0; i < nb; ++i, w += 18, x += 32) {
-    const __m256 d = _mm256_set1_ps(f16_at(w));
+    const __m256 d = _mm256_set1_ps(load_f16(w));
     const __m256i b0 = u8x8(w + 2), b1 = u8x8(w + 10);
     const __m256i q[4] = {_mm256_and_si256(b0, mask), _mm256_and_si256(b1, mask), _mm256_srli_epi32(b0, 4),
                           _mm256_srli_epi32(b1, 4)};
@@ -92,7 +89,7 @@ RLX_AVX2 float dot_q5_0(const uint8_t* w, const float* x, int64_t nb) {
   const __m256i j0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), j8 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
   const __m256i twelve = _mm256_set1_epi32(12);
   for (int64_t i = 0; i < nb; ++i, w += 22, x += 32) {
-    const __m256 d = _mm256_set1_ps(f16_at(w));
+    const __m256 d = _mm256_set1_ps(load_f16(w));
     uint32_t qh_bits;
     std::memcpy(&qh_bits, w + 2, 4);
     const __m256i qh = _mm256_set1_epi32(static_cast<int>(qh_bits));
@@ -110,17 +107,6 @@ RLX_AVX2 float dot_q5_0(const uint8_t* w, const float* x, int64_t nb) {
   return reduce8(acc);
 }
 
-// q4_k's 6-bit scale and min of sub-block j (quant_k.cpp scale_min_k4).
-inline void scale_min(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // q4_k: 256 elements; f16 d, f16 dmin, 12 bytes of scales/mins, u8 qs[128].
 // Sub-blocks of 32 in pairs: the low nibbles of 32 bytes, then their high
 // nibbles; w = (d·sc)·q − dmin·m.
@@ -128,12 +114,12 @@ RLX_AVX2 float dot_q4_k(const uint8_t* w, const float* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   const __m256i mask = _mm256_set1_epi32(0xF);
   for (int64_t i = 0; i < nb; ++i, w += 144) {
-    const float d = f16_at(w), dmin = f16_at(w + 2);
+    const float d = load_f16(w), dmin = load_f16(w + 2);
     const uint8_t* q = w + 16;
     for (int is = 0; is < 8; is += 2, q += 32) {
       for (int half = 0; half < 2; ++half, x += 32) {
         int sc, m;
-        scale_min(is + half, w + 4, sc, m);
+        scale_min_k4(is + half, w + 4, sc, m);
         const __m256 dv = _mm256_set1_ps(d * static_cast<float>(sc)), mv = _mm256_set1_ps(dmin * static_cast<float>(m));
         for (int g = 0; g < 4; ++g) {
           const __m256i b = u8x8(q + 8 * g);
@@ -154,7 +140,7 @@ RLX_AVX2 float dot_q6_k(const uint8_t* w, const float* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   const __m256i mask = _mm256_set1_epi32(0xF), three = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
   for (int64_t i = 0; i < nb; ++i, w += 210) {
-    const float d = f16_at(w + 208);
+    const float d = load_f16(w + 208);
     const uint8_t* ql = w;
     const uint8_t* qh = w + 128;
     const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
