@@ -6,7 +6,8 @@
 #
 # Steps: tests (rlx_gpu_tests, RLX_GT_FILTER), conformance (CUDA op cases),
 # gputests (ctest -L gpu), models (model parity tests), gen (Gemma decode and
-# prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), quant (rlx_quant_bench gemv + torch peer), minilm / bert
+# prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), attn (rlx_attention_bench, A/B over RLX_ATTN_AB),
+# bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
@@ -26,7 +27,7 @@ echo "models: minilm=${RLX_MINILM_DIR:-absent} gemma=${RLX_GEMMA_GGUF:-absent}"
 
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
-  rlx_bert_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
+  rlx_bert_bench rlx_attention_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 summary() { grep -E '^\[  (PASSED|FAILED)  \]|tests? (passed|failed)|ERROR SUMMARY' "$1" | tr '\n' ' '; }
@@ -64,6 +65,20 @@ for step in "$@"; do
         > "$OUT/quant.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/quant.log" | tail -60
       timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
       grep -v '^{' "$OUT/torch-quant.log" | tail -20 ;;
+    attn)  # rlx_attention_bench under each RLX_ATTN_AB setting ("base VAR=VAL ..."; default base)
+      for setting in ${RLX_ATTN_AB:-base}; do
+        log="$OUT/attn-$(echo "$setting" | tr -c 'A-Za-z0-9_\n' '-').log"
+        env $([ "$setting" = base ] || echo "$setting") timeout 200 "$B/bench/rlx_attention_bench" > "$log" 2>&1
+        echo "$setting rc=$?"; grep -E "^embed" "$log"
+      done ;;
+    bertab)  # RLX_BERT_AB="base VAR=VAL ...": MiniLM and BERT-base 256x128 (graphs) under each setting, 2 rounds
+      for round in 1 2; do
+        for setting in ${RLX_BERT_AB:-base}; do
+          env $([ "$setting" = base ] || echo "$setting") timeout 200 "$B/bench/rlx_bert_bench" --shape 256x128 \
+            --graphs-only > "$OUT/bertab.log" 2>&1
+          echo "$setting round $round rc=$? $(grep -E '^(minilm|bert)' "$OUT/bertab.log" | awk '{print $1, $4}' | tr '\n' ' ')"
+        done
+      done ;;
     minilm|bert)
       timeout 200 "$B/bench/rlx_bert_bench" > "$OUT/bert.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/bert.log" | tail -30
       timeout 300 python3 bench/bert_torch.py --compile > "$OUT/torch-bert.log" 2>&1; echo "torch rc=$?"

@@ -82,6 +82,8 @@ struct Case {
   int bias_bcast = 0;             // 0 [B,H,Lq,Lk], 1 [1,H,Lq,Lk], 2 [B,1,Lq,Lk], 3 [B,1,1,Lk]
   bool bias_storage = false;      // bias in the storage dtype instead of f32
   bool mask_batch0_all = false;   // custom mask hides every key of batch 0
+  bool mask_prefix_even = false;  // custom mask: even batches keep a prefix of keys (right padding)
+  bool mask_scratch = false;      // give the launch key_mask_scratch (padded batches take lengths, gated)
   int expect_path = -1;           // AttentionPath to assert, or -1
 
   std::string name() const {
@@ -95,6 +97,8 @@ struct Case {
     if (row_pad) os << " pad=" << row_pad;
     if (!kv_len.empty()) os << " kv_len";
     if (mask == Mask::Bias) os << " bias_bcast=" << bias_bcast << (bias_storage ? " storage" : " f32");
+    if (mask_prefix_even) os << " prefix-masks";
+    if (mask_scratch) os << " mask-scratch";
     return os.str();
   }
 };
@@ -223,12 +227,24 @@ void run_case(const Case& c, uint64_t seed) {
   if (c.mask == Mask::Custom) {
     km.resize(static_cast<size_t>(B) * Lk);
     std::bernoulli_distribution keep(0.7);
-    for (int b = 0; b < B; ++b)
-      for (int j = 0; j < Lk; ++j) km[static_cast<size_t>(b) * Lk + j] = (c.mask_batch0_all && b == 0) ? 0 : (keep(rng) ? 1 + j % 3 : 0);
+    for (int b = 0; b < B; ++b) {
+      const int prefix = (b * 37 + 5) % (Lk + 1);
+      for (int j = 0; j < Lk; ++j) {
+        uint8_t v = keep(rng) ? 1 + j % 3 : 0;
+        if (c.mask_prefix_even && b % 2 == 0) v = j < prefix ? 1 : 0;
+        km[static_cast<size_t>(b) * Lk + j] = (c.mask_batch0_all && b == 0) ? 0 : v;
+      }
+    }
     kmd = DevBuf(std::max<size_t>(km.size(), 1));
     CUDA_OK(cudaMemcpy(kmd.p, km.data(), km.size(), cudaMemcpyHostToDevice));
     p.key_mask = static_cast<const uint8_t*>(kmd.p);
     p.key_mask_b_stride = Lk;
+  }
+  DevBuf scratch;
+  if (c.mask_scratch) {
+    scratch = DevBuf(rlx::cuda::key_mask_scratch_ints(B) * sizeof(int32_t));
+    ASSERT_NE(scratch.p, nullptr);
+    p.key_mask_scratch = static_cast<int32_t*>(scratch.p);
   }
 
   // Additive bias with broadcast strides.
@@ -520,6 +536,50 @@ TEST(AttentionGpu, KvLenPrefillAndDecode) {
       run_case(c, fresh_seed());
       c.Lq = 3;
       c.kv_len = {2, 3000, 64, 4097};
+      run_case(c, fresh_seed());
+    }
+}
+
+// Embedding-model shapes (every key in one or two tiles), many CTAs, fused
+// QKV, and the right-padded key masks that a launch with key_mask_scratch
+// turns into lengths (those batches run gated on the fast variant, the
+// others on the general one).
+TEST(AttentionGpu, EmbeddingShapesAndGatedKeyMasks) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int D : {32, 64}) {
+      Case c;
+      c.dt = dt;
+      c.D = D;
+      c.B = 48;
+      c.H = c.Hkv = 12;
+      c.fused = true;
+      c.Lq = c.Lk = 128;  // MiniLM / BERT shape
+      c.expect_path = kPrefill;
+      run_case(c, fresh_seed());
+      c.Lq = c.Lk = 77;
+      c.mask = Mask::Causal;
+      run_case(c, fresh_seed());
+      c.fused = false;
+      c.B = 24;
+      c.Hkv = 4;
+      c.Lq = 40;
+      c.Lk = 128;
+      c.mask = Mask::Window;
+      c.window = 19;
+      c.kv_len.clear();
+      for (int b = 0; b < c.B; ++b) c.kv_len.push_back(b % 6 == 0 ? 0 : (b * 29) % 129);
+      run_case(c, fresh_seed());
+      c.mask = Mask::None;
+      c.Lq = 130;
+      run_case(c, fresh_seed());
+      c.kv_len.clear();
+      c.Lq = c.Lk = 128;
+      c.Hkv = 12;
+      c.fused = true;
+      c.mask = Mask::Custom;
+      c.mask_prefix_even = true;
+      c.mask_scratch = true;
       run_case(c, fresh_seed());
     }
 }

@@ -189,6 +189,8 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
     row_l[mt][0] = row_l[mt][1] = 0.0f;
   }
 
+  const bool fold = !kGeneral && a.scale_log2 > 0.0f;
+  const float mul = fold ? a.scale_log2 : 1.0f;
   for (int t = 0; t < ntiles; ++t) {
     const int n0 = n_start + t * BN;
     if (t > 0) {
@@ -228,6 +230,9 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
     }
 
     // Logits (log2 domain), then positional masks on tiles that cross a boundary.
+    // Without per-element logit work and with a positive scale, the scores
+    // stay raw: the row max is scaled once per row and the scale rides in the
+    // exponent's FMA (one multiply per score fewer).
     bool keep[kGeneral ? NT : 1][2];  // per key column: in range and kept by the key mask
     if constexpr (kGeneral) {
 #pragma unroll
@@ -245,7 +250,7 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
             const int i = m0 + w_row0 + mt * 16 + g + (e >> 1) * 8;
             const int key = n0 + j * 8 + 2 * t4 + (e & 1);
             s[mt][j][e] = (i < a.Lq && keep[j][e & 1]) ? attn_logit<T>(a, s[mt][j][e], b, h, i, key) : -INFINITY;
-          } else {
+          } else if (!fold) {
             s[mt][j][e] *= a.scale_log2;
           }
         }
@@ -273,15 +278,15 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
         float mx = -INFINITY;
 #pragma unroll
         for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * rr], s[mt][j][2 * rr + 1]));
-        const float m_new = fmaxf(row_m[mt][rr], quad_max(mx));
+        const float m_new = fmaxf(row_m[mt][rr], quad_max(mx) * mul);
         const float base = attn_row_base(m_new);
         const float alpha = exp2f(row_m[mt][rr] - base);
         row_m[mt][rr] = m_new;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          s[mt][j][2 * rr] = exp2f(s[mt][j][2 * rr] - base);
-          s[mt][j][2 * rr + 1] = exp2f(s[mt][j][2 * rr + 1] - base);
+          s[mt][j][2 * rr] = exp2f(fmaf(s[mt][j][2 * rr], mul, -base));
+          s[mt][j][2 * rr + 1] = exp2f(fmaf(s[mt][j][2 * rr + 1], mul, -base));
           sum += s[mt][j][2 * rr] + s[mt][j][2 * rr + 1];
         }
         row_l[mt][rr] = row_l[mt][rr] * alpha + sum;  // per-lane partial; quad-reduced at the end
