@@ -249,7 +249,8 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     // Rows per group: more share each x load, but every row's unit is held
     // in registers (twice, with the unrolled loop); large units get 2.
     constexpr int R = M == 1 && sizeof(typename U::Raw) <= 20 ? 4 : 2;
-    const UnitGemvPlan plan = plan_unit_gemv(k / U::kBlockElems * U::kUnits, n, glu != nullptr, R);
+    const UnitGemvPlan plan = plan_unit_gemv(k / U::kBlockElems * U::kUnits, n, glu != nullptr, R,
+                                             unit_gemv_warps_per_sm(m, n * row_bytes));
     // x in shared memory when it fits (see the kernel): 40 KB of dynamic
     // memory leaves the static reduction scratch within the 48 KB a launch
     // gets without opting in.

@@ -63,14 +63,14 @@ struct UnitGemvPlan {
 };
 
 // Threads per row: enough that each does at most 4 units of a row; then,
-// while that leaves fewer than 16 warps per SM, more threads per row (down to
-// 2 units each), then fewer rows per group, for more loads in flight. GLU: a
-// group always holds its gate and up rows (2 rows, 1 output).
-inline UnitGemvPlan plan_unit_gemv(int64_t units, int64_t n, bool glu, int R) {
+// while that leaves fewer than `warps_per_sm` warps per SM, more threads per
+// row (down to 2 units each), then fewer rows per group, for more loads in
+// flight. GLU: a group always holds its gate and up rows (2 rows, 1 output).
+inline UnitGemvPlan plan_unit_gemv(int64_t units, int64_t n, bool glu, int R, int warps_per_sm) {
   const int min_rpg = glu ? 2 : 1;
   int tpr = 8, rpg = glu ? 2 : R;
   while (tpr < kGemvMaxThreads && units > 4 * tpr) tpr *= 2;
-  const int64_t want_warps = int64_t{16} * sm_count();
+  const int64_t want_warps = int64_t{warps_per_sm} * sm_count();
   auto warps = [&] { return (n + rpg - 1) / rpg * tpr / 32; };
   while (warps() < want_warps) {
     if (tpr < kGemvMaxThreads && units > 2 * tpr) tpr *= 2;
@@ -80,6 +80,22 @@ inline UnitGemvPlan plan_unit_gemv(int64_t units, int64_t n, bool glu, int R) {
   const int groups = kGemvMaxThreads / tpr;
   const int64_t rows_per_block = int64_t{groups} * rpg;  // GLU: 2F rows, one column of F per group
   return {tpr, rpg, static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)};
+}
+
+// Warps per SM plan_unit_gemv aims for. Decode-sized weights (under 4 MB)
+// are latency-bound: 16 warps per SM, 2 units per thread, so the few weight
+// loads a thread has are issued early and the sums are short. A 4 MB+ matrix
+// at m = 1 is bound by instructions instead, and with 16 warps per SM a
+// thread did only 2 units: Nsight Compute on 4096² Q4_K (int8 x) counted 23%
+// of the instructions in the per-CTA quantization of x and 12% in setup, for
+// 512 CTAs of 8 rows. Aiming at 4 warps per SM (4 units a thread, 256 CTAs)
+// measured on the H200 (CUDA graph of launches over cold copies, % of the
+// 4.22 TB/s copy): Q4_K int8 24.9 → 33.2%, Q5_K int8 28.1 → 36.7%, Q4_K f32
+// x 20.5 → 25.1%, Q6_K 27.9 → 32.0%, Q4_0 17.3 → 19.3%, Q8_0 and Q5_0
+// unchanged, IQ4_XS int8 24.4 → 23.4% (28.3% with 8 units a thread, where
+// the others lost). m > 1 is not measured and keeps 16.
+inline int unit_gemv_warps_per_sm(int64_t m, int64_t w_bytes) {
+  return m == 1 && w_bytes >= (int64_t{4} << 20) ? 4 : 16;
 }
 
 // The rows a thread of a unit GEMV works on: live[r] and the row's bytes

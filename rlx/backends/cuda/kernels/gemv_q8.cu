@@ -215,7 +215,8 @@ void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void
       // Rows per group as in gemv.cu: every row's unit is held in registers twice.
       constexpr int R = M == 1 && sizeof(typename U::Raw) <= 20 ? 4 : 2;
       const int64_t units = k / U::kBlockElems * U::kUnits;
-      const UnitGemvPlan plan = plan_unit_gemv(units, n, glu != nullptr, R);
+      const UnitGemvPlan plan =
+          plan_unit_gemv(units, n, glu != nullptr, R, unit_gemv_warps_per_sm(m, n * row_bytes));
       // Two units ahead where that puts every weight load of a thread before
       // griddepcontrol.wait and W is decode-sized: Gemma 3 270M decoded at
       // 1,540 / 1,544 tok/s against 1,532 / 1,515 with one ahead (same call),
