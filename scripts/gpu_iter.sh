@@ -74,9 +74,10 @@ for step in "$@"; do
     bertab)  # RLX_BERT_AB="base VAR=VAL ...": MiniLM and BERT-base 256x128 (graphs) under each setting, 2 rounds
       for round in 1 2; do
         for setting in ${RLX_BERT_AB:-base}; do
+          log="$OUT/bertab-$(echo "$setting" | tr -c 'A-Za-z0-9_\n' '-')-$round.log"
           env $([ "$setting" = base ] || echo "$setting") timeout 200 "$B/bench/rlx_bert_bench" --shape 256x128 \
-            --graphs-only > "$OUT/bertab.log" 2>&1
-          echo "$setting round $round rc=$? $(grep -E '^(minilm|bert)' "$OUT/bertab.log" | awk '{print $1, $4}' | tr '\n' ' ')"
+            --graphs-only > "$log" 2>&1
+          echo "$setting round $round rc=$? $(grep -E '^(minilm|bert)' "$log" | awk '{print $1, $4}' | tr '\n' ' ')"
         done
       done ;;
     minilm|bert)
