@@ -93,7 +93,8 @@ inline UnitGemvPlan plan_unit_gemv(int64_t units, int64_t n, bool glu, int R, in
 // 4.22 TB/s copy): Q4_K int8 24.9 → 33.2%, Q5_K int8 28.1 → 36.7%, Q4_K f32
 // x 20.5 → 25.1%, Q6_K 27.9 → 32.0%, Q4_0 17.3 → 19.3%, Q8_0 and Q5_0
 // unchanged, IQ4_XS int8 24.4 → 23.4% (28.3% with 8 units a thread, where
-// the others lost). m > 1 is not measured and keeps 16.
+// the others lost). m > 1 is not measured and keeps 16; a fused GLU GEMV of
+// 4 MB+ (gate and up stacked) takes the m = 1 rule without a measurement.
 inline int unit_gemv_warps_per_sm(int64_t m, int64_t w_bytes) {
   return m == 1 && w_bytes >= (int64_t{4} << 20) ? 4 : 16;
 }
