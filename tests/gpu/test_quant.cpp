@@ -675,6 +675,21 @@ TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {
   EXPECT_EQ(check_direct_gemv(DType::Q5_0, 1, 65573, 640, DType::F32, 0, 0, rng), "");
 }
 
+// Weights of 4 MB and more at m = 1 take the plan with fewer threads per row
+// (4 units a thread, gemv_common.cuh): every unit type, an odd row count, both
+// activation kinds (RLX_CUDA_GEMV_Q8=1 and 0), against float64.
+TEST(CudaQuantGemv, LargeMatricesAtOneRow) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(53);
+  for (const char* q8 : {"1", "0"}) {
+    const test::ScopedEnv env("RLX_CUDA_GEMV_Q8", q8);
+    for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+      ASSERT_GE(dtype_bytes(t, int64_t{2053} * 4096), int64_t{4} << 20) << dtype_name(t);
+      EXPECT_EQ(check_direct_gemv(t, 1, 2053, 4096, DType::BF16, 0, 0, rng), "") << "RLX_CUDA_GEMV_Q8=" << q8;
+    }
+  }
+}
+
 // ---- the staged (bulk-copy) GEMV for large matrices --------------------------------
 
 // Every type with a device decoder, through launch_quant_gemv_staged: m = 1,
@@ -684,22 +699,6 @@ TEST(CudaQuantGemv, ManyShortRowsLikeTheGemmaOutputHead) {
 // non-16-byte-aligned offset (the smallest the type's decoder allows) as well
 // as aligned. The matrices end at their allocation's end (check_direct_gemv),
 // so the bulk copies' 16-byte rounding must not read past them.
-// Weights of 4 MB and more at m = 1 take the plan with fewer threads per row
-// (4 units a thread, gemv_common.cuh): every unit type, an odd row count, both
-// activation kinds (RLX_CUDA_GEMV_Q8=1 and 0), against float64.
-TEST(CudaQuantGemv, LargeMatricesAtOneRow) {
-  SKIP_WITHOUT_GPU();
-  std::mt19937_64 rng(53);
-  for (const char* q8 : {"1", "0"}) {
-    ASSERT_EQ(setenv("RLX_CUDA_GEMV_Q8", q8, 1), 0);
-    for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
-      ASSERT_GE(dtype_bytes(t, int64_t{2053} * 4096), int64_t{4} << 20) << dtype_name(t);
-      EXPECT_EQ(check_direct_gemv(t, 1, 2053, 4096, DType::BF16, 0, 0, rng), "") << "RLX_CUDA_GEMV_Q8=" << q8;
-    }
-  }
-  unsetenv("RLX_CUDA_GEMV_Q8");
-}
-
 TEST(CudaQuantGemvStaged, EveryTypeOddShapesAndAlignments) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(43);
