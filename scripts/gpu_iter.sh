@@ -30,6 +30,10 @@ scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_
   rlx_bert_bench rlx_attention_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
+# A/B steps: "base" runs a command as it is, VAR=VAL runs it with that setting;
+# setting_slug names a setting's log file.
+with_setting() { local setting=$1; shift; if [ "$setting" = base ]; then "$@"; else env "$setting" "$@"; fi; }
+setting_slug() { echo "$1" | tr -c 'A-Za-z0-9_\n' '-'; }
 summary() { grep -E '^\[  (PASSED|FAILED)  \]|tests? (passed|failed)|ERROR SUMMARY' "$1" | tr '\n' ' '; }
 for step in "$@"; do
   echo "==== $step [$(date +%T)]"
@@ -55,7 +59,7 @@ for step in "$@"; do
     genab)  # RLX_GEN_AB="base RLX_X=1 ...": decode/prefill under each setting, interleaved, 2 rounds
       for round in 1 2; do
         for setting in ${RLX_GEN_AB:-base}; do
-          env $([ "$setting" = base ] || echo "$setting") timeout 120 "$B/bench/rlx_generate_bench" ${RLX_GEMMA_GGUF:-} \
+          with_setting "$setting" timeout 120 "$B/bench/rlx_generate_bench" ${RLX_GEMMA_GGUF:-} \
             --device cuda --dtype bf16 --kv-dtype bf16 > "$OUT/genab.log" 2>&1
           echo "$setting round $round rc=$? $(grep -oE '"case": "gemma3_270m_q4km_(decode|prefill512)_tok_s", "value": [0-9.]+' "$OUT/genab.log" | sed 's/.*_\(decode\|prefill512\)_tok_s", "value"/\1/' | tr '\n' ' ')"
         done
@@ -67,15 +71,15 @@ for step in "$@"; do
       grep -v '^{' "$OUT/torch-quant.log" | tail -20 ;;
     attn)  # rlx_attention_bench under each RLX_ATTN_AB setting ("base VAR=VAL ..."; default base)
       for setting in ${RLX_ATTN_AB:-base}; do
-        log="$OUT/attn-$(echo "$setting" | tr -c 'A-Za-z0-9_\n' '-').log"
-        env $([ "$setting" = base ] || echo "$setting") timeout 200 "$B/bench/rlx_attention_bench" > "$log" 2>&1
+        log="$OUT/attn-$(setting_slug "$setting").log"
+        with_setting "$setting" timeout 200 "$B/bench/rlx_attention_bench" > "$log" 2>&1
         echo "$setting rc=$?"; grep -E "^embed" "$log"
       done ;;
     bertab)  # RLX_BERT_AB="base VAR=VAL ...": MiniLM and BERT-base 256x128 (graphs) under each setting, 2 rounds
       for round in 1 2; do
         for setting in ${RLX_BERT_AB:-base}; do
-          log="$OUT/bertab-$(echo "$setting" | tr -c 'A-Za-z0-9_\n' '-')-$round.log"
-          env $([ "$setting" = base ] || echo "$setting") timeout 200 "$B/bench/rlx_bert_bench" --shape 256x128 \
+          log="$OUT/bertab-$(setting_slug "$setting")-$round.log"
+          with_setting "$setting" timeout 200 "$B/bench/rlx_bert_bench" --shape 256x128 \
             --graphs-only > "$log" 2>&1
           echo "$setting round $round rc=$? $(grep -E '^(minilm|bert)' "$log" | awk '{print $1, $4}' | tr '\n' ' ')"
         done
