@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "rlx/backends/cuda/device/cp_async.cuh"
 #include "rlx/backends/cuda/device/smem.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 
@@ -112,17 +113,6 @@ __device__ __forceinline__ bool attn_key_kept(const AttnArgs& a, int b, int key,
 
 // ---------------------------------------------------------------- PTX wrappers
 
-// 16-byte async copy global → shared; when !valid the 16 bytes are zero-filled
-// and nothing is read.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -46,95 +46,21 @@
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/smem.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/device/wgmma.cuh"
 
 namespace rlx::cuda {
 namespace {
 
-constexpr int kBM = 128, kBK = 64, kThreads = 256, kWarps = kThreads / 32;
+using namespace dev;  // the wgmma helpers (device/wgmma.cuh)
 
-constexpr int kBN = 128, kStages = 3;
+constexpr int kBM = kWgmmaTileM, kBN = kWgmmaTileN, kBK = kWgmmaSlabK, kThreads = 256, kWarps = kThreads / 32;
+constexpr int kStages = 3;
 constexpr int kTileBytes = kBM * kBK * 2;  // one operand's slab: 16 KB (kBM == kBN)
 constexpr int kStageBytes = 2 * kTileBytes;
-constexpr int kOutStride = kBN + 8;  // staged C row, elements: conflict-free fragment writes
+constexpr int kOutStride = kWgmmaOutStride;
 // Stages, their 2·kStages mbarriers, and slack to align the stages to 1024 bytes.
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
 static_assert(kBM * kOutStride * 2 <= kStages * kStageBytes, "the staged C tile reuses the stages");
-
-#define RLX_WGMMA_D64_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define RLX_WGMMA_D64_OPERANDS \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define RLX_WGMMA_ASM(shape, ty, regs, ia, ib, ip)                                                  \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip ", 0;\nwgmma.mma_async.sync.aligned." shape ".f32." ty "." ty \
-  " " regs ", %" #ia ", %" #ib ", p, 1, 1, 0, 0;\n}\n"
-
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define RLX_SM90A_DEVICE 1
-#endif
-
-// wgmma shared-memory descriptor of a K-major, 128-byte-swizzled tile.
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr) {
-  uint64_t d = (smem_addr & 0x3FFFF) >> 4;  // start address
-  d |= uint64_t{1} << 16;                   // leading byte offset (unused by swizzled K-major)
-  d |= uint64_t{1024 >> 4} << 32;           // stride byte offset: 8 rows × 128 bytes
-  d |= uint64_t{1} << 62;                   // 128-byte swizzle
-  return d;
-}
-
-// d += A·B for one k16 step: A 64 × 16, B 128 × 16, both from shared memory;
-// accumulate = 0 overwrites d.
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-#ifdef RLX_SM90A_DEVICE
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(RLX_WGMMA_ASM("m64n128k16", "f16", RLX_WGMMA_D64_REGS, 64, 65, 66)
-                 : RLX_WGMMA_D64_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
-  else
-    asm volatile(RLX_WGMMA_ASM("m64n128k16", "bf16", RLX_WGMMA_D64_REGS, 64, 65, 66)
-                 : RLX_WGMMA_D64_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
-#endif
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-#ifdef RLX_SM90A_DEVICE
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit() {
-#ifdef RLX_SM90A_DEVICE
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-#ifdef RLX_SM90A_DEVICE
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// Keeps the compiler from moving accumulator accesses across wgmma boundaries.
-template <int R>
-__device__ __forceinline__ void pin(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// TMA: the tile at element coordinates (c0 fastest, c1) of a 2-D tensor map,
-// counted off on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-#ifdef RLX_SM90A_DEVICE
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dev::smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(dev::smem_u32(bar))
-      : "memory");
-#endif
-}
 
 template <Activation A>
 __device__ __forceinline__ float epilogue_act(float x) {
@@ -211,30 +137,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   pin(acc);
   __syncthreads();  // every warpgroup is done reading the stages: reuse them for C
 
-  // Fragment i of warp `warp`: row 16·warp + g (+8 for i % 4 ≥ 2), column 8·(i / 4) + 2·t4 + i % 2.
-  uint32_t* sC = reinterpret_cast<uint32_t*>(smem);  // pairs; row stride kOutStride / 2 words
-  const int g = lane >> 2, t4 = lane & 3;
-  const int row0 = wg * 64 + warp * 16 + g;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const int col = 8 * j + 2 * t4;
-    float2 b = make_float2(0.0f, 0.0f);
-    if (bias != nullptr && n0 + col < N) b = dev::unpack2<T>(*reinterpret_cast<const uint32_t*>(bias + n0 + col));
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      sC[((row0 + 8 * h) * kOutStride + col) / 2] =
-          dev::pack2<T>(epilogue_act<kAct>(acc[4 * j + 2 * h] + b.x), epilogue_act<kAct>(acc[4 * j + 2 * h + 1] + b.y));
-  }
+  uint32_t* sC = reinterpret_cast<uint32_t*>(smem);
+  stage_c_tile<T>(acc, sC, wg, warp, lane, [&](float v, int col) {
+    const float b = bias != nullptr && n0 + col < N ? to_f32(bias[n0 + col]) : 0.0f;
+    return epilogue_act<kAct>(v + b);
+  });
   __syncthreads();
-  const T* sCt = reinterpret_cast<const T*>(smem);
-  const int rows = min(kBM, M - m0);
-#pragma unroll
-  for (int it = 0; it < kBM * kBN / 8 / kThreads; ++it) {
-    const int idx = tid + it * kThreads, r = idx >> 4, c = (idx & 15) * 8;
-    if (r < rows && n0 + c < N)
-      *reinterpret_cast<uint4*>(C + static_cast<int64_t>(m0 + r) * ldc + n0 + c) =
-          *reinterpret_cast<const uint4*>(sCt + r * kOutStride + c);
-  }
+  store_c_tile(reinterpret_cast<const T*>(smem), C, ldc, m0, n0, M, N, tid, kThreads);
 }
 
 template <typename T>
@@ -253,12 +162,20 @@ const void* kernel_for(DType t, Activation act) {
   return t == DType::F16 ? kernel_for<__half>(act) : kernel_for<__nv_bfloat16>(act);
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+CUtensorMap tile_map(const GemmArgs& a, const void* p, int64_t rows, int64_t ld, int box_rows) {
+  return sm90_slab_map(a.dtype, p, rows, a.K, ld, box_rows, str("sm90 gemm ", GemmEngine::describe(a)));
+}
+
+}  // namespace
+
 // cuTensorMapEncodeTiled through the runtime's driver entry point (the
 // library does not link libcuda; see CMakeLists.txt).
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-EncodeTiled encode_tiled() {
+static EncodeTiled encode_tiled() {
   static const EncodeTiled fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -272,25 +189,37 @@ EncodeTiled encode_tiled() {
   return fn;
 }
 
-// Row-major [rows, cols] with leading dimension ld, read as 64-column × box_rows tiles.
-CUtensorMap tile_map(const GemmArgs& a, const void* p, int64_t rows, int64_t ld, int box_rows) {
+bool sm90_device(int device) {
+  int major = 0, minor = 0;
+  const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                  major == 9 && minor == 0 && encode_tiled() != nullptr;
+  (void)cudaGetLastError();
+  return ok;
+}
+
+bool sm90_kernel_loads(const void* kernel, int smem_bytes) {
+  cudaFuncAttributes attr{};
+  const bool ok = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.binaryVersion == 90 &&
+                  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) == cudaSuccess;
+  (void)cudaGetLastError();  // a refused query is an answer, not a sticky error
+  return ok;
+}
+
+CUtensorMap sm90_slab_map(DType dtype, const void* p, int64_t rows, int64_t cols, int64_t ld, int box_rows,
+                          const std::string& what) {
   CUtensorMap m;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.K), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * 2)};
   const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)}, unit[2] = {1, 1};
   const CUresult r = encode_tiled()(
-      &m, a.dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+      &m, dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
       const_cast<void*>(p), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    throw DeviceError(str("sm90 gemm ", GemmEngine::describe(a), ": cuTensorMapEncodeTiled failed (CUresult ",
-                          static_cast<int>(r), ")"));
+    throw DeviceError(str(what, ": cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r), ")"));
   return m;
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-}  // namespace
 
 const char* sm90_gemm_unsupported(const GemmArgs& a) {
   if (a.dtype != DType::F16 && a.dtype != DType::BF16) return "dtype is not f16/bf16";
@@ -313,19 +242,10 @@ bool sm90_gemm_available(int device) {
   std::lock_guard lock(mu);
   if (auto it = known.find(device); it != known.end()) return it->second;
   DeviceGuard guard(device);
-  int major = 0, minor = 0;
-  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-            minor == 0 && encode_tiled() != nullptr;
+  bool ok = sm90_device(device);
   for (DType t : {DType::F16, DType::BF16})
-    for (Activation act : {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu}) {
-      if (!ok) break;
-      cudaFuncAttributes attr{};
-      const void* k = kernel_for(t, act);
-      ok = cudaFuncGetAttributes(&attr, k) == cudaSuccess && attr.binaryVersion == 90 &&
-           cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) == cudaSuccess;
-    }
-  (void)cudaGetLastError();  // a refused query is an answer, not a sticky error
+    for (Activation act : {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
+      ok = ok && sm90_kernel_loads(kernel_for(t, act), kSmemBytes);
   known[device] = ok;
   return ok;
 }

@@ -6,7 +6,10 @@
 // GemmEngine (cublaslt.h) decides per shape, by timing, whether this kernel or
 // cuBLASLt (+ a separate activation kernel) runs a problem.
 #pragma once
+#include <cuda.h>
 #include <cuda_runtime.h>
+
+#include <string>
 
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/ir/ops.h"
@@ -27,5 +30,17 @@ bool sm90_gemm_available(int device);
 // Unsupported for a problem sm90_gemm_unsupported() refuses and DeviceError
 // naming the problem if the launch fails.
 void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream);
+
+// Shared with the quantized wgmma GEMM (qgemm_sm90.cu):
+// whether `device` is compute capability 9.0 and the driver encodes tensor maps;
+bool sm90_device(int device);
+// whether `kernel` has an sm_90a image here and may use smem_bytes of dynamic
+// shared memory (raises its limit);
+bool sm90_kernel_loads(const void* kernel, int smem_bytes);
+// the TMA map of a row-major f16/bf16 [rows, cols] operand (leading dimension
+// ld elements) read as 64-column × box_rows slabs with the 128-byte swizzle,
+// out-of-bounds elements zero; throws DeviceError naming `what`.
+CUtensorMap sm90_slab_map(DType dtype, const void* p, int64_t rows, int64_t cols, int64_t ld, int box_rows,
+                          const std::string& what);
 
 }  // namespace rlx::cuda

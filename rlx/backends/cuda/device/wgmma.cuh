@@ -1,0 +1,136 @@
+// Hopper (sm_90a) warpgroup MMA and TMA helpers shared by rlx's wgmma GEMMs
+// (kernels/gemm_sm90.cu: f16/bf16 operands by TMA; kernels/qgemm_sm90.cu:
+// GGUF weights dequantized into shared memory by a producer warpgroup).
+//
+// Both keep the same tile contract: a 128 × 128 C tile per CTA, two consumer
+// warpgroups each computing 64 rows with wgmma m64n128k16, K in slabs of 64
+// (one 128-byte swizzle atom per row), A and B K-major in shared memory with
+// the 128-byte swizzle (16-byte chunk c of row r at c ^ (r mod 8), stages
+// 1024-byte aligned), then the C tile staged through shared memory and
+// written with 16-byte stores.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "rlx/backends/cuda/device/smem.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
+
+namespace rlx::cuda::dev {
+
+#define RLX_WGMMA_D64_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define RLX_WGMMA_D64_OPERANDS \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define RLX_WGMMA_ASM(shape, ty, regs, ia, ib, ip)                                                  \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip ", 0;\nwgmma.mma_async.sync.aligned." shape ".f32." ty "." ty \
+  " " regs ", %" #ia ", %" #ib ", p, 1, 1, 0, 0;\n}\n"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RLX_SM90A_DEVICE 1
+#endif
+
+// wgmma shared-memory descriptor of a K-major, 128-byte-swizzled tile.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr) {
+  uint64_t d = (smem_addr & 0x3FFFF) >> 4;  // start address
+  d |= uint64_t{1} << 16;                   // leading byte offset (unused by swizzled K-major)
+  d |= uint64_t{1024 >> 4} << 32;           // stride byte offset: 8 rows × 128 bytes
+  d |= uint64_t{1} << 62;                   // 128-byte swizzle
+  return d;
+}
+
+// d += A·B for one k16 step: A 64 × 16, B 128 × 16, both from shared memory;
+// accumulate = 0 overwrites d.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+#ifdef RLX_SM90A_DEVICE
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(RLX_WGMMA_ASM("m64n128k16", "f16", RLX_WGMMA_D64_REGS, 64, 65, 66)
+                 : RLX_WGMMA_D64_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
+  else
+    asm volatile(RLX_WGMMA_ASM("m64n128k16", "bf16", RLX_WGMMA_D64_REGS, 64, 65, 66)
+                 : RLX_WGMMA_D64_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving accumulator accesses across wgmma boundaries.
+template <int R>
+__device__ __forceinline__ void pin(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// TMA: the tile at element coordinates (c0 fastest, c1) of a 2-D tensor map,
+// counted off on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+#endif
+}
+
+
+constexpr int kWgmmaTileM = 128, kWgmmaTileN = 128, kWgmmaSlabK = 64;
+constexpr int kWgmmaOutStride = kWgmmaTileN + 8;  // staged C row, elements: conflict-free fragment writes
+
+// Writes the consumer warpgroups' accumulators, transformed by f(value, column
+// in the tile), as T pairs into the staged C tile `sC` (kWgmmaTileM rows of
+// kWgmmaOutStride elements). Fragment i of warp `warp`: row 16·warp + g (+8
+// for i % 4 ≥ 2), column 8·(i / 4) + 2·t4 + i % 2.
+template <typename T, typename F>
+__device__ __forceinline__ void stage_c_tile(const float (&acc)[64], uint32_t* sC, int wg, int warp, int lane, F&& f) {
+  const int g = lane >> 2, t4 = lane & 3;
+  const int row0 = wg * 64 + warp * 16 + g;
+#pragma unroll
+  for (int j = 0; j < kWgmmaTileN / 8; ++j) {
+    const int col = 8 * j + 2 * t4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      sC[((row0 + 8 * h) * kWgmmaOutStride + col) / 2] =
+          pack2<T>(f(acc[4 * j + 2 * h], col), f(acc[4 * j + 2 * h + 1], col + 1));
+  }
+}
+
+// The staged tile → C [M, N] (leading dimension ldc) at (m0, n0) with 16-byte
+// stores by threads [0, threads); rows past M and columns past N skipped (N a
+// multiple of 8).
+template <typename T>
+__device__ __forceinline__ void store_c_tile(const T* sC, T* C, int64_t ldc, int m0, int n0, int M, int N, int tid,
+                                             int threads) {
+  const int rows = min(kWgmmaTileM, M - m0);
+  for (int idx = tid; idx < kWgmmaTileM * kWgmmaTileN / 8; idx += threads) {
+    const int r = idx >> 4, c = (idx & 15) * 8;
+    if (r < rows && n0 + c < N)
+      *reinterpret_cast<uint4*>(C + static_cast<int64_t>(m0 + r) * ldc + n0 + c) =
+          *reinterpret_cast<const uint4*>(sC + r * kWgmmaOutStride + c);
+  }
+}
+
+}  // namespace rlx::cuda::dev
