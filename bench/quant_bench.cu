@@ -20,9 +20,12 @@
 //            the CPU dequantizer + float64; a mismatch prints FAIL and the
 //            bench exits 1.
 //   dequant  quant → f16 of a 4096×4096 weight (bytes = quant read + f16 written).
-//   prefill  m = 512, N = K = 4096: dequantize to f16 + cuBLASLt (the
-//            DequantMatMul prefill path) in TFLOP/s, next to cuBLASLt f16 on the
-//            already dequantized weights.
+//   prefill  m = 512, N = K = 4096 in TFLOP/s: dequantize to f16 + cuBLASLt
+//            (the DequantMatMul prefill path off Hopper), and on sm_90 the
+//            quantized wgmma GEMM ("qgemm-sm90", the path on Hopper; checked
+//            at 64 sampled outputs against float64, a mismatch prints FAIL
+//            and the bench exits 1), next to cuBLASLt f16 on the already
+//            dequantized weights.
 // Timing: CUDA events around groups of 20 launches (per-call time = group / 20),
 // 5 warm-up groups, median of 30 groups. JSON lines (bench "quant", impl "rlx")
 // for bench/compare.py; the peer is bench/quant_torch.py (torch f16 GEMV and
@@ -200,6 +203,34 @@ std::string check_gemv(DType t, const uint8_t* w_dev, int64_t n, int64_t k, bool
 
 }  // namespace
 
+// y (f16 [m, n], the last launch of the quantized GEMM on these weights) at
+// 64 sampled (row, column) pairs against the f16-rounded CPU dequantization +
+// float64: |err| ≤ 2e-3 · Σ|x·w| + 1e-6, as tests/gpu/test_quant.cpp allows f16.
+std::string check_prefill(DType t, const uint8_t* w_dev, const std::vector<float>& x, const void* y, int64_t m,
+                          int64_t n, int64_t k) {
+  std::vector<uint16_t> yh(static_cast<size_t>(m * n));
+  RLX_CUDA_CHECK(cudaMemcpy(yh.data(), y, yh.size() * 2, cudaMemcpyDeviceToHost));
+  const int64_t row_bytes = dtype_bytes(t, k);
+  std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+  std::vector<float> wf(static_cast<size_t>(k));
+  for (int s = 0; s < 64; ++s) {
+    const int64_t r = s * (m - 1) / 63, c = (s * 977 + 13) % n;
+    RLX_CUDA_CHECK(cudaMemcpy(row.data(), w_dev + c * row_bytes, row_bytes, cudaMemcpyDeviceToHost));
+    dequantize_row(t, row.data(), wf.data(), k);
+    double ref = 0, scale = 0;
+    for (int64_t e = 0; e < k; ++e) {
+      const double w = f16_to_f32(f32_to_f16(wf[e])), xv = x[static_cast<size_t>(r * k + e)];
+      ref += xv * w;
+      scale += std::fabs(xv * w);
+    }
+    if (!std::isfinite(scale) || scale > 6.0e4) continue;  // past f16's range: no f16 answer to check
+    const double got = f16_to_f32(yh[static_cast<size_t>(r * n + c)]), bound = 2e-3 * scale + 1e-6;
+    if (!(std::fabs(got - ref) <= bound))
+      return str("y[", r, ", ", c, "] = ", got, ", float64 reference ", ref, " (allowed error ", bound, ")");
+  }
+  return "";
+}
+
 int main(int argc, char** argv) {
   // --only gemv|dequant|prefill (default: all three), --types q4_0,q8_0,...
   // (default: every quant type with a CUDA decoder): for profiling one kernel.
@@ -351,7 +382,7 @@ int main(int argc, char** argv) {
   void* yp = nullptr;
   RLX_CUDA_CHECK(cudaMalloc(&yp, M * N * 2));
   if (!part("prefill")) {
-    if (failures) std::printf("\n%d GEMV check(s) FAILED\n", failures);
+    if (failures) std::printf("\n%d check(s) FAILED\n", failures);
     return failures ? 1 : 0;
   }
   cuda::GemmEngine engine(0);
@@ -373,6 +404,13 @@ int main(int argc, char** argv) {
   std::printf("\n%-30s %9s %9s\n", "prefill m=512, 4096x4096", "us", "TFLOP/s");
   std::printf("%-30s %9.2f %9.1f\n", "cuBLASLt f16 (dequantized W)", cublas_ms * 1e3, flops / (cublas_ms * 1e-3) / 1e12);
   bench::json_line("quant", "prefill m=512 4096x4096 cublas f16", flops / (cublas_ms * 1e-3) / 1e12, "TFLOP/s");
+  // x in f32, for check_prefill.
+  std::vector<float> x_host(static_cast<size_t>(M * K));
+  {
+    std::vector<uint16_t> xh(x_host.size());
+    RLX_CUDA_CHECK(cudaMemcpy(xh.data(), xp, xh.size() * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < xh.size(); ++i) x_host[i] = f16_to_f32(xh[i]);
+  }
   for (DType t : types) {
     Weights w(t, N, K);
     const double ms = time_per_call([&](int i) {
@@ -380,14 +418,24 @@ int main(int argc, char** argv) {
       engine.run(g, nullptr);
     });
     const std::string key = str("prefill m=512 4096x4096 ", dtype_name(t));
-    std::printf("%-30s %9.2f %9.1f\n", key.c_str(), ms * 1e3, flops / (ms * 1e-3) / 1e12);
+    std::printf("%-30s %9.2f %9.1f   dequant+cuBLASLt\n", key.c_str(), ms * 1e3, flops / (ms * 1e-3) / 1e12);
     bench::json_line("quant", key, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    if (cuda::quant_gemm_sm90_unsupported(t, DType::F16, w.copy(0), xp, yp, M, N, K) == nullptr) {
+      const double qms = time_per_call(
+          [&](int i) { cuda::launch_quant_gemm_sm90(t, w.copy(i), DType::F16, xp, yp, M, N, K, nullptr); });
+      const std::string qkey = key + " qgemm-sm90";
+      const std::string bad = check_prefill(t, w.copy(0), x_host, yp, M, N, K);
+      failures += !bad.empty();
+      std::printf("%-30s %9.2f %9.1f   qgemm-sm90 (%.2fx dequant+cuBLASLt)%s%s\n", qkey.c_str(), qms * 1e3,
+                  flops / (qms * 1e-3) / 1e12, ms / qms, bad.empty() ? "" : "  FAIL: ", bad.c_str());
+      bench::json_line("quant", qkey, flops / (qms * 1e-3) / 1e12, "TFLOP/s");
+    }
   }
   cudaFree(x);
   cudaFree(y);
   cudaFree(wf16);
   cudaFree(xp);
   cudaFree(yp);
-  if (failures) std::printf("\n%d GEMV check(s) FAILED\n", failures);
+  if (failures) std::printf("\n%d check(s) FAILED\n", failures);
   return failures ? 1 : 0;
 }

@@ -7,7 +7,8 @@
 # Steps: tests (rlx_gpu_tests, RLX_GT_FILTER), conformance (CUDA op cases),
 # gputests (ctest -L gpu), models (model parity tests), gen (Gemma decode and
 # prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), attn (rlx_attention_bench, A/B over RLX_ATTN_AB),
-# bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer), minilm / bert
+# bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer),
+# prefill (rlx_quant_bench prefill + torch peer), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
@@ -69,6 +70,11 @@ for step in "$@"; do
         > "$OUT/quant.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/quant.log" | tail -60
       timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
       grep -v '^{' "$OUT/torch-quant.log" | tail -20 ;;
+    prefill)  # the m = 512 quantized prefill GEMM (RLX_QUANT_TYPES) + torch f16 matmul
+      timeout 300 "$B/bench/rlx_quant_bench" --only prefill ${RLX_QUANT_TYPES:+--types $RLX_QUANT_TYPES} \
+        > "$OUT/prefill.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/prefill.log" | tail -70
+      timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
+      grep -E 'prefill' "$OUT/torch-quant.log" | grep -v '^{' ;;
     attn)  # rlx_attention_bench under each RLX_ATTN_AB setting ("base VAR=VAL ..."; default base)
       for setting in ${RLX_ATTN_AB:-base}; do
         log="$OUT/attn-$(setting_slug "$setting").log"

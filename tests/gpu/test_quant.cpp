@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -391,6 +392,119 @@ TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
     }
   }
   unsetenv("RLX_CUDA_GEMV_Q8");
+}
+
+// ---- the Hopper quantized GEMM (qgemm_sm90.cu): prefill with f16/bf16 x --------------
+
+// Whether this device runs the sm90 quantized GEMM (any aligned operands).
+bool have_qgemm(DType wt, DType xt) {
+  const void* p = reinterpret_cast<const void*>(uintptr_t{256});
+  return cuda::quant_gemm_sm90_unsupported(wt, xt, p, p, p, 256, 256, 256) == nullptr;
+}
+#define SKIP_WITHOUT_QGEMM()                                                            \
+  SKIP_WITHOUT_CUDA_BACKEND();                                                          \
+  if (!have_qgemm(DType::Q4_K, DType::F16))                                             \
+  GTEST_SKIP() << "the quantized wgmma GEMM needs compute capability 9.0 (sm_90a build)"
+
+// The types with a shared-memory decoder (quant.h); the others keep dequantize + cuBLASLt.
+const DType kQgemmTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                             DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+TEST(CudaQuantGemm, EveryDecodedTypeInF16AndBf16) {
+  SKIP_WITHOUT_QGEMM();
+  test::ScopedEnv on("RLX_CUDA_QGEMM", "1");  // off by default (quant.h)
+  std::mt19937_64 rng(17);
+  for (DType wt : kQgemmTypes) {
+    for (DType xt : {DType::F16, DType::BF16}) {
+      SCOPED_TRACE(str(dtype_name(wt), " x ", dtype_name(xt)));
+      ASSERT_TRUE(have_qgemm(wt, xt));
+      std::string report;
+      // Two M tiles and two N tiles, both partial; K = 512 is two 256-blocks.
+      run_and_check({wt, xt, {200, 512}, 136}, rng, &report);
+      EXPECT_NE(report.find(str("qgemm-sm90 ", dtype_name(wt), " m=200")), std::string::npos) << report;
+    }
+  }
+  // Every other type takes the dequantize path and says why.
+  for (DType wt : cuda_types()) {
+    if (!is_quant(wt) || std::find(std::begin(kQgemmTypes), std::end(kQgemmTypes), wt) != std::end(kQgemmTypes))
+      continue;
+    SCOPED_TRACE(dtype_name(wt));
+    std::string report;
+    run_and_check({wt, DType::F16, {40, 256}, 64}, rng, &report);
+    EXPECT_NE(report.find(str("dequant+cublaslt ", dtype_name(wt))), std::string::npos) << report;
+    EXPECT_NE(report.find("no shared-memory decoder"), std::string::npos) << report;
+  }
+}
+
+TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
+  SKIP_WITHOUT_QGEMM();
+  test::ScopedEnv on("RLX_CUDA_QGEMM", "1");
+  std::mt19937_64 rng(19);
+  struct Case {
+    DType wt, xt;
+    std::vector<int64_t> x_shape;
+    int64_t n;
+  };
+  const Case cases[] = {
+      {DType::Q8_0, DType::F16, {9, 96}, 8},          // K = 96: the last slab half zeros; smallest prefill m
+      {DType::Q8_0, DType::BF16, {70, 352}, 24},      // bf16 with 8-bit codes: the f32 route
+      {DType::Q4_0, DType::BF16, {130, 160}, 264},    // K % 64 = 32 again, three N tiles
+      {DType::Q5_1, DType::F16, {33, 224}, 40},
+      {DType::Q4_1, DType::BF16, {64, 192}, 128},
+      {DType::Q5_K, DType::BF16, {17, 768}, 16},      // three 256-blocks
+      {DType::Q4_K, DType::F16, {300, 4096}, 256},    // the ring wraps eight times
+      {DType::Q6_K, DType::BF16, {129, 2816}, 72},    // 210-byte blocks: misaligned units
+      {DType::Q5_0, DType::F16, {3, 4, 1024}, 520},   // rank-3 x (m = 12); 22-byte blocks
+      {DType::Q6_K, DType::F16, {256, 768}, 384},     // whole tiles only
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(str(dtype_name(c.wt), " x ", dtype_name(c.xt), " K=", c.x_shape.back(), " N=", c.n));
+    std::string report;
+    run_and_check({c.wt, c.xt, c.x_shape, c.n}, rng, &report);
+    EXPECT_NE(report.find(str("qgemm-sm90 ", dtype_name(c.wt))), std::string::npos) << report;
+  }
+}
+
+TEST(CudaQuantGemm, KnobAndRefusedShapesTakeTheDequantizePath) {
+  SKIP_WITHOUT_QGEMM();
+  std::mt19937_64 r1(23), r2(23), r3(29);
+  std::string on_report, off_report, odd_report;
+  Tensor on;
+  {
+    test::ScopedEnv env("RLX_CUDA_QGEMM", "1");
+    on = run_and_check({DType::Q4_K, DType::F16, {100, 1024}, 192}, r1, &on_report);
+    // N not a multiple of 8: the dequantize path says why.
+    run_and_check({DType::Q4_K, DType::F16, {100, 512}, 131}, r3, &odd_report);
+  }
+  const Tensor off = run_and_check({DType::Q4_K, DType::F16, {100, 1024}, 192}, r2, &off_report);  // the default
+  EXPECT_NE(on_report.find("qgemm-sm90 q4_k"), std::string::npos) << on_report;
+  EXPECT_NE(off_report.find("dequant+cublaslt q4_k"), std::string::npos) << off_report;
+  EXPECT_NE(odd_report.find("N or K not a multiple of 8"), std::string::npos) << odd_report;
+  // Both matched float64 above; against each other they differ by the weights'
+  // rounding (s and o in f16), accumulation order and y's rounding.
+  double peak = 0;
+  for (int64_t i = 0; i < off.numel(); ++i) peak = std::max(peak, std::fabs(double(off.data<float>()[i])));
+  for (int64_t i = 0; i < on.numel(); ++i) ASSERT_NEAR(on.data<float>()[i], off.data<float>()[i], 4e-3 * peak) << i;
+}
+
+TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
+  SKIP_WITHOUT_QGEMM();
+  const void* a = reinterpret_cast<const void*>(uintptr_t{256});
+  const void* odd = reinterpret_cast<const void*>(uintptr_t{258});
+  EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q4_K, DType::F32, a, a, a, 64, 64, 256), "x is not f16/bf16");
+  EXPECT_NE(std::string(cuda::quant_gemm_sm90_unsupported(DType::F16, DType::F16, a, a, a, 64, 64, 256))
+                .find("no shared-memory decoder"),
+            std::string::npos);
+  EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q4_K, DType::F16, a, a, a, 64, 64, 320),
+               "rows are not whole blocks");
+  EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q8_0, DType::F16, odd, a, a, 64, 64, 256),
+               "an operand is not 16-byte aligned");
+  try {
+    cuda::launch_quant_gemm_sm90(DType::Q8_0, a, DType::F16, a, const_cast<void*>(a), 64, 60, 256, nullptr);
+    ADD_FAILURE() << "no exception";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("N or K not a multiple of 8"), std::string::npos) << e.what();
+  }
 }
 
 // ---- the GEMV launcher directly: alignments, odd block counts, row counts ------------

@@ -9,8 +9,12 @@
 //     Weights of 24 MB and more (4 MB with m ≥ 2) take the shared-memory
 //     streaming GEMV instead ("gemv-staged"; RLX_CUDA_GEMV_STAGED=0: never).
 //   larger m (prefill): W is dequantized, a tile of its rows at a time, into
-//     the node's workspace in x's dtype, and cuBLASLt multiplies x by the tile
-//     into the matching columns of y ("dequant+cublaslt <type>").
+//     the node's workspace in x's dtype, and cuBLASLt multiplies x by the
+//     tile into the matching columns of y ("dequant+cublaslt <type>"). With
+//     RLX_CUDA_QGEMM=1 (off by default: not yet faster), f16/bf16 x on Hopper
+//     goes to rlx's wgmma GEMM with W dequantized in shared memory
+//     ("qgemm-sm90 <type>", kernels/qgemm_sm90.cu); where it cannot run, the
+//     dequantize path's report line says why.
 // Gather(table [V, ...] quant, ids) → dequantized f32 rows, bad ids flagged.
 #include <cctype>
 
@@ -179,6 +183,16 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
       return;
     }
   }
+  // Hopper: the wgmma GEMM that dequantizes W in shared memory, when asked for and it applies.
+  const bool qgemm_on = env_bool("RLX_CUDA_QGEMM");  // read per lowering: tests A/B it
+  const char* qgemm_why = qgemm_on ? quant_gemm_sm90_unsupported(wt, xt, w, x, y, M, N, K) : "RLX_CUDA_QGEMM=0";
+  if (qgemm_why == nullptr) {
+    c.add(id, str("qgemm-sm90 ", tname, " m=", M, note),
+          [=](cudaStream_t s) { launch_quant_gemm_sm90(wt, w, xt, x, y, M, N, K, s); });
+    return;
+  }
+  if (qgemm_on && note.empty()) note = str(" (qgemm-sm90: ", qgemm_why, ")");
+
   const size_t first_thunk = c.thunk_count();
 
   const int64_t es = dtype_size(xt), row_bytes = dtype_bytes(wt, K);
@@ -248,7 +262,8 @@ void register_quant_lowerings() {
     const std::string tname(dtype_name(wt));
     for (DType xt : {DType::F32, DType::F16, DType::BF16})
       register_cuda_lowering(OpKind::DequantMatMul, {xt, wt, xt}, lower_dequant_matmul,
-                             str("quantized matmul [", tname, " x ", dtype_name(xt), "]: fused gemv m<=8, else dequant+cuBLASLt"));
+                             str("quantized matmul [", tname, " x ", dtype_name(xt),
+                                 "]: fused gemv m<=8, else the sm90 quantized GEMM or dequant+cuBLASLt"));
     if (!is_quant(wt)) continue;  // float tables go through the plain gather
     for (DType it : {DType::I32, DType::I64})
       register_cuda_lowering(OpKind::Gather, {wt, it, DType::F32}, lower_quant_gather,
