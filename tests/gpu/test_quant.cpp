@@ -406,9 +406,8 @@ bool have_qgemm(DType wt, DType xt) {
   if (!have_qgemm(DType::Q4_K, DType::F16))                                             \
   GTEST_SKIP() << "the quantized wgmma GEMM needs compute capability 9.0 (sm_90a build)"
 
-// The types with a shared-memory decoder (quant.h); the others keep dequantize + cuBLASLt.
-const DType kQgemmTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                             DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+// The types with a register-fragment decoder (quant.h); the others keep dequantize + cuBLASLt.
+const DType kQgemmTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
 
 TEST(CudaQuantGemm, EveryDecodedTypeInF16AndBf16) {
   SKIP_WITHOUT_QGEMM();
@@ -432,7 +431,7 @@ TEST(CudaQuantGemm, EveryDecodedTypeInF16AndBf16) {
     std::string report;
     run_and_check({wt, DType::F16, {40, 256}, 64}, rng, &report);
     EXPECT_NE(report.find(str("dequant+cublaslt ", dtype_name(wt))), std::string::npos) << report;
-    EXPECT_NE(report.find("no shared-memory decoder"), std::string::npos) << report;
+    EXPECT_NE(report.find("no register-fragment decoder"), std::string::npos) << report;
   }
 }
 
@@ -446,16 +445,14 @@ TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
     int64_t n;
   };
   const Case cases[] = {
-      {DType::Q8_0, DType::F16, {9, 96}, 8},          // K = 96: the last slab half zeros; smallest prefill m
-      {DType::Q8_0, DType::BF16, {70, 352}, 24},      // bf16 with 8-bit codes: the f32 route
-      {DType::Q4_0, DType::BF16, {130, 160}, 264},    // K % 64 = 32 again, three N tiles
-      {DType::Q5_1, DType::F16, {33, 224}, 40},
-      {DType::Q4_1, DType::BF16, {64, 192}, 128},
-      {DType::Q5_K, DType::BF16, {17, 768}, 16},      // three 256-blocks
-      {DType::Q4_K, DType::F16, {300, 4096}, 256},    // the ring wraps eight times
-      {DType::Q6_K, DType::BF16, {129, 2816}, 72},    // 210-byte blocks: misaligned units
-      {DType::Q5_0, DType::F16, {3, 4, 1024}, 520},   // rank-3 x (m = 12); 22-byte blocks
-      {DType::Q6_K, DType::F16, {256, 768}, 384},     // whole tiles only
+      {DType::Q8_0, DType::F16, {9, 128}, 8},        // smallest prefill m, one N tile of 8 rows
+      {DType::Q8_0, DType::BF16, {70, 320}, 24},     // bf16 with 8-bit codes: the f32 route
+      {DType::Q4_0, DType::BF16, {130, 192}, 264},   // three N tiles, two M tiles, odd slab count
+      {DType::Q4_0, DType::F16, {33, 64}, 40},       // one slab
+      {DType::Q4_K, DType::BF16, {17, 768}, 16},     // three 256-blocks
+      {DType::Q4_K, DType::F16, {300, 4096}, 256},   // long K
+      {DType::Q4_K, DType::F16, {3, 4, 1024}, 520},  // rank-3 x (m = 12), partial N tile
+      {DType::Q8_0, DType::F16, {256, 768}, 384},    // whole tiles only
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(str(dtype_name(c.wt), " x ", dtype_name(c.xt), " K=", c.x_shape.back(), " N=", c.n));
@@ -475,11 +472,15 @@ TEST(CudaQuantGemm, KnobAndRefusedShapesTakeTheDequantizePath) {
     on = run_and_check({DType::Q4_K, DType::F16, {100, 1024}, 192}, r1, &on_report);
     // N not a multiple of 8: the dequantize path says why.
     run_and_check({DType::Q4_K, DType::F16, {100, 512}, 131}, r3, &odd_report);
+    // K not a multiple of 64 (Q8_0 rows of 96): the same.
+    std::string k_report;
+    run_and_check({DType::Q8_0, DType::F16, {20, 96}, 16}, r3, &k_report);
+    EXPECT_NE(k_report.find("K not a multiple of 64"), std::string::npos) << k_report;
   }
   const Tensor off = run_and_check({DType::Q4_K, DType::F16, {100, 1024}, 192}, r2, &off_report);  // the default
   EXPECT_NE(on_report.find("qgemm-sm90 q4_k"), std::string::npos) << on_report;
   EXPECT_NE(off_report.find("dequant+cublaslt q4_k"), std::string::npos) << off_report;
-  EXPECT_NE(odd_report.find("N or K not a multiple of 8"), std::string::npos) << odd_report;
+  EXPECT_NE(odd_report.find("N not a multiple of 8"), std::string::npos) << odd_report;
   // Both matched float64 above; against each other they differ by the weights'
   // rounding (s and o in f16), accumulation order and y's rounding.
   double peak = 0;
@@ -493,7 +494,7 @@ TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
   const void* odd = reinterpret_cast<const void*>(uintptr_t{258});
   EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q4_K, DType::F32, a, a, a, 64, 64, 256), "x is not f16/bf16");
   EXPECT_NE(std::string(cuda::quant_gemm_sm90_unsupported(DType::F16, DType::F16, a, a, a, 64, 64, 256))
-                .find("no shared-memory decoder"),
+                .find("no register-fragment decoder"),
             std::string::npos);
   EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q4_K, DType::F16, a, a, a, 64, 64, 320),
                "rows are not whole blocks");
@@ -503,7 +504,7 @@ TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
     cuda::launch_quant_gemm_sm90(DType::Q8_0, a, DType::F16, a, const_cast<void*>(a), 64, 60, 256, nullptr);
     ADD_FAILURE() << "no exception";
   } catch (const Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("N or K not a multiple of 8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("N not a multiple of 8"), std::string::npos) << e.what();
   }
 }
 

@@ -12,7 +12,7 @@
 //     the node's workspace in x's dtype, and cuBLASLt multiplies x by the
 //     tile into the matching columns of y ("dequant+cublaslt <type>"). With
 //     RLX_CUDA_QGEMM=1 (off by default: not yet faster), f16/bf16 x on Hopper
-//     goes to rlx's wgmma GEMM with W dequantized in shared memory
+//     goes to rlx's wgmma GEMM with W decoded into its register operand
 //     ("qgemm-sm90 <type>", kernels/qgemm_sm90.cu); where it cannot run, the
 //     dequantize path's report line says why.
 // Gather(table [V, ...] quant, ids) → dequantized f32 rows, bad ids flagged.
@@ -183,7 +183,7 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
       return;
     }
   }
-  // Hopper: the wgmma GEMM that dequantizes W in shared memory, when asked for and it applies.
+  // Hopper: the wgmma GEMM that decodes W into registers, when asked for and it applies.
   const bool qgemm_on = env_bool("RLX_CUDA_QGEMM");  // read per lowering: tests A/B it
   const char* qgemm_why = qgemm_on ? quant_gemm_sm90_unsupported(wt, xt, w, x, y, M, N, K) : "RLX_CUDA_QGEMM=0";
   if (qgemm_why == nullptr) {

@@ -61,6 +61,28 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 #endif
 }
 
+// d += A·B for one k16 step with A (64 × 16) from registers: thread lane of
+// warp w holds rows 16w + g and 16w + g + 8 (g = lane / 4) at columns 2t, 2t + 1
+// (a[0], a[1]) and 2t + 8, 2t + 9 (a[2], a[3]), t = lane mod 4, as pairs of T;
+// B 128 × 16 from shared memory. The registers are read asynchronously: they
+// must keep their values until a wgmma_wait() has retired this wgmma.
+#define RLX_WGMMA_RS_ASM(ty)                                                                             \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty " " \
+  RLX_WGMMA_D64_REGS ", {%64, %65, %66, %67}, %69, p, 1, 1, 0;\n}\n"
+template <typename T>
+__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int accumulate) {
+#ifdef RLX_SM90A_DEVICE
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(RLX_WGMMA_RS_ASM("f16")
+                 : RLX_WGMMA_D64_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
+  else
+    asm volatile(RLX_WGMMA_RS_ASM("bf16")
+                 : RLX_WGMMA_D64_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
+#endif
+}
+
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef RLX_SM90A_DEVICE
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
