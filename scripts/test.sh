@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite in one command, exactly as CI runs it (.ci/run):
 #   0. installs the packages it needs (scripts/install_deps.sh; RLX_SKIP_INSTALL=1 skips);
-#   1. release build with warnings as errors (CUDA compiled when nvcc exists),
+#   1. release build with warnings as errors (CUDA compiled when nvcc exists;
+#      ptxas serializing a wgmma pipeline, its note C7514, also fails it),
 #      every test except the GPU-labelled ones;
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU paths, its tests;
 #   3. `cmake --install`, then tests/consumer built against the installed package and run;
@@ -44,6 +45,11 @@ check() {
   return 1
 }
 T0=$SECONDS
+# build_logged DIR: cmake --build DIR, its output also kept in DIR/build-output.log.
+build_logged() {
+  cmake --build "$1" -j "$JOBS" 2>&1 | tee "$1/build-output.log"
+  return "${PIPESTATUS[0]}"
+}
 
 # 1. Release (-O2), warnings are errors; GPU tests are excluded (they skip without a GPU anyway).
 release_ok=false
@@ -51,7 +57,14 @@ if want release || want install; then
   step "release build (CUDA $CUDA)"
   check "release configure" cmake -S . -B "$OUT/release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DRLX_WERROR=ON -DRLX_BUILD_CUDA=$CUDA "${CUDA_ARGS[@]}" &&
-    check "release build" cmake --build "$OUT/release" -j "$JOBS" && release_ok=true
+    check "release build" build_logged "$OUT/release" && release_ok=true
+  # ptxas reports (as an "info" line, not a warning) when it serializes a
+  # kernel's wgmma pipeline; for rlx's wgmma GEMMs that is a performance bug.
+  if [ -f "$OUT/release/build-output.log" ] && grep -q 'C7514' "$OUT/release/build-output.log"; then
+    grep 'C7514' "$OUT/release/build-output.log" >&2
+    FAILED+=("ptxas serialized a wgmma pipeline (C7514)")
+    echo "==== FAILED: ptxas serialized a wgmma pipeline (C7514)" >&2
+  fi
 fi
 if want release && $release_ok; then
   step "release tests"

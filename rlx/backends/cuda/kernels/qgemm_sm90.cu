@@ -23,12 +23,10 @@
 // Status (H200, m = 512, N = K = 4096, cold weights): correct, but 76-93 µs
 // against 39-41 µs for dequantize + cuBLASLt, so it is opt-in
 // (RLX_CUDA_QGEMM=1). It replaced a design with producer warpgroups decoding
-// into a shared-memory B tile (92-146 µs; docs/performance.md). Loading the
-// weights two slabs ahead into registers and eight ahead into L2 changed
-// nothing (Q4_K 89.1 → 92.6 µs), so the fetch latency of the weights is not
-// what bounds it. Not yet measured: rlx's f16 wgmma GEMM at this shape (one
-// 128-row tile of x per SM and two slabs of TMA look-ahead), which would show
-// whether the shared pipeline is the limit.
+// into a shared-memory B tile (92-146 µs; docs/performance.md). Those times
+// were taken with every wgmma serialized: ptxas did so (note C7514) because
+// the epilogue rounded the accumulators one at a time. The epilogue now rounds
+// pairs and ptxas no longer serializes; that build has not run on a GPU yet.
 //
 // Numerics: each weight is u·s + o in x's dtype with s and o rounded to it
 // first: bit-identical to launch_dequantize for Q4_0 and Q8_0 in f16 (s = d,
@@ -339,13 +337,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();  // every warp is done with the stages: reuse them for C
 
   // acc[i]: weight row 16·warp + g (+8 for i % 4 ≥ 2) of this warpgroup, token
-  // 8·(i / 4) + 2t + i % 2; staged transposed, as y [token, weight row].
+  // 8·(i / 4) + 2t + i % 2; staged transposed, as y [token, weight row]. The
+  // accumulators are rounded in pairs: with one cvt per element, ptxas
+  // serializes every wgmma of the main loop (its C7514 note), which is how the
+  // times measured so far were taken.
   T* sC = reinterpret_cast<T*>(smem);
   const int row0 = wg * 64 + warp * 16 + g;
 #pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int row = row0 + 8 * ((i % 4) / 2), token = 8 * (i / 4) + 2 * t + i % 2;
-    sC[token * kWgmmaOutStride + row] = from_f32<T>(acc[i]);
+  for (int i = 0; i < 64; i += 2) {
+    const uint32_t pair = pack2<T>(acc[i], acc[i + 1]);  // tokens 2t and 2t + 1 of one weight row
+    const T* h = reinterpret_cast<const T*>(&pair);
+    const int row = row0 + 8 * ((i % 4) / 2), token = 8 * (i / 4) + 2 * t;
+    sC[token * kWgmmaOutStride + row] = h[0];
+    sC[(token + 1) * kWgmmaOutStride + row] = h[1];
   }
   __syncthreads();
   store_c_tile(sC, C, N, m0, n0, M, N, tid, kThreads);
