@@ -10,10 +10,11 @@
 // m64n128k16. A thread's share of A for one k16 step is two weight rows at
 // columns 2t, 2t+1, 2t+8, 2t+9 (t = lane mod 4): four quantized codes per row,
 // which a type's Frag<W> reads from global memory (two slabs ahead into
-// registers, eight ahead into L2, so the loads overlap the MMAs) and turns into an affine map u·s + o. The codes become
-// f16/bf16 exactly as (magic | u) − magic and one fused multiply-add of the
-// pair rounds them once: about three instructions a weight, each weight
-// decoded once per 128 tokens.
+// registers, eight ahead into L2, so the loads overlap the MMAs) and turns
+// into an affine map u·s + o. The codes become f16/bf16 exactly as
+// (magic | u) − magic and one fused multiply-add of the pair rounds them
+// once: about three instructions a weight, each weight decoded once per 128
+// tokens.
 //
 // The A registers of a slab are read by the tensor cores asynchronously, so
 // two register sets alternate: the set of slab kb is written only after the
@@ -23,7 +24,7 @@
 // Status (H200, m = 512, N = K = 4096, cold weights): correct, but 76-93 µs
 // against 39-41 µs for dequantize + cuBLASLt, so it is opt-in
 // (RLX_CUDA_QGEMM=1). It replaced a design with producer warpgroups decoding
-// into a shared-memory B tile (92-146 µs; docs/performance.md). Those times
+// into a shared-memory B tile (92-146 µs; docs/performance.md). The 76-93 µs
 // were taken with every wgmma serialized: ptxas did so (note C7514) because
 // the epilogue rounded the accumulators one at a time. The epilogue now rounds
 // pairs and ptxas no longer serializes; that build has not run on a GPU yet.
@@ -226,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     qgemm_sm90_kernel(const __grid_constant__ CUtensorMap map_x, const uint8_t* __restrict__ w, int64_t row_bytes,
                       T* __restrict__ C, int M, int N, int K) {
   // Built for every target; the PTX helpers are empty off sm_90a, where
-  // quant_gemm_sm90_supported() keeps it from running.
+  // quant_gemm_sm90_unsupported() keeps it from running.
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
