@@ -21,11 +21,11 @@
 //            bench exits 1.
 //   dequant  quant → f16 of a 4096×4096 weight (bytes = quant read + f16 written).
 //   prefill  m = 512, N = K = 4096 in TFLOP/s: dequantize to f16 + cuBLASLt
-//            (the DequantMatMul prefill path off Hopper), and on sm_90 the
-//            quantized wgmma GEMM ("qgemm-sm90", the path on Hopper; checked
-//            at 64 sampled outputs against float64, a mismatch prints FAIL
-//            and the bench exits 1), next to cuBLASLt f16 on the already
-//            dequantized weights.
+//            (the DequantMatMul prefill path), and on sm_90 the quantized
+//            wgmma GEMM for the types it takes ("qgemm-sm90", opt-in with
+//            RLX_CUDA_QGEMM=1; checked at 64 sampled outputs against float64,
+//            a mismatch prints FAIL and the bench exits 1), next to cuBLASLt
+//            f16 on the already dequantized weights.
 // Timing: CUDA events around groups of 20 launches (per-call time = group / 20),
 // 5 warm-up groups, median of 30 groups. JSON lines (bench "quant", impl "rlx")
 // for bench/compare.py; the peer is bench/quant_torch.py (torch f16 GEMV and
