@@ -67,17 +67,28 @@ static_assert(kTokens * kWgmmaOutStride * 2 <= kStages * kTileBytes, "the staged
 __device__ __forceinline__ uint32_t ldg_u16(const uint8_t* p) {
   return __ldg(reinterpret_cast<const unsigned short*>(p));
 }
-__device__ __forceinline__ float ldg_f16(const uint8_t* p) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(ldg_u16(p))));
+__device__ __forceinline__ uint32_t ldg_u8(const uint8_t* p) { return __ldg(p); }
+__device__ __forceinline__ float f16_bits_to_float(uint32_t bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
-// Bytes p[0], p[1], p[8], p[9] (p even) as one word, p[0] lowest.
-__device__ __forceinline__ uint32_t pairs_0_8(const uint8_t* p) { return ldg_u16(p) | (ldg_u16(p + 8) << 16); }
+// Bytes p[0], p[1], p[8], p[9] (p even) as two loads; join() makes them one
+// word, p[0] lowest. Kept apart so that nothing reads a load's result before
+// the slab that needs it: arithmetic on a register ties the load's latency
+// to that point, which would defeat the look-ahead.
+struct Pair08 {
+  uint32_t lo, hi;
+  __device__ void load(const uint8_t* p) {
+    lo = ldg_u16(p);
+    hi = ldg_u16(p + 8);
+  }
+  __device__ uint32_t join() const { return lo | (hi << 16); }
+};
 
 // ---- per-type fragments ----------------------------------------------------------------
 //
 // Frag<W>::load(row, kb, t, raw): what thread column t needs of slab kb (elements
-// 64kb..64kb+63) of a row; Frag<W>::codes(raw, j, u, s, o): k16 step j's four
-// elements 16j + {2t, 2t+1, 2t+8, 2t+9} as bytes of u (in that order), each
+// 64kb..64kb+63) of a row, loads only; Frag<W>::codes(raw, j, u, s, o): k16 step j's
+// four elements 16j + {2t, 2t+1, 2t+8, 2t+9} as bytes of u (in that order), each
 // u·s + o. kWide: codes up to 255 (else below 128). Layouts as QuantBlock<W>.
 template <DType W>
 struct Frag {
@@ -88,20 +99,20 @@ template <>
 struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
   static constexpr bool kDefined = true, kWide = false;
   struct Raw {
-    uint32_t q[2];
-    float d[2];
+    Pair08 q[2];
+    uint32_t d[2];
   };
   __device__ static void load(const uint8_t* row, int kb, int t, Raw& r) {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const uint8_t* blk = row + (2 * kb + b) * 18;
-      r.d[b] = ldg_f16(blk);
-      r.q[b] = pairs_0_8(blk + 2 + 2 * t);
+      r.d[b] = ldg_u16(blk);
+      r.q[b].load(blk + 2 + 2 * t);
     }
   }
   __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
-    u = (r.q[j / 2] >> (4 * (j % 2))) & 0x0F0F0F0Fu;
-    s = r.d[j / 2];
+    u = (r.q[j / 2].join() >> (4 * (j % 2))) & 0x0F0F0F0Fu;
+    s = f16_bits_to_float(r.d[j / 2]);
     o = -8.0f * s;
   }
 };
@@ -110,21 +121,21 @@ template <>
 struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 128·d
   static constexpr bool kDefined = true, kWide = true;
   struct Raw {
-    uint32_t q[4];
-    float d[2];
+    Pair08 q[4];
+    uint32_t d[2];
   };
   __device__ static void load(const uint8_t* row, int kb, int t, Raw& r) {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const uint8_t* blk = row + (2 * kb + b) * 34;
-      r.d[b] = ldg_f16(blk);
-      r.q[2 * b] = pairs_0_8(blk + 2 + 2 * t);
-      r.q[2 * b + 1] = pairs_0_8(blk + 18 + 2 * t);
+      r.d[b] = ldg_u16(blk);
+      r.q[2 * b].load(blk + 2 + 2 * t);
+      r.q[2 * b + 1].load(blk + 18 + 2 * t);
     }
   }
   __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
-    u = r.q[j] ^ 0x80808080u;
-    s = r.d[j / 2];
+    u = r.q[j].join() ^ 0x80808080u;
+    s = f16_bits_to_float(r.d[j / 2]);
     o = -128.0f * s;
   }
 };
@@ -132,40 +143,45 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 
 template <>
 struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
   static constexpr bool kDefined = true, kWide = false;
+  // Sub-block c's 6-bit scale and min (ggml's scale_min_k4) from three of the
+  // twelve scale bytes, loaded by address so no load waits on another:
+  // c < 4: a = scales[c], b = scales[c + 4]; c >= 4: a = scales[c − 4],
+  // b = scales[c], e = scales[c + 4].
   struct Raw {
-    uint32_t q[2];  // bytes 2t.. of the slab's 32 qs bytes (steps 0, 2), and 16 + 2t.. (steps 1, 3)
-    float s[2], o[2];  // sub-blocks 2p and 2p + 1 (p = slab within the block)
+    Pair08 q[2];  // bytes 2t.. of the slab's 32 qs bytes (steps 0, 2), and 16 + 2t.. (steps 1, 3)
+    uint32_t dm;  // f16 d, f16 dmin
+    uint32_t a[2], b[2], e[2];  // sub-blocks 2p and 2p + 1 (p = slab within the block)
+    bool high;  // p >= 2: sub-blocks 4..7
   };
   __device__ static void load(const uint8_t* row, int kb, int t, Raw& r) {
     const uint8_t* blk = row + (kb / 4) * 144;
     const int p = kb % 4;
-    r.q[0] = pairs_0_8(blk + 16 + 32 * p + 2 * t);
-    r.q[1] = pairs_0_8(blk + 32 + 32 * p + 2 * t);
-    const uint32_t dm = __ldg(reinterpret_cast<const unsigned*>(blk));
-    const uint32_t w0 = __ldg(reinterpret_cast<const unsigned*>(blk + 4)),
-                   w1 = __ldg(reinterpret_cast<const unsigned*>(blk + 8)),
-                   w2 = __ldg(reinterpret_cast<const unsigned*>(blk + 12));
-    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(dm))),
-                dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(dm >> 16)));
+    r.q[0].load(blk + 16 + 32 * p + 2 * t);
+    r.q[1].load(blk + 32 + 32 * p + 2 * t);
+    r.dm = __ldg(reinterpret_cast<const unsigned*>(blk));
+    r.high = p >= 2;
+    const uint8_t* sc = blk + 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int c = 2 * p + h, sh = 8 * (c & 3);  // scale_min_k4's packing, from registers
-      uint32_t scale, min;
-      if (c < 4) {
-        scale = (w0 >> sh) & 63;
-        min = (w1 >> sh) & 63;
-      } else {
-        scale = ((w2 >> sh) & 0xF) | (((w0 >> sh) >> 6 & 3) << 4);
-        min = ((w2 >> sh) >> 4 & 0xF) | (((w1 >> sh) >> 6 & 3) << 4);
-      }
-      r.s[h] = d * static_cast<float>(scale);
-      r.o[h] = -(dmin * static_cast<float>(min));
+      const int c = 2 * p + h;
+      r.a[h] = ldg_u8(sc + (c & 3));
+      r.b[h] = ldg_u8(sc + (c < 4 ? c + 4 : c));
+      r.e[h] = c < 4 ? 0u : ldg_u8(sc + c + 4);
     }
   }
   __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
-    u = (r.q[j % 2] >> (4 * (j / 2))) & 0x0F0F0F0Fu;
-    s = r.s[j / 2];
-    o = r.o[j / 2];
+    const int h = j / 2;
+    uint32_t scale, min;
+    if (!r.high) {
+      scale = r.a[h] & 63;
+      min = r.b[h] & 63;
+    } else {
+      scale = (r.e[h] & 0xF) | ((r.a[h] >> 6) << 4);
+      min = (r.e[h] >> 4) | ((r.b[h] >> 6) << 4);
+    }
+    u = (r.q[j % 2].join() >> (4 * (j / 2))) & 0x0F0F0F0Fu;
+    s = f16_bits_to_float(r.dm) * static_cast<float>(scale);
+    o = -(f16_bits_to_float(r.dm >> 16) * static_cast<float>(min));
   }
 };
 
@@ -243,27 +259,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint8_t* wa = w + static_cast<int64_t>(min(ra, N - 1)) * row_bytes;
   const uint8_t* wb = w + static_cast<int64_t>(min(rb, N - 1)) * row_bytes;
 
-  // Weight bytes travel two ways ahead of use: an L2 prefetch kPrefetch slabs
-  // ahead, and registers (r1: slab kb + 1, r2: slab kb + 2) loaded two slabs
-  // ahead. Both start before the PDL wait (weights only).
-  constexpr int kPrefetch = 8;
-  const int64_t slab_bytes = row_bytes / nk;
-  const uint8_t* prefetch_row = (t & 1) ? wb : wa;
-  auto prefetch = [&](int kb) {
-    if (kb < nk) {
-      const uint8_t* p = prefetch_row + min(kb * slab_bytes + (t >> 1) * 64, row_bytes - 1);  // inside the row
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-    }
-  };
-  for (int kb = 0; kb < kPrefetch; ++kb) prefetch(kb);
+  // Weight bytes are loaded into registers kAhead slabs before their decode,
+  // into a ring of kRawSets sets that the unrolled main loop names by
+  // constant index: copying a register whose load is in flight would wait
+  // for the load. Loads start before the PDL wait (weights only).
   using Raw = typename Frag<W>::Raw;
-  Raw a_r1, b_r1, a_r2, b_r2;
-  Frag<W>::load(wa, 0, t, a_r1);
-  Frag<W>::load(wb, 0, t, b_r1);
-  if (nk > 1) {
-    Frag<W>::load(wa, 1, t, a_r2);
-    Frag<W>::load(wb, 1, t, b_r2);
-  }
+  constexpr int kRawSets = 3, kAhead = kRawSets - 1, kUnroll = 2 * kRawSets;
+  Raw raw_a[kRawSets], raw_b[kRawSets];
+#pragma unroll
+  for (int i = 0; i < kRawSets; ++i)
+    if (i < nk) {
+      Frag<W>::load(wa, i, t, raw_a[i]);
+      Frag<W>::load(wb, i, t, raw_b[i]);
+    }
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -286,17 +294,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  uint32_t a0[4][4], a1[4][4];
-  slab_to_a<T, W>(a_r1, b_r1, a0);
-  a_r1 = a_r2;
-  b_r1 = b_r2;
-  if (nk > 2) {
-    Frag<W>::load(wa, 2, t, a_r2);
-    Frag<W>::load(wb, 2, t, b_r2);
+  uint32_t a_regs[2][4][4];  // slab kb's A in set kb % 2
+  slab_to_a<T, W>(raw_a[0], raw_b[0], a_regs[0]);
+  if (kRawSets < nk) {
+    Frag<W>::load(wa, kRawSets, t, raw_a[0]);
+    Frag<W>::load(wb, kRawSets, t, raw_b[0]);
   }
 
-  // Slab kb with A registers `cur`; then `next` (retired two slabs ago) gets slab kb + 1.
-  auto step = [&](int kb, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
+  // Slab kb (u = kb mod kUnroll): its wgmma with A set u % 2; then, once slab
+  // kb − 1's wgmma retired, slab kb + 1 decoded into the other A set from raw
+  // set (u + 1) % kRawSets, which is then refilled with slab kb + 1 + kRawSets.
+  auto step = [&](int kb, uint32_t(&cur)[4][4], uint32_t(&next)[4][4], Raw& na, Raw& nb) {
     const int s = kb % kStages;
     mbar_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1);
     const uint64_t db = wgmma_desc(smem_u32(smem + s * kTileBytes));
@@ -316,25 +324,25 @@ __global__ void __launch_bounds__(kThreads, 1)
         issue(kb - 1 + kStages);
       }
     }
-    prefetch(kb + kPrefetch);
     if (kb + 1 < nk) {
-      slab_to_a<T, W>(a_r1, b_r1, next);
-      a_r1 = a_r2;
-      b_r1 = b_r2;
-      if (kb + 3 < nk) {
-        Frag<W>::load(wa, kb + 3, t, a_r2);
-        Frag<W>::load(wb, kb + 3, t, b_r2);
+      slab_to_a<T, W>(na, nb, next);
+      if (kb + 1 + kRawSets < nk) {
+        Frag<W>::load(wa, kb + 1 + kRawSets, t, na);
+        Frag<W>::load(wb, kb + 1 + kRawSets, t, nb);
       }
     }
   };
-  for (int kb = 0; kb < nk; kb += 2) {
-    step(kb, a0, a1);
-    if (kb + 1 < nk) step(kb + 1, a1, a0);
+  static_assert(kAhead >= 1 && kUnroll % 2 == 0 && kUnroll % kRawSets == 0, "the ring's indices repeat per unroll");
+#pragma unroll 1
+  for (int kb0 = 0; kb0 < nk; kb0 += kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (kb0 + u < nk) step(kb0 + u, a_regs[u % 2], a_regs[(u + 1) % 2], raw_a[(u + 1) % kRawSets], raw_b[(u + 1) % kRawSets]);
   }
   wgmma_wait<0>();
   pin(acc);
-  pin_a(a0);
-  pin_a(a1);
+  pin_a(a_regs[0]);
+  pin_a(a_regs[1]);
   __syncthreads();  // every warp is done with the stages: reuse them for C
 
   // acc[i]: weight row 16·warp + g (+8 for i % 4 ≥ 2) of this warpgroup, token
