@@ -447,7 +447,8 @@ TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
   const Case cases[] = {
       {DType::Q8_0, DType::F16, {9, 128}, 8},        // smallest prefill m, one N tile of 8 rows
       {DType::Q8_0, DType::BF16, {70, 320}, 24},     // bf16 with 8-bit codes: the f32 route
-      {DType::Q4_0, DType::BF16, {130, 192}, 264},   // three N tiles, two M tiles, odd slab count
+      {DType::Q4_0, DType::BF16, {130, 192}, 264},   // three N tiles, two M tiles, odd slab count, 4-byte rows
+      {DType::Q4_0, DType::F16, {64, 640}, 128},     // Gemma's K: two whole chunks and a half one, 8-byte rows
       {DType::Q4_0, DType::F16, {33, 64}, 40},       // one slab
       {DType::Q4_K, DType::BF16, {17, 768}, 16},     // three 256-blocks
       {DType::Q4_K, DType::F16, {300, 4096}, 256},   // long K
@@ -499,7 +500,9 @@ TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q4_K, DType::F16, a, a, a, 64, 64, 320),
                "rows are not whole blocks");
   EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q8_0, DType::F16, odd, a, a, 64, 64, 256),
-               "an operand is not 16-byte aligned");
+               "W's rows are not 4-byte aligned");
+  EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q8_0, DType::F16, a, odd, a, 64, 64, 256),
+               "x or y is not 16-byte aligned");
   try {
     cuda::launch_quant_gemm_sm90(DType::Q8_0, a, DType::F16, a, const_cast<void*>(a), 64, 60, 256, nullptr);
     ADD_FAILURE() << "no exception";

@@ -46,6 +46,7 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/bulk_copy.cuh"
+#include "rlx/backends/cuda/device/cp_async.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
@@ -61,35 +62,34 @@ constexpr int kTokens = kWgmmaTileN;  // x rows per CTA: the wgmma's N
 constexpr int kRows = 128;            // weight rows per CTA: two warpgroups of 64
 constexpr int kBK = kWgmmaSlabK, kThreads = 256, kWarps = kThreads / 32, kStages = 4;
 constexpr int kTileBytes = kTokens * kBK * 2;  // x's slab: 16 KB
-constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + 1024;
+constexpr int kChunkK = 256, kSlabsPerChunk = kChunkK / kBK;  // weights are staged 256 of K at a time
+constexpr int kWStages = 3;
 static_assert(kTokens * kWgmmaOutStride * 2 <= kStages * kTileBytes, "the staged C tile reuses the stages");
 
-__device__ __forceinline__ uint32_t ldg_u16(const uint8_t* p) {
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
-}
-__device__ __forceinline__ uint32_t ldg_u8(const uint8_t* p) { return __ldg(p); }
+// Fragment reads, from the weight chunk staged in shared memory.
+__device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const unsigned short*>(p); }
+__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 __device__ __forceinline__ float f16_bits_to_float(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
-// Bytes p[0], p[1], p[8], p[9] (p even) as two loads; join() makes them one
-// word, p[0] lowest. Kept apart so that nothing reads a load's result before
-// the slab that needs it: arithmetic on a register ties the load's latency
-// to that point, which would defeat the look-ahead.
+// Bytes p[0], p[1], p[8], p[9] (p even); join() makes them one word, p[0] lowest.
 struct Pair08 {
   uint32_t lo, hi;
   __device__ void load(const uint8_t* p) {
-    lo = ldg_u16(p);
-    hi = ldg_u16(p + 8);
+    lo = ld_u16(p);
+    hi = ld_u16(p + 8);
   }
   __device__ uint32_t join() const { return lo | (hi << 16); }
 };
 
 // ---- per-type fragments ----------------------------------------------------------------
 //
-// Frag<W>::load(row, kb, t, raw): what thread column t needs of slab kb (elements
-// 64kb..64kb+63) of a row, loads only; Frag<W>::codes(raw, j, u, s, o): k16 step j's
-// four elements 16j + {2t, 2t+1, 2t+8, 2t+9} as bytes of u (in that order), each
-// u·s + o. kWide: codes up to 255 (else below 128). Layouts as QuantBlock<W>.
+// kChunkBytes: a row's bytes for kChunkK = 256 elements (whole blocks), the
+// unit staged in shared memory. Frag<W>::load(chunk, kb, t, raw): what thread
+// column t needs of slab kb (elements 64kb..64kb+63) of a row's staged chunk;
+// Frag<W>::codes(raw, j, u, s, o): k16 step j's four elements
+// 16j + {2t, 2t+1, 2t+8, 2t+9} as bytes of u (in that order), each u·s + o.
+// kWide: codes up to 255 (else below 128). Layouts as QuantBlock<W>.
 template <DType W>
 struct Frag {
   static constexpr bool kDefined = false;
@@ -98,6 +98,7 @@ struct Frag {
 template <>
 struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
   static constexpr bool kDefined = true, kWide = false;
+  static constexpr int kChunkBytes = 8 * 18;
   struct Raw {
     Pair08 q[2];
     uint32_t d[2];
@@ -106,7 +107,7 @@ struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const uint8_t* blk = row + (2 * kb + b) * 18;
-      r.d[b] = ldg_u16(blk);
+      r.d[b] = ld_u16(blk);
       r.q[b].load(blk + 2 + 2 * t);
     }
   }
@@ -120,6 +121,7 @@ struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble
 template <>
 struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 128·d
   static constexpr bool kDefined = true, kWide = true;
+  static constexpr int kChunkBytes = 8 * 34;
   struct Raw {
     Pair08 q[4];
     uint32_t d[2];
@@ -128,7 +130,7 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const uint8_t* blk = row + (2 * kb + b) * 34;
-      r.d[b] = ldg_u16(blk);
+      r.d[b] = ld_u16(blk);
       r.q[2 * b].load(blk + 2 + 2 * t);
       r.q[2 * b + 1].load(blk + 18 + 2 * t);
     }
@@ -143,6 +145,7 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 
 template <>
 struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
   static constexpr bool kDefined = true, kWide = false;
+  static constexpr int kChunkBytes = 144;
   // Sub-block c's 6-bit scale and min (ggml's scale_min_k4) from three of the
   // twelve scale bytes, loaded by address so no load waits on another:
   // c < 4: a = scales[c], b = scales[c + 4]; c >= 4: a = scales[c − 4],
@@ -154,19 +157,19 @@ struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
     bool high;  // p >= 2: sub-blocks 4..7
   };
   __device__ static void load(const uint8_t* row, int kb, int t, Raw& r) {
-    const uint8_t* blk = row + (kb / 4) * 144;
+    const uint8_t* blk = row;  // a chunk is one block
     const int p = kb % 4;
     r.q[0].load(blk + 16 + 32 * p + 2 * t);
     r.q[1].load(blk + 32 + 32 * p + 2 * t);
-    r.dm = __ldg(reinterpret_cast<const unsigned*>(blk));
+    r.dm = ld_u32(blk);
     r.high = p >= 2;
     const uint8_t* sc = blk + 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int c = 2 * p + h;
-      r.a[h] = ldg_u8(sc + (c & 3));
-      r.b[h] = ldg_u8(sc + (c < 4 ? c + 4 : c));
-      r.e[h] = c < 4 ? 0u : ldg_u8(sc + c + 4);
+      r.a[h] = sc[c & 3];
+      r.b[h] = sc[c < 4 ? c + 4 : c];
+      r.e[h] = c < 4 ? 0u : sc[c + 4];
     }
   }
   __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
@@ -238,40 +241,78 @@ __device__ __forceinline__ void pin_a(uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[j][i])::"memory");
 }
 
+// Shared memory: x's slab stages, then kWStages weight chunks of kRows rows,
+// then the barriers (plus slack to align the stages to 1024 bytes).
+template <DType W>
+constexpr int smem_bytes() {
+  return kStages * kTileBytes + kWStages * kRows * Frag<W>::kChunkBytes + 2 * kStages * 8 + 1024;
+}
+
+template <int kVec>
+__device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
+  if constexpr (kVec == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(kVec) : "memory");
+}
+
+// Chunk `chunk` (elements 256·chunk..) of the CTA's kRows weight rows into a
+// stage, row r at r·kChunkBytes; rows past N repeat row N − 1 (never stored).
+// `valid` bytes of each row exist (less than kChunkBytes only at a row's end).
+template <DType W, int kVec>
+__device__ __forceinline__ void copy_chunk_vec(uint32_t stage, const uint8_t* w, int64_t row_bytes, int n0, int N,
+                                               int chunk, int valid, int tid) {
+  constexpr int kPerRow = Frag<W>::kChunkBytes / kVec;
+  static_assert(Frag<W>::kChunkBytes % 16 == 0, "stage rows stay 16-byte aligned");
+  const uint8_t* src0 = w + static_cast<int64_t>(chunk) * Frag<W>::kChunkBytes;
+  for (int i = tid; i < kRows * kPerRow; i += kThreads) {
+    const int r = i / kPerRow, c = (i % kPerRow) * kVec;
+    if (c < valid)
+      cp_async_small<kVec>(stage + r * Frag<W>::kChunkBytes + c,
+                           src0 + static_cast<int64_t>(min(n0 + r, N - 1)) * row_bytes + c);
+  }
+}
+template <DType W>
+__device__ __forceinline__ void copy_chunk(int vec, uint32_t stage, const uint8_t* w, int64_t row_bytes, int n0,
+                                           int N, int chunk, int nchunks, int tid) {
+  if (chunk < nchunks) {
+    const int64_t left = row_bytes - static_cast<int64_t>(chunk) * Frag<W>::kChunkBytes;
+    const int valid = left < Frag<W>::kChunkBytes ? static_cast<int>(left) : Frag<W>::kChunkBytes;
+    if (vec == 16)
+      copy_chunk_vec<W, 16>(stage, w, row_bytes, n0, N, chunk, valid, tid);
+    else if (vec == 8)
+      copy_chunk_vec<W, 8>(stage, w, row_bytes, n0, N, chunk, valid, tid);
+    else
+      copy_chunk_vec<W, 4>(stage, w, row_bytes, n0, N, chunk, valid, tid);
+  }
+  cp_async_commit();  // one group per chunk, empty past the end: the waits count groups
+}
+
 template <typename T, DType W>
 __global__ void __launch_bounds__(kThreads, 1)
     qgemm_sm90_kernel(const __grid_constant__ CUtensorMap map_x, const uint8_t* __restrict__ w, int64_t row_bytes,
-                      T* __restrict__ C, int M, int N, int K) {
+                      int vec, T* __restrict__ C, int M, int N, int K) {
   // Built for every target; the PTX helpers are empty off sm_90a, where
   // quant_gemm_sm90_unsupported() keeps it from running.
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
+  constexpr int kChunkBytes = Frag<W>::kChunkBytes, kStageWBytes = kRows * kChunkBytes;
+  unsigned char* wstages = smem + kStages * kTileBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(wstages + kWStages * kStageWBytes);
   uint64_t* empty = full + kStages;
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = static_cast<int>(blockIdx.x) * kRows, m0 = static_cast<int>(blockIdx.y) * kTokens;
-  const int nk = K / kBK;
-  // This thread's two weight rows; rows past N read row N − 1 and are never stored.
-  const int ra = n0 + wg * 64 + warp * 16 + g, rb = ra + 8;
-  const uint8_t* wa = w + static_cast<int64_t>(min(ra, N - 1)) * row_bytes;
-  const uint8_t* wb = w + static_cast<int64_t>(min(rb, N - 1)) * row_bytes;
+  const int nk = K / kBK, nchunks = (nk + kSlabsPerChunk - 1) / kSlabsPerChunk;
+  // This thread's two weight rows within a stage.
+  const int ra = wg * 64 + warp * 16 + g, rb = ra + 8;
 
-  // Weight bytes are loaded into registers kAhead slabs before their decode,
-  // into a ring of kRawSets sets that the unrolled main loop names by
-  // constant index: copying a register whose load is in flight would wait
-  // for the load. Loads start before the PDL wait (weights only).
-  using Raw = typename Frag<W>::Raw;
-  constexpr int kRawSets = 3, kAhead = kRawSets - 1, kUnroll = 2 * kRawSets;
-  Raw raw_a[kRawSets], raw_b[kRawSets];
-#pragma unroll
-  for (int i = 0; i < kRawSets; ++i)
-    if (i < nk) {
-      Frag<W>::load(wa, i, t, raw_a[i]);
-      Frag<W>::load(wb, i, t, raw_b[i]);
-    }
+  // Weight chunks 0..kWStages−1 start before the PDL wait (weights only).
+  const uint32_t wstage0 = smem_u32(wstages);
+  for (int c = 0; c < kWStages; ++c)
+    copy_chunk<W>(vec, wstage0 + c * kStageWBytes, w, row_bytes, n0, N, c, nchunks, tid);
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -291,20 +332,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0)
     for (int kb = 0; kb < kStages && kb < nk; ++kb) issue(kb);
 
+  using Raw = typename Frag<W>::Raw;
+  // Slab kb's A registers, decoded from its staged chunk.
+  auto decode = [&](int kb, uint32_t(&a)[4][4]) {
+    const unsigned char* chunk = wstages + (kb / kSlabsPerChunk) % kWStages * kStageWBytes;
+    Raw r_a, r_b;
+    Frag<W>::load(chunk + ra * kChunkBytes, kb % kSlabsPerChunk, t, r_a);
+    Frag<W>::load(chunk + rb * kChunkBytes, kb % kSlabsPerChunk, t, r_b);
+    slab_to_a<T, W>(r_a, r_b, a);
+  };
+
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   uint32_t a_regs[2][4][4];  // slab kb's A in set kb % 2
-  slab_to_a<T, W>(raw_a[0], raw_b[0], a_regs[0]);
-  if (kRawSets < nk) {
-    Frag<W>::load(wa, kRawSets, t, raw_a[0]);
-    Frag<W>::load(wb, kRawSets, t, raw_b[0]);
-  }
+  cp_async_wait<kWStages - 1>();  // chunk 0
+  __syncthreads();
+  decode(0, a_regs[0]);
 
-  // Slab kb (u = kb mod kUnroll): its wgmma with A set u % 2; then, once slab
-  // kb − 1's wgmma retired, slab kb + 1 decoded into the other A set from raw
-  // set (u + 1) % kRawSets, which is then refilled with slab kb + 1 + kRawSets.
-  auto step = [&](int kb, uint32_t(&cur)[4][4], uint32_t(&next)[4][4], Raw& na, Raw& nb) {
+  // Slab kb with A registers `cur`; then, once slab kb − 1's wgmma retired,
+  // slab kb + 1 into `next`. Before the first slab of chunk c + 1 is decoded,
+  // every thread waits for its copies of that chunk and meets the others:
+  // then chunk c + 1 is visible and chunk c (all decoded) is refilled.
+  auto step = [&](int kb, uint32_t(&cur)[4][4], uint32_t(&next)[4][4], bool chunk_end) {
     const int s = kb % kStages;
     mbar_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1);
     const uint64_t db = wgmma_desc(smem_u32(smem + s * kTileBytes));
@@ -325,31 +375,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (kb + 1 < nk) {
-      slab_to_a<T, W>(na, nb, next);
-      if (kb + 1 + kRawSets < nk) {
-        Frag<W>::load(wa, kb + 1 + kRawSets, t, na);
-        Frag<W>::load(wb, kb + 1 + kRawSets, t, nb);
+      if (chunk_end) {
+        const int c = kb / kSlabsPerChunk;
+        cp_async_wait<kWStages - 2>();  // chunk c + 1
+        __syncthreads();
+        copy_chunk<W>(vec, wstage0 + c % kWStages * kStageWBytes, w, row_bytes, n0, N, c + kWStages, nchunks, tid);
       }
+      decode(kb + 1, next);
     }
   };
-  static_assert(kAhead >= 1 && kUnroll % 2 == 0 && kUnroll % kRawSets == 0, "the ring's indices repeat per unroll");
 #pragma unroll 1
-  for (int kb0 = 0; kb0 < nk; kb0 += kUnroll) {
+  for (int kb0 = 0; kb0 < nk; kb0 += kSlabsPerChunk) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (kb0 + u < nk) step(kb0 + u, a_regs[u % 2], a_regs[(u + 1) % 2], raw_a[(u + 1) % kRawSets], raw_b[(u + 1) % kRawSets]);
+    for (int u = 0; u < kSlabsPerChunk; ++u)
+      if (kb0 + u < nk) step(kb0 + u, a_regs[u % 2], a_regs[(u + 1) % 2], u == kSlabsPerChunk - 1);
   }
   wgmma_wait<0>();
   pin(acc);
   pin_a(a_regs[0]);
   pin_a(a_regs[1]);
+  cp_async_wait<0>();  // the empty trailing groups
   __syncthreads();  // every warp is done with the stages: reuse them for C
 
   // acc[i]: weight row 16·warp + g (+8 for i % 4 ≥ 2) of this warpgroup, token
   // 8·(i / 4) + 2t + i % 2; staged transposed, as y [token, weight row]. The
   // accumulators are rounded in pairs: with one cvt per element, ptxas
-  // serializes every wgmma of the main loop (its C7514 note), which is how the
-  // times measured so far were taken.
+  // serializes every wgmma of the main loop (its note C7514).
   T* sC = reinterpret_cast<T*>(smem);
   const int row0 = wg * 64 + warp * 16 + g;
 #pragma unroll
@@ -400,13 +451,24 @@ bool kernel_ready(int device, DType wt, DType xt) {
   bool ok = false;
   visit_block_type(wt, [&](auto q) {
     constexpr DType W = BlockTypeOf<decltype(q)>::value;
-    ok = sm90_device(device) && sm90_kernel_loads(kernel_for<W>(xt), kSmemBytes);
+    ok = sm90_device(device) && sm90_kernel_loads(kernel_for<W>(xt), smem_bytes<W>());
   });
   known[key] = ok;
   return ok;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// The widest cp.async (16, 8 or 4 bytes) that tiles every staged chunk of W's
+// rows, the short last one included; 0 when rows are not 4-byte aligned.
+int copy_width(DType wt, const void* w, int64_t row_bytes) {
+  int chunk = 0;
+  visit_block_type(wt, [&](auto q) { chunk = Frag<BlockTypeOf<decltype(q)>::value>::kChunkBytes; });
+  const int64_t tail = row_bytes % chunk;
+  for (int v : {16, 8, 4})
+    if (reinterpret_cast<uintptr_t>(w) % v == 0 && row_bytes % v == 0 && chunk % v == 0 && tail % v == 0) return v;
+  return 0;
+}
 
 }  // namespace
 
@@ -422,7 +484,8 @@ const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void*
     return "too large";
   if (k % kBK) return "K not a multiple of 64";
   if (n % 8) return "N not a multiple of 8";
-  if (!aligned16(w) || !aligned16(x) || !aligned16(y)) return "an operand is not 16-byte aligned";
+  if (!aligned16(x) || !aligned16(y)) return "x or y is not 16-byte aligned";
+  if (copy_width(w_type, w, dtype_bytes(w_type, k)) == 0) return "W's rows are not 4-byte aligned";
   int device = 0;
   RLX_CUDA_CHECK(cudaGetDevice(&device));
   if (!kernel_ready(device, w_type, x_dtype)) return "needs compute capability 9.0 and an sm_90a build";
@@ -438,13 +501,15 @@ void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const vo
   CUtensorMap map_x = sm90_slab_map(x_dtype, x, m, k, k, kTokens, what);
   const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows), static_cast<unsigned>((m + kTokens - 1) / kTokens));
   int64_t row_bytes = dtype_bytes(w_type, k);
+  int vec = copy_width(w_type, w, row_bytes);
   int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   const void* wp = w;
   void* yp = y;
-  void* args[] = {&map_x, &wp, &row_bytes, &yp, &M, &N, &K};
+  void* args[] = {&map_x, &wp, &row_bytes, &vec, &yp, &M, &N, &K};
   visit_block_type(w_type, [&](auto q) {
     constexpr DType W = BlockTypeOf<decltype(q)>::value;
-    const cudaError_t err = cudaLaunchKernel(kernel_for<W>(x_dtype), grid, dim3(kThreads), args, kSmemBytes, stream);
+    const cudaError_t err =
+        cudaLaunchKernel(kernel_for<W>(x_dtype), grid, dim3(kThreads), args, smem_bytes<W>(), stream);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
