@@ -72,24 +72,32 @@ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return *reinterpr
 __device__ __forceinline__ float f16_bits_to_float(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
-// Bytes p[0], p[1], p[8], p[9] (p even); join() makes them one word, p[0] lowest.
+// Bytes p[0], p[1], p[8], p[9] (p even) of a row; join() makes them one word
+// interleaved as p[0], p[8], p[1], p[9] (p[0] lowest): the even bytes are
+// then the pair (p[0], p[1]) of one A register and the odd bytes that of the
+// other, each in the low byte of a 16-bit half, where one LOP3 or PRMT can
+// put the exponent of the decoding magic beside it.
 struct Pair08 {
   uint32_t lo, hi;
   __device__ void load(const uint8_t* p) {
     lo = ld_u16(p);
     hi = ld_u16(p + 8);
   }
-  __device__ uint32_t join() const { return lo | (hi << 16); }
+  __device__ uint32_t join() const { return __byte_perm(lo, hi, 0x5140); }
 };
 
 // ---- per-type fragments ----------------------------------------------------------------
 //
 // kChunkBytes: a row's bytes for kChunkK = 256 elements (whole blocks), the
 // unit staged in shared memory. Frag<W>::load(chunk, kb, t, raw): what thread
-// column t needs of slab kb (elements 64kb..64kb+63) of a row's staged chunk;
-// Frag<W>::codes(raw, j, u, s, o): k16 step j's four elements
-// 16j + {2t, 2t+1, 2t+8, 2t+9} as bytes of u (in that order), each u·s + o.
-// kWide: codes up to 255 (else below 128). Layouts as QuantBlock<W>.
+// column t needs of slab kb (elements 64kb..64kb+63) of a row's staged chunk.
+// For k16 step j (elements 16j + {2t, 2t+1, 2t+8, 2t+9}):
+//   codes(raw, j, u, sh): the four codes c in the fields of u that
+//     Pair08::join() gives, in bits sh.. of each byte (4-bit codes: sh = 0 or
+//     4) or as whole bytes (kWide);
+//   affine(raw, j, s, o): each element is (c − kZero)·s + o;
+//   kF16Scale: o = 0 and s is the f16 whose bits scale_bits(raw, j) holds.
+// Layouts as QuantBlock<W>.
 template <DType W>
 struct Frag {
   static constexpr bool kDefined = false;
@@ -97,7 +105,8 @@ struct Frag {
 
 template <>
 struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
-  static constexpr bool kDefined = true, kWide = false;
+  static constexpr bool kDefined = true, kWide = false, kF16Scale = true;
+  static constexpr uint32_t kZero = 8;
   static constexpr int kChunkBytes = 8 * 18;
   struct Raw {
     Pair08 q[2];
@@ -111,16 +120,21 @@ struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble
       r.q[b].load(blk + 2 + 2 * t);
     }
   }
-  __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
-    u = (r.q[j / 2].join() >> (4 * (j % 2))) & 0x0F0F0F0Fu;
+  __device__ static void codes(const Raw& r, int j, uint32_t& u, int& sh) {
+    u = r.q[j / 2].join();
+    sh = 4 * (j % 2);
+  }
+  __device__ static uint32_t scale_bits(const Raw& r, int j) { return r.d[j / 2]; }
+  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
     s = f16_bits_to_float(r.d[j / 2]);
-    o = -8.0f * s;
+    o = 0.0f;
   }
 };
 
 template <>
-struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 128·d
-  static constexpr bool kDefined = true, kWide = true;
+struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 128)·d
+  static constexpr bool kDefined = true, kWide = true, kF16Scale = true;
+  static constexpr uint32_t kZero = 128;
   static constexpr int kChunkBytes = 8 * 34;
   struct Raw {
     Pair08 q[4];
@@ -135,21 +149,25 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as (q + 128)·d − 
       r.q[2 * b + 1].load(blk + 18 + 2 * t);
     }
   }
-  __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
+  __device__ static void codes(const Raw& r, int j, uint32_t& u, int& sh) {
     u = r.q[j].join() ^ 0x80808080u;
+    sh = 0;
+  }
+  __device__ static uint32_t scale_bits(const Raw& r, int j) { return r.d[j / 2]; }
+  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
     s = f16_bits_to_float(r.d[j / 2]);
-    o = -128.0f * s;
+    o = 0.0f;
   }
 };
 
 template <>
 struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
-  static constexpr bool kDefined = true, kWide = false;
+  static constexpr bool kDefined = true, kWide = false, kF16Scale = false;
+  static constexpr uint32_t kZero = 0;
   static constexpr int kChunkBytes = 144;
   // Sub-block c's 6-bit scale and min (ggml's scale_min_k4) from three of the
-  // twelve scale bytes, loaded by address so no load waits on another:
-  // c < 4: a = scales[c], b = scales[c + 4]; c >= 4: a = scales[c − 4],
-  // b = scales[c], e = scales[c + 4].
+  // twelve scale bytes: c < 4: a = scales[c], b = scales[c + 4]; c >= 4:
+  // a = scales[c − 4], b = scales[c], e = scales[c + 4].
   struct Raw {
     Pair08 q[2];  // bytes 2t.. of the slab's 32 qs bytes (steps 0, 2), and 16 + 2t.. (steps 1, 3)
     uint32_t dm;  // f16 d, f16 dmin
@@ -172,7 +190,12 @@ struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
       r.e[h] = c < 4 ? 0u : sc[c + 4];
     }
   }
-  __device__ static void codes(const Raw& r, int j, uint32_t& u, float& s, float& o) {
+  __device__ static void codes(const Raw& r, int j, uint32_t& u, int& sh) {
+    u = r.q[j % 2].join();
+    sh = 4 * (j / 2);
+  }
+  __device__ static uint32_t scale_bits(const Raw&, int) { return 0; }
+  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
     const int h = j / 2;
     uint32_t scale, min;
     if (!r.high) {
@@ -182,40 +205,67 @@ struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
       scale = (r.e[h] & 0xF) | ((r.a[h] >> 6) << 4);
       min = (r.e[h] >> 4) | ((r.b[h] >> 6) << 4);
     }
-    u = (r.q[j % 2].join() >> (4 * (j / 2))) & 0x0F0F0F0Fu;
     s = f16_bits_to_float(r.dm) * static_cast<float>(scale);
     o = -(f16_bits_to_float(r.dm >> 16) * static_cast<float>(min));
   }
 };
 
-// Four codes → the two A registers of one row: (2t, 2t+1) and (2t+8, 2t+9).
-template <typename T, bool kWide>
-__device__ __forceinline__ void codes_to_a(uint32_t u, float s, float o, uint32_t& lo, uint32_t& hi) {
+template <typename T>
+using Pair2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+template <typename T>
+__device__ __forceinline__ Pair2<T> as_pair(uint32_t bits) {
+  return *reinterpret_cast<const Pair2<T>*>(&bits);
+}
+template <typename T>
+__device__ __forceinline__ uint32_t pair_bits(Pair2<T> v) {
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Step j's four codes of one row → its two A registers: (2t, 2t+1) and (2t+8, 2t+9).
+// Codes become T exactly as (magic | c) − magic, magic = 1024 (f16) or 128
+// (bf16) whose ulp is 1; subtracting magic + kZero instead leaves c − kZero,
+// also exact, so one multiply-add rounds each weight once.
+template <typename T, DType W>
+__device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j, uint32_t& lo, uint32_t& hi) {
+  using F = Frag<W>;
   constexpr bool kHalf = std::is_same_v<T, __half>;
-  if constexpr (!kHalf && kWide) {  // 8-bit codes are not exact in bf16 after the magic: through f32
-    float w[4];
+  uint32_t u;
+  int sh;
+  F::codes(r, j, u, sh);
+  if constexpr (!kHalf && F::kWide) {  // 8-bit codes are not exact in bf16 after the magic: through f32
+    float s, o;
+    F::affine(r, j, s, o);
+    float w[4];  // in the order of u's bytes: 2t, 2t+8, 2t+1, 2t+9
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = fmaf(__uint_as_float(0x4B000000u | ((u >> (8 * i)) & 0xFF)) - 8388608.0f, s, o);
-    lo = pack2<T>(w[0], w[1]);
-    hi = pack2<T>(w[2], w[3]);
+    for (int i = 0; i < 4; ++i)
+      w[i] = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650 + i)) - (8388608.0f + F::kZero), s, o);
+    lo = pack2<T>(w[0], w[2]);
+    hi = pack2<T>(w[1], w[3]);
   } else {
-    using T2 = std::conditional_t<kHalf, __half2, __nv_bfloat162>;
-    constexpr uint32_t kMagic = kHalf ? 0x64006400u : 0x43004300u;  // 1024 / 128 in both halves
-    const uint32_t magic_bits = kMagic;
-    const T2 magic = *reinterpret_cast<const T2*>(&magic_bits);
-    T2 s2, o2;
-    if constexpr (kHalf) {
-      s2 = __float2half2_rn(s);
-      o2 = __float2half2_rn(o);
+    constexpr uint32_t kMagic = kHalf ? 0x64006400u : 0x43004300u;
+    constexpr uint32_t kBias = kHalf ? 0x64006400u + F::kZero * 0x00010001u  // 1024 + kZero (ulp 1)
+                                     : 0x43004300u + F::kZero * 0x00010001u;  // 128 + kZero (kZero < 128)
+    static_assert(kHalf || F::kZero < 128, "bf16's magic keeps codes below 128 exact");
+    uint32_t bl, bh;
+    if constexpr (F::kWide) {  // whole bytes beside the magic's high byte
+      bl = __byte_perm(u, kMagic, 0x7250);
+      bh = __byte_perm(u, kMagic, 0x7351);
     } else {
-      s2 = __float2bfloat162_rn(s);
-      o2 = __float2bfloat162_rn(o);
+      bl = ((u >> sh) & 0x000F000Fu) | kMagic;
+      bh = ((u >> (sh + 8)) & 0x000F000Fu) | kMagic;
     }
-    const uint32_t b0 = __byte_perm(u, 0, 0x4140) | kMagic, b1 = __byte_perm(u, 0, 0x4342) | kMagic;
-    const T2 v0 = __hfma2(__hsub2(*reinterpret_cast<const T2*>(&b0), magic), s2, o2);
-    const T2 v1 = __hfma2(__hsub2(*reinterpret_cast<const T2*>(&b1), magic), s2, o2);
-    lo = *reinterpret_cast<const uint32_t*>(&v0);
-    hi = *reinterpret_cast<const uint32_t*>(&v1);
+    Pair2<T> s2, o2;
+    if constexpr (kHalf && F::kF16Scale) {
+      s2 = as_pair<T>(__byte_perm(F::scale_bits(r, j), 0, 0x1010));
+      o2 = as_pair<T>(0u);
+    } else {
+      float s, o;
+      F::affine(r, j, s, o);
+      s2 = as_pair<T>(pack2<T>(s, s));
+      o2 = as_pair<T>(pack2<T>(o, o));
+    }
+    lo = pair_bits<T>(__hfma2(__hsub2(as_pair<T>(bl), as_pair<T>(kBias)), s2, o2));
+    hi = pair_bits<T>(__hfma2(__hsub2(as_pair<T>(bh), as_pair<T>(kBias)), s2, o2));
   }
 }
 
@@ -225,12 +275,8 @@ __device__ __forceinline__ void slab_to_a(const typename Frag<W>::Raw& ra, const
                                           uint32_t (&a)[4][4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    uint32_t u;
-    float s, o;
-    Frag<W>::codes(ra, j, u, s, o);
-    codes_to_a<T, Frag<W>::kWide>(u, s, o, a[j][0], a[j][2]);
-    Frag<W>::codes(rb, j, u, s, o);
-    codes_to_a<T, Frag<W>::kWide>(u, s, o, a[j][1], a[j][3]);
+    codes_to_a<T, W>(ra, j, a[j][0], a[j][2]);
+    codes_to_a<T, W>(rb, j, a[j][1], a[j][3]);
   }
 }
 
