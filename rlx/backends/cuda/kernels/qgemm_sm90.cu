@@ -7,32 +7,32 @@
 // warpgroups. Warpgroup w multiplies its 64 weight rows (wgmma's A, from
 // registers) by x's slab (B: 128 tokens × 64 of K, K-major, brought by TMA
 // into 128-byte-swizzled shared memory, as in gemm_sm90.cu) with wgmma
-// m64n128k16. A thread's share of A for one k16 step is two weight rows at
-// columns 2t, 2t+1, 2t+8, 2t+9 (t = lane mod 4): four quantized codes per row,
-// which a type's Frag<W> reads from global memory (two slabs ahead into
-// registers, eight ahead into L2, so the loads overlap the MMAs) and turns
-// into an affine map u·s + o. The codes become f16/bf16 exactly as
-// (magic | u) − magic and one fused multiply-add of the pair rounds them
-// once: about three instructions a weight, each weight decoded once per 128
-// tokens.
+// m64n128k16. The CTA's weight rows arrive 256 of K at a time (a chunk: whole
+// blocks of every type) in a ring of kWStages shared-memory stages, copied by
+// every thread with cp.async. A thread's share of A for one k16 step is two
+// weight rows at columns 2t, 2t+1, 2t+8, 2t+9 (t = lane mod 4): four
+// quantized codes per row, which a type's Frag<W> reads from the staged chunk
+// and maps affinely. The codes become f16/bf16 exactly as (magic | c) − magic
+// and one fused multiply-add of the pair rounds them once: about three
+// instructions a weight, each weight decoded once per 128 tokens.
 //
 // The A registers of a slab are read by the tensor cores asynchronously, so
 // two register sets alternate: the set of slab kb is written only after the
 // wgmma of slab kb − 2 has retired (wgmma.wait_group 1 at slab kb − 1), and
 // pinned live until then so the compiler cannot reuse it.
 //
-// Status (H200, m = 512, N = K = 4096, cold weights): correct, but 76-93 µs
-// against 39-41 µs for dequantize + cuBLASLt, so it is opt-in
-// (RLX_CUDA_QGEMM=1). It replaced a design with producer warpgroups decoding
-// into a shared-memory B tile (92-146 µs; docs/performance.md). The 76-93 µs
-// were taken with every wgmma serialized: ptxas did so (note C7514) because
-// the epilogue rounded the accumulators one at a time. The epilogue now rounds
-// pairs and ptxas no longer serializes; that build has not run on a GPU yet.
+// Status (H200, m = 512, N = K = 4096, f16, cold weights): 41.1 µs for Q4_0,
+// 44.3 for Q8_0, 46.7 for Q4_K, against 38.9-41.1 µs for dequantize +
+// cuBLASLt (cuBLASLt alone on f16 weights: 23.2 µs), so it is opt-in
+// (RLX_CUDA_QGEMM=1). With the decode removed the kernel takes 31-35 µs, and
+// with the cp.async copies removed too 26-28 µs: the copies by every thread
+// cost about 5 µs, the decode about 10. docs/performance.md has the history
+// (designs 1 and 2: 76-146 µs).
 //
-// Numerics: each weight is u·s + o in x's dtype with s and o rounded to it
-// first: bit-identical to launch_dequantize for Q4_0 and Q8_0 in f16 (s = d,
-// o = −8d or −128d, exact), within a few units in the last place of
-// |u·s| + |o| for Q4_K; bf16 with 8-bit codes (Q8_0) goes through f32.
+// Numerics: each weight is (c − zero)·s + o in x's dtype with s and o rounded
+// to it first: bit-identical to launch_dequantize for Q4_0 and Q8_0 in f16
+// (o = 0, s = the block's f16 scale), within a few units in the last place of
+// |c·s| + |o| for Q4_K; bf16 with 8-bit codes (Q8_0) goes through f32.
 // Products accumulate in f32; y is rounded once.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -63,7 +63,7 @@ constexpr int kRows = 128;            // weight rows per CTA: two warpgroups of 
 constexpr int kBK = kWgmmaSlabK, kThreads = 256, kWarps = kThreads / 32, kStages = 4;
 constexpr int kTileBytes = kTokens * kBK * 2;  // x's slab: 16 KB
 constexpr int kChunkK = 256, kSlabsPerChunk = kChunkK / kBK;  // weights are staged 256 of K at a time
-constexpr int kWStages = 3;
+constexpr int kWStages = 4;  // Q8_0: 4 x 34 KB, beside 64 KB of x stages
 static_assert(kTokens * kWgmmaOutStride * 2 <= kStages * kTileBytes, "the staged C tile reuses the stages");
 
 // Fragment reads, from the weight chunk staged in shared memory.
