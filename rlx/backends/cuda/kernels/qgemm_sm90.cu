@@ -8,8 +8,9 @@
 // registers) by x's slab (B: 128 tokens × 64 of K, K-major, brought by TMA
 // into 128-byte-swizzled shared memory, as in gemm_sm90.cu) with wgmma
 // m64n128k16. The CTA's weight rows arrive 256 of K at a time (a chunk: whole
-// blocks of every type) in a ring of kWStages shared-memory stages, copied by
-// every thread with cp.async. A thread's share of A for one k16 step is two
+// blocks of every type) in a ring of kWStages shared-memory stages: one TMA
+// box per chunk where W's rows are 16-byte aligned, else copied by every
+// thread with cp.async. A thread's share of A for one k16 step is two
 // weight rows at columns 2t, 2t+1, 2t+8, 2t+9 (t = lane mod 4): four
 // quantized codes per row, which a type's Frag<W> reads from the staged chunk
 // and maps affinely. The codes become f16/bf16 exactly as (magic | c) − magic
@@ -27,7 +28,8 @@
 // (RLX_CUDA_QGEMM=1). With the decode removed the kernel takes 31-35 µs, and
 // with the cp.async copies removed too 26-28 µs: the copies by every thread
 // cost about 5 µs, the decode about 10. docs/performance.md has the history
-// (designs 1 and 2: 76-146 µs).
+// (designs 1 and 2: 76-146 µs). The TMA path for W (this branch) has NOT run
+// on a GPU yet.
 //
 // Numerics: each weight is (c − zero)·s + o in x's dtype with s and o rounded
 // to it first: bit-identical to launch_dequantize for Q4_0 and Q8_0 in f16
@@ -291,7 +293,7 @@ __device__ __forceinline__ void pin_a(uint32_t (&a)[4][4]) {
 // then the barriers (plus slack to align the stages to 1024 bytes).
 template <DType W>
 constexpr int smem_bytes() {
-  return kStages * kTileBytes + kWStages * kRows * Frag<W>::kChunkBytes + 2 * kStages * 8 + 1024;
+  return kStages * kTileBytes + kWStages * kRows * Frag<W>::kChunkBytes + (2 * kStages + kWStages) * 8 + 1024;
 }
 
 template <int kVec>
@@ -336,8 +338,9 @@ __device__ __forceinline__ void copy_chunk(int vec, uint32_t stage, const uint8_
 
 template <typename T, DType W>
 __global__ void __launch_bounds__(kThreads, 1)
-    qgemm_sm90_kernel(const __grid_constant__ CUtensorMap map_x, const uint8_t* __restrict__ w, int64_t row_bytes,
-                      int vec, T* __restrict__ C, int M, int N, int K) {
+    qgemm_sm90_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
+                      const uint8_t* __restrict__ w, int64_t row_bytes, int vec, T* __restrict__ C, int M, int N,
+                      int K) {
   // Built for every target; the PTX helpers are empty off sm_90a, where
   // quant_gemm_sm90_unsupported() keeps it from running.
   extern __shared__ unsigned char smem_raw[];
@@ -347,6 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* wstages = smem + kStages * kTileBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(wstages + kWStages * kStageWBytes);
   uint64_t* empty = full + kStages;
+  uint64_t* wfull = empty + kStages;  // weight chunk landed (TMA path)
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -355,19 +359,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This thread's two weight rows within a stage.
   const int ra = wg * 64 + warp * 16 + g, rb = ra + 8;
 
-  // Weight chunks 0..kWStages−1 start before the PDL wait (weights only).
+  // Weight chunks 0..kWStages−1 start before the PDL wait (weights only):
+  // one TMA box per chunk where W's rows allow (vec == 0), else every
+  // thread's cp.async.
   const uint32_t wstage0 = smem_u32(wstages);
-  for (int c = 0; c < kWStages; ++c)
-    copy_chunk<W>(vec, wstage0 + c * kStageWBytes, w, row_bytes, n0, N, c, nchunks, tid);
+  const bool tma_w = vec == 0;
+  auto issue_w = [&](int c) {  // one thread
+    if (c < nchunks) {
+      uint64_t* bar = &wfull[c % kWStages];
+      mbar_arrive_expect_tx(bar, kStageWBytes);
+      tma_load_2d(wstages + c % kWStages * kStageWBytes, &map_w, c * (kChunkBytes / 4), n0, bar);
+    }
+  };
+  if (!tma_w)
+    for (int c = 0; c < kWStages; ++c)
+      copy_chunk<W>(vec, wstage0 + c * kStageWBytes, w, row_bytes, n0, N, c, nchunks, tid);
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], kWarps);
     }
+    for (int s = 0; s < kWStages; ++s) mbar_init(&wfull[s], 1);
     mbar_fence_init();
   }
   __syncthreads();
+  if (tma_w && tid == 0)
+    for (int c = 0; c < kWStages; ++c) issue_w(c);
   pdl_begin();  // x may be the previous kernel's output
 
   auto issue = [&](int kb) {
@@ -392,8 +410,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   uint32_t a_regs[2][4][4];  // slab kb's A in set kb % 2
-  cp_async_wait<kWStages - 1>();  // chunk 0
-  __syncthreads();
+  if (tma_w) {
+    mbar_wait(&wfull[0], 0);
+  } else {
+    cp_async_wait<kWStages - 1>();  // chunk 0
+    __syncthreads();
+  }
   decode(0, a_regs[0]);
 
   // Slab kb with A registers `cur`; then, once slab kb − 1's wgmma retired,
@@ -423,9 +445,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kb + 1 < nk) {
       if (chunk_end) {
         const int c = kb / kSlabsPerChunk;
-        cp_async_wait<kWStages - 2>();  // chunk c + 1
-        __syncthreads();
-        copy_chunk<W>(vec, wstage0 + c % kWStages * kStageWBytes, w, row_bytes, n0, N, c + kWStages, nchunks, tid);
+        if (tma_w) {
+          __syncthreads();  // chunk c is decoded by all
+          if (tid == 0) issue_w(c + kWStages);
+          mbar_wait(&wfull[(c + 1) % kWStages], static_cast<uint32_t>((c + 1) / kWStages) & 1);
+        } else {
+          cp_async_wait<kWStages - 2>();  // chunk c + 1
+          __syncthreads();
+          copy_chunk<W>(vec, wstage0 + c % kWStages * kStageWBytes, w, row_bytes, n0, N, c + kWStages, nchunks, tid);
+        }
       }
       decode(kb + 1, next);
     }
@@ -547,11 +575,19 @@ void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const vo
   CUtensorMap map_x = sm90_slab_map(x_dtype, x, m, k, k, kTokens, what);
   const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows), static_cast<unsigned>((m + kTokens - 1) / kTokens));
   int64_t row_bytes = dtype_bytes(w_type, k);
+  // W by TMA boxes where its rows are 16-byte aligned (vec = 0), else cp.async.
   int vec = copy_width(w_type, w, row_bytes);
+  CUtensorMap map_w{};
+  if (vec == 16) {
+    int chunk = 0;
+    visit_block_type(w_type, [&](auto q) { chunk = Frag<BlockTypeOf<decltype(q)>::value>::kChunkBytes; });
+    map_w = sm90_byte_rows_map(w, n, row_bytes, kRows, chunk, what);
+    vec = 0;
+  }
   int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   const void* wp = w;
   void* yp = y;
-  void* args[] = {&map_x, &wp, &row_bytes, &vec, &yp, &M, &N, &K};
+  void* args[] = {&map_x, &map_w, &wp, &row_bytes, &vec, &yp, &M, &N, &K};
   visit_block_type(w_type, [&](auto q) {
     constexpr DType W = BlockTypeOf<decltype(q)>::value;
     const cudaError_t err =
