@@ -98,7 +98,11 @@ struct Pair08 {
 //     Pair08::join() gives, in bits sh.. of each byte (4-bit codes: sh = 0 or
 //     4) or as whole bytes (kWide);
 //   affine(raw, j, s, o): each element is (c − kZero)·s + o;
-//   kF16Scale: o = 0 and s is the f16 whose bits scale_bits(raw, j) holds.
+//   kF16Scale: o = 0 and s is the f16 whose bits scale_bits(raw, j) holds;
+//   kChunkScales: s and o per 32-element sub-block come from chunk_scales<T>(
+//     row's chunk, t, s2, o2), which thread t of a quad computes for sub-blocks
+//     2t and 2t + 1 once per chunk and the quad shares by shuffles (the four
+//     threads of a quad hold the same two rows).
 // Layouts as QuantBlock<W>.
 template <DType W>
 struct Frag {
@@ -107,7 +111,7 @@ struct Frag {
 
 template <>
 struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
-  static constexpr bool kDefined = true, kWide = false, kF16Scale = true;
+  static constexpr bool kDefined = true, kWide = false, kF16Scale = true, kChunkScales = false;
   static constexpr uint32_t kZero = 8;
   static constexpr int kChunkBytes = 8 * 18;
   struct Raw {
@@ -135,7 +139,7 @@ struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble
 
 template <>
 struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 128)·d
-  static constexpr bool kDefined = true, kWide = true, kF16Scale = true;
+  static constexpr bool kDefined = true, kWide = true, kF16Scale = true, kChunkScales = false;
   static constexpr uint32_t kZero = 128;
   static constexpr int kChunkBytes = 8 * 34;
   struct Raw {
@@ -163,52 +167,45 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 12
 };
 
 template <>
-struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
-  static constexpr bool kDefined = true, kWide = false, kF16Scale = false;
+struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]; a chunk is one block
+  static constexpr bool kDefined = true, kWide = false, kF16Scale = false, kChunkScales = true;
   static constexpr uint32_t kZero = 0;
   static constexpr int kChunkBytes = 144;
-  // Sub-block c's 6-bit scale and min (ggml's scale_min_k4) from three of the
-  // twelve scale bytes: c < 4: a = scales[c], b = scales[c + 4]; c >= 4:
-  // a = scales[c − 4], b = scales[c], e = scales[c + 4].
   struct Raw {
     Pair08 q[2];  // bytes 2t.. of the slab's 32 qs bytes (steps 0, 2), and 16 + 2t.. (steps 1, 3)
-    uint32_t dm;  // f16 d, f16 dmin
-    uint32_t a[2], b[2], e[2];  // sub-blocks 2p and 2p + 1 (p = slab within the block)
-    bool high;  // p >= 2: sub-blocks 4..7
   };
-  __device__ static void load(const uint8_t* row, int kb, int t, Raw& r) {
-    const uint8_t* blk = row;  // a chunk is one block
+  __device__ static void load(const uint8_t* blk, int kb, int t, Raw& r) {
     const int p = kb % 4;
     r.q[0].load(blk + 16 + 32 * p + 2 * t);
     r.q[1].load(blk + 32 + 32 * p + 2 * t);
-    r.dm = ld_u32(blk);
-    r.high = p >= 2;
-    const uint8_t* sc = blk + 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int c = 2 * p + h;
-      r.a[h] = sc[c & 3];
-      r.b[h] = sc[c < 4 ? c + 4 : c];
-      r.e[h] = c < 4 ? 0u : sc[c + 4];
-    }
   }
   __device__ static void codes(const Raw& r, int j, uint32_t& u, int& sh) {
     u = r.q[j % 2].join();
     sh = 4 * (j / 2);
   }
   __device__ static uint32_t scale_bits(const Raw&, int) { return 0; }
-  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
-    const int h = j / 2;
-    uint32_t scale, min;
-    if (!r.high) {
-      scale = r.a[h] & 63;
-      min = r.b[h] & 63;
-    } else {
-      scale = (r.e[h] & 0xF) | ((r.a[h] >> 6) << 4);
-      min = (r.e[h] >> 4) | ((r.b[h] >> 6) << 4);
+  __device__ static void affine(const Raw&, int, float& s, float& o) { s = o = 0.0f; }  // kChunkScales
+  // Sub-blocks 2t + h: ggml's scale_min_k4 on the twelve scale bytes, s = d·scale, o = −dmin·min.
+  template <typename T>
+  __device__ static void chunk_scales(const uint8_t* blk, int t, uint32_t (&s2)[2], uint32_t (&o2)[2]) {
+    const uint32_t dm = ld_u32(blk);
+    const float d = f16_bits_to_float(dm), dmin = f16_bits_to_float(dm >> 16);
+    const uint8_t* sc = blk + 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = 2 * t + h;
+      uint32_t scale, min;
+      if (c < 4) {
+        scale = sc[c] & 63;
+        min = sc[c + 4] & 63;
+      } else {
+        scale = (sc[c + 4] & 0xF) | ((sc[c - 4] >> 6) << 4);
+        min = (sc[c + 4] >> 4) | ((sc[c] >> 6) << 4);
+      }
+      const float s = d * static_cast<float>(scale), o = -(dmin * static_cast<float>(min));
+      s2[h] = pack2<T>(s, s);
+      o2[h] = pack2<T>(o, o);
     }
-    s = f16_bits_to_float(r.dm) * static_cast<float>(scale);
-    o = -(f16_bits_to_float(r.dm >> 16) * static_cast<float>(min));
   }
 };
 
@@ -227,8 +224,10 @@ __device__ __forceinline__ uint32_t pair_bits(Pair2<T> v) {
 // Codes become T exactly as (magic | c) − magic, magic = 1024 (f16) or 128
 // (bf16) whose ulp is 1; subtracting magic + kZero instead leaves c − kZero,
 // also exact, so one multiply-add rounds each weight once.
+// s2_bits, o2_bits: the pair scale and offset where the type has kChunkScales.
 template <typename T, DType W>
-__device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j, uint32_t& lo, uint32_t& hi) {
+__device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j, uint32_t s2_bits, uint32_t o2_bits,
+                                           uint32_t& lo, uint32_t& hi) {
   using F = Frag<W>;
   constexpr bool kHalf = std::is_same_v<T, __half>;
   uint32_t u;
@@ -257,7 +256,10 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
       bh = ((u >> (sh + 8)) & 0x000F000Fu) | kMagic;
     }
     Pair2<T> s2, o2;
-    if constexpr (kHalf && F::kF16Scale) {
+    if constexpr (F::kChunkScales) {
+      s2 = as_pair<T>(s2_bits);
+      o2 = as_pair<T>(o2_bits);
+    } else if constexpr (kHalf && F::kF16Scale) {
       s2 = as_pair<T>(__byte_perm(F::scale_bits(r, j), 0, 0x1010));
       o2 = as_pair<T>(0u);
     } else {
@@ -271,14 +273,32 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
   }
 }
 
+// Per chunk, where the type has kChunkScales: [row a/b][h] pair scales and
+// offsets of sub-blocks 2t + h (t = this thread's column in its quad).
+struct ChunkScales {
+  uint32_t s[2][2], o[2][2];
+};
+
 // A slab's A registers for both rows of this thread: a[j] for k16 step j.
+// p: the slab within its chunk.
 template <typename T, DType W>
 __device__ __forceinline__ void slab_to_a(const typename Frag<W>::Raw& ra, const typename Frag<W>::Raw& rb,
-                                          uint32_t (&a)[4][4]) {
+                                          const ChunkScales& cs, int p, uint32_t (&a)[4][4]) {
+  uint32_t s[2][2] = {}, o[2][2] = {};  // [row][h]: sub-block 2p + h, from quad thread p
+  if constexpr (Frag<W>::kChunkScales) {
+    const int src = (static_cast<int>(threadIdx.x) & 31 & ~3) | p;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        s[r][h] = __shfl_sync(0xFFFFFFFFu, cs.s[r][h], src);
+        o[r][h] = __shfl_sync(0xFFFFFFFFu, cs.o[r][h], src);
+      }
+  }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    codes_to_a<T, W>(ra, j, a[j][0], a[j][2]);
-    codes_to_a<T, W>(rb, j, a[j][1], a[j][3]);
+    codes_to_a<T, W>(ra, j, s[0][j / 2], o[0][j / 2], a[j][0], a[j][2]);
+    codes_to_a<T, W>(rb, j, s[1][j / 2], o[1][j / 2], a[j][1], a[j][3]);
   }
 }
 
@@ -398,12 +418,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   using Raw = typename Frag<W>::Raw;
   // Slab kb's A registers, decoded from its staged chunk.
+  ChunkScales cs{};  // of the chunk being decoded (kChunkScales types)
   auto decode = [&](int kb, uint32_t(&a)[4][4]) {
     const unsigned char* chunk = wstages + (kb / kSlabsPerChunk) % kWStages * kStageWBytes;
+    const int p = kb % kSlabsPerChunk;
+    if constexpr (Frag<W>::kChunkScales) {
+      if (p == 0) {
+        Frag<W>::template chunk_scales<T>(chunk + ra * kChunkBytes, t, cs.s[0], cs.o[0]);
+        Frag<W>::template chunk_scales<T>(chunk + rb * kChunkBytes, t, cs.s[1], cs.o[1]);
+      }
+    }
     Raw r_a, r_b;
-    Frag<W>::load(chunk + ra * kChunkBytes, kb % kSlabsPerChunk, t, r_a);
-    Frag<W>::load(chunk + rb * kChunkBytes, kb % kSlabsPerChunk, t, r_b);
-    slab_to_a<T, W>(r_a, r_b, a);
+    Frag<W>::load(chunk + ra * kChunkBytes, p, t, r_a);
+    Frag<W>::load(chunk + rb * kChunkBytes, p, t, r_b);
+    slab_to_a<T, W>(r_a, r_b, cs, p, a);
   };
 
   float acc[64];
