@@ -407,7 +407,7 @@ bool have_qgemm(DType wt, DType xt) {
   GTEST_SKIP() << "the quantized wgmma GEMM needs compute capability 9.0 (sm_90a build)"
 
 // The types with a register-fragment decoder (quant.h); the others keep dequantize + cuBLASLt.
-const DType kQgemmTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+const DType kQgemmTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K};
 
 TEST(CudaQuantGemm, EveryDecodedTypeInF16AndBf16) {
   SKIP_WITHOUT_QGEMM();
@@ -449,6 +449,8 @@ TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
       {DType::Q8_0, DType::BF16, {70, 320}, 24},     // bf16 with 8-bit codes: the f32 route
       {DType::Q4_0, DType::BF16, {130, 192}, 264},   // three N tiles, two M tiles, odd slab count, 4-byte rows
       {DType::Q4_0, DType::F16, {64, 640}, 128},     // Gemma's K: two whole chunks and a half one, 8-byte rows
+      {DType::Q5_0, DType::BF16, {96, 640}, 1024},   // Gemma's q projection: 8-byte rows (cp.async)
+      {DType::Q5_0, DType::F16, {130, 2048}, 72},    // 16-byte rows (TMA), partial tiles
       {DType::Q4_0, DType::F16, {33, 64}, 40},       // one slab
       {DType::Q4_K, DType::BF16, {17, 768}, 16},     // three 256-blocks
       {DType::Q4_K, DType::F16, {300, 4096}, 256},   // long K

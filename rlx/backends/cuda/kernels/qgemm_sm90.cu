@@ -28,11 +28,11 @@
 // (RLX_CUDA_QGEMM=1). With the decode removed the kernel takes 31-35 µs, and
 // with the cp.async copies removed too 26-28 µs: the copies by every thread
 // cost about 5 µs, the decode about 10. docs/performance.md has the history
-// (designs 1 and 2: 76-146 µs). The TMA path for W (this branch) has NOT run
-// on a GPU yet.
+// (designs 1 and 2: 76-146 µs). On this branch, NOT yet run on a GPU: the
+// TMA path for W, Q4_K's scales per chunk, and Q5_0.
 //
 // Numerics: each weight is (c − zero)·s + o in x's dtype with s and o rounded
-// to it first: bit-identical to launch_dequantize for Q4_0 and Q8_0 in f16
+// to it first: bit-identical to launch_dequantize for Q4_0, Q5_0 and Q8_0 in f16
 // (o = 0, s = the block's f16 scale), within a few units in the last place of
 // |c·s| + |o| for Q4_K; bf16 with 8-bit codes (Q8_0) goes through f32.
 // Products accumulate in f32; y is rounded once.
@@ -96,7 +96,7 @@ struct Pair08 {
 // For k16 step j (elements 16j + {2t, 2t+1, 2t+8, 2t+9}):
 //   codes(raw, j, u, sh): the four codes c in the fields of u that
 //     Pair08::join() gives, in bits sh.. of each byte (4-bit codes: sh = 0 or
-//     4) or as whole bytes (kWide);
+//     4) or as whole bytes (kByteCodes), none above kMaxCode;
 //   affine(raw, j, s, o): each element is (c − kZero)·s + o;
 //   kF16Scale: o = 0 and s is the f16 whose bits scale_bits(raw, j) holds;
 //   kChunkScales: s and o per 32-element sub-block come from chunk_scales<T>(
@@ -111,8 +111,8 @@ struct Frag {
 
 template <>
 struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
-  static constexpr bool kDefined = true, kWide = false, kF16Scale = true, kChunkScales = false;
-  static constexpr uint32_t kZero = 8;
+  static constexpr bool kDefined = true, kByteCodes = false, kF16Scale = true, kChunkScales = false;
+  static constexpr uint32_t kZero = 8, kMaxCode = 15;
   static constexpr int kChunkBytes = 8 * 18;
   struct Raw {
     Pair08 q[2];
@@ -139,8 +139,8 @@ struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble
 
 template <>
 struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 128)·d
-  static constexpr bool kDefined = true, kWide = true, kF16Scale = true, kChunkScales = false;
-  static constexpr uint32_t kZero = 128;
+  static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = true, kChunkScales = false;
+  static constexpr uint32_t kZero = 128, kMaxCode = 255;
   static constexpr int kChunkBytes = 8 * 34;
   struct Raw {
     Pair08 q[4];
@@ -167,9 +167,44 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 12
 };
 
 template <>
+struct Frag<DType::Q5_0> {  // 22 B: f16 d, u8 qh[4], u8 qs[16]: element e < 16 is the low nibble of qs[e]
+                            // with bit e of qh above it, e + 16 the high nibble with bit e + 16; (q − 16)·d
+  static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = true, kChunkScales = false;
+  static constexpr uint32_t kZero = 16, kMaxCode = 31;
+  static constexpr int kChunkBytes = 8 * 22;
+  struct Raw {
+    Pair08 q[2];
+    uint32_t qh[2];  // qh >> 2t: bits 0, 1, 8, 9 are elements 2t, 2t+1, 2t+8, 2t+9 (+16 above)
+    uint32_t d[2];
+  };
+  __device__ static void load(const uint8_t* row, int kb, int t, Raw& r) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const uint8_t* blk = row + (2 * kb + b) * 22;  // 2-byte aligned
+      r.d[b] = ld_u16(blk);
+      r.qh[b] = (ld_u16(blk + 2) | (ld_u16(blk + 4) << 16)) >> (2 * t);
+      r.q[b].load(blk + 6 + 2 * t);
+    }
+  }
+  __device__ static void codes(const Raw& r, int j, uint32_t& u, int& sh) {
+    const int half = j % 2;
+    const uint32_t low = (r.q[j / 2].join() >> (4 * half)) & 0x0F0F0F0Fu;
+    const uint32_t x = r.qh[j / 2] >> (16 * half);
+    // Bit 4 of each interleaved byte: elements 2t, 2t+8 (bits 0, 8 of x), 2t+1, 2t+9 (bits 1, 9).
+    u = low | ((x & 0x101u) << 4) | ((x & 0x202u) << 19);
+    sh = 0;
+  }
+  __device__ static uint32_t scale_bits(const Raw& r, int j) { return r.d[j / 2]; }
+  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
+    s = f16_bits_to_float(r.d[j / 2]);
+    o = 0.0f;
+  }
+};
+
+template <>
 struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]; a chunk is one block
-  static constexpr bool kDefined = true, kWide = false, kF16Scale = false, kChunkScales = true;
-  static constexpr uint32_t kZero = 0;
+  static constexpr bool kDefined = true, kByteCodes = false, kF16Scale = false, kChunkScales = true;
+  static constexpr uint32_t kZero = 0, kMaxCode = 15;
   static constexpr int kChunkBytes = 144;
   struct Raw {
     Pair08 q[2];  // bytes 2t.. of the slab's 32 qs bytes (steps 0, 2), and 16 + 2t.. (steps 1, 3)
@@ -233,7 +268,7 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
   uint32_t u;
   int sh;
   F::codes(r, j, u, sh);
-  if constexpr (!kHalf && F::kWide) {  // 8-bit codes are not exact in bf16 after the magic: through f32
+  if constexpr (!kHalf && F::kMaxCode >= 128) {  // not exact in bf16 after the magic: through f32
     float s, o;
     F::affine(r, j, s, o);
     float w[4];  // in the order of u's bytes: 2t, 2t+8, 2t+1, 2t+9
@@ -248,7 +283,7 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
                                      : 0x43004300u + F::kZero * 0x00010001u;  // 128 + kZero (kZero < 128)
     static_assert(kHalf || F::kZero < 128, "bf16's magic keeps codes below 128 exact");
     uint32_t bl, bh;
-    if constexpr (F::kWide) {  // whole bytes beside the magic's high byte
+    if constexpr (F::kByteCodes) {  // whole bytes beside the magic's high byte
       bl = __byte_perm(u, kMagic, 0x7250);
       bh = __byte_perm(u, kMagic, 0x7351);
     } else {
@@ -578,7 +613,7 @@ const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void*
                                         int64_t m, int64_t n, int64_t k) {
   if (x_dtype != DType::F16 && x_dtype != DType::BF16) return "x is not f16/bf16";
   if (!visit_block_type(w_type, [](auto) {}))
-    return "no register-fragment decoder for this type (Q4_0, Q8_0 and Q4_K have one)";
+    return "no register-fragment decoder for this type (Q4_0, Q5_0, Q8_0 and Q4_K have one)";
   if (m <= 0 || n <= 0 || k <= 0) return "empty";
   if (k % dtype_info(w_type).block_elems) return "rows are not whole blocks";
   if ((m + kTokens - 1) / kTokens > 65535 || m > (int64_t{1} << 30) || n > (int64_t{1} << 30) ||
