@@ -41,7 +41,7 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",
        "Fused quantized GEMV of large weights (24 MB and more; 4 MB with 2-8 rows) streams them through shared memory with bulk async copies (sm_90+)."},
       {"RLX_CUDA_QGEMM", EnvType::Bool, "0",
-       "Quantized matmul with more than 8 rows of f16/bf16 activations (prefill) on rlx's Hopper wgmma GEMM with Q4_0/Q5_0/Q8_0/Q4_K weights decoded straight into its register operand (sm_90). Off by default: correct, but measured 5-19% slower than dequantize + cuBLASLt at m = 512 on the H200 (docs/performance.md)."},
+       "Quantized matmul with more than 8 rows of f16/bf16 activations (prefill) on rlx's Hopper wgmma GEMM with Q4_0/Q5_0/Q8_0/Q4_K/Q6_K weights decoded straight into its register operand (sm_90). Off by default: correct, but measured 5-19% slower than dequantize + cuBLASLt at m = 512 on the H200 (docs/performance.md)."},
       {"RLX_CUDA_GEMM_TUNE", EnvType::Bool, "1",
        "The first time a GEMM of 2 GFLOP or more is planned, time cuBLASLt's candidates on scratch operands of its shape and keep the fastest (0: the heuristic's first choice)."},
       {"RLX_CUDA_SM90_GEMM", EnvType::String, "auto",

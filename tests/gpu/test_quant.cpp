@@ -407,7 +407,7 @@ bool have_qgemm(DType wt, DType xt) {
   GTEST_SKIP() << "the quantized wgmma GEMM needs compute capability 9.0 (sm_90a build)"
 
 // The types with a register-fragment decoder (quant.h); the others keep dequantize + cuBLASLt.
-const DType kQgemmTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K};
+const DType kQgemmTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
 TEST(CudaQuantGemm, EveryDecodedTypeInF16AndBf16) {
   SKIP_WITHOUT_QGEMM();
@@ -451,6 +451,8 @@ TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
       {DType::Q4_0, DType::F16, {64, 640}, 128},     // Gemma's K: two whole chunks and a half one, 8-byte rows
       {DType::Q5_0, DType::BF16, {96, 640}, 1024},   // Gemma's q projection: 8-byte rows (cp.async)
       {DType::Q5_0, DType::F16, {130, 2048}, 72},    // 16-byte rows (TMA), partial tiles
+      {DType::Q6_K, DType::BF16, {77, 2048}, 640},   // Gemma's FFN down: 512-element chunks of 420 bytes
+      {DType::Q6_K, DType::F16, {140, 1536}, 200},   // three chunks, 4-byte rows
       {DType::Q4_0, DType::F16, {33, 64}, 40},       // one slab
       {DType::Q4_K, DType::BF16, {17, 768}, 16},     // three 256-blocks
       {DType::Q4_K, DType::F16, {300, 4096}, 256},   // long K
@@ -505,6 +507,9 @@ TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
                "W's rows are not 4-byte aligned");
   EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q8_0, DType::F16, a, odd, a, 64, 64, 256),
                "x or y is not 16-byte aligned");
+  // Q6_K rows of three blocks (630 bytes) cannot be copied in 4-byte pieces.
+  EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q6_K, DType::F16, a, a, a, 64, 64, 768),
+               "W's rows are not 4-byte aligned");
   try {
     cuda::launch_quant_gemm_sm90(DType::Q8_0, a, DType::F16, a, const_cast<void*>(a), 64, 60, 256, nullptr);
     ADD_FAILURE() << "no exception";

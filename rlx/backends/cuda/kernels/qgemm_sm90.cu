@@ -29,12 +29,13 @@
 // with the cp.async copies removed too 26-28 µs: the copies by every thread
 // cost about 5 µs, the decode about 10. docs/performance.md has the history
 // (designs 1 and 2: 76-146 µs). On this branch, NOT yet run on a GPU: the
-// TMA path for W, Q4_K's scales per chunk, and Q5_0.
+// TMA path for W, Q4_K's scales per chunk, Q5_0 and Q6_K.
 //
 // Numerics: each weight is (c − zero)·s + o in x's dtype with s and o rounded
 // to it first: bit-identical to launch_dequantize for Q4_0, Q5_0 and Q8_0 in f16
 // (o = 0, s = the block's f16 scale), within a few units in the last place of
-// |c·s| + |o| for Q4_K; bf16 with 8-bit codes (Q8_0) goes through f32.
+// |c·s| + |o| for Q4_K and Q6_K (s = d·scale rounded first); bf16 with 8-bit
+// codes (Q8_0) goes through f32.
 // Products accumulate in f32; y is rounded once.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -64,8 +65,6 @@ constexpr int kTokens = kWgmmaTileN;  // x rows per CTA: the wgmma's N
 constexpr int kRows = 128;            // weight rows per CTA: two warpgroups of 64
 constexpr int kBK = kWgmmaSlabK, kThreads = 256, kWarps = kThreads / 32, kStages = 4;
 constexpr int kTileBytes = kTokens * kBK * 2;  // x's slab: 16 KB
-constexpr int kChunkK = 256, kSlabsPerChunk = kChunkK / kBK;  // weights are staged 256 of K at a time
-constexpr int kWStages = 4;  // Q8_0: 4 x 34 KB, beside 64 KB of x stages
 static_assert(kTokens * kWgmmaOutStride * 2 <= kStages * kTileBytes, "the staged C tile reuses the stages");
 
 // Fragment reads, from the weight chunk staged in shared memory.
@@ -90,7 +89,8 @@ struct Pair08 {
 
 // ---- per-type fragments ----------------------------------------------------------------
 //
-// kChunkBytes: a row's bytes for kChunkK = 256 elements (whole blocks), the
+// kChunkBytes: a row's bytes for kChunkK elements (whole blocks; 256 but for
+// Q6_K, whose 210-byte blocks go in pairs to keep chunks 4-byte aligned), the
 // unit staged in shared memory. Frag<W>::load(chunk, kb, t, raw): what thread
 // column t needs of slab kb (elements 64kb..64kb+63) of a row's staged chunk.
 // For k16 step j (elements 16j + {2t, 2t+1, 2t+8, 2t+9}):
@@ -113,7 +113,7 @@ template <>
 struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
   static constexpr bool kDefined = true, kByteCodes = false, kF16Scale = true, kChunkScales = false;
   static constexpr uint32_t kZero = 8, kMaxCode = 15;
-  static constexpr int kChunkBytes = 8 * 18;
+  static constexpr int kChunkK = 256, kChunkBytes = 8 * 18;
   struct Raw {
     Pair08 q[2];
     uint32_t d[2];
@@ -141,7 +141,7 @@ template <>
 struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 128)·d
   static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = true, kChunkScales = false;
   static constexpr uint32_t kZero = 128, kMaxCode = 255;
-  static constexpr int kChunkBytes = 8 * 34;
+  static constexpr int kChunkK = 256, kChunkBytes = 8 * 34;
   struct Raw {
     Pair08 q[4];
     uint32_t d[2];
@@ -171,7 +171,7 @@ struct Frag<DType::Q5_0> {  // 22 B: f16 d, u8 qh[4], u8 qs[16]: element e < 16 
                             // with bit e of qh above it, e + 16 the high nibble with bit e + 16; (q − 16)·d
   static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = true, kChunkScales = false;
   static constexpr uint32_t kZero = 16, kMaxCode = 31;
-  static constexpr int kChunkBytes = 8 * 22;
+  static constexpr int kChunkK = 256, kChunkBytes = 8 * 22;
   struct Raw {
     Pair08 q[2];
     uint32_t qh[2];  // qh >> 2t: bits 0, 1, 8, 9 are elements 2t, 2t+1, 2t+8, 2t+9 (+16 above)
@@ -202,10 +202,50 @@ struct Frag<DType::Q5_0> {  // 22 B: f16 d, u8 qh[4], u8 qs[16]: element e < 16 
 };
 
 template <>
+struct Frag<DType::Q6_K> {  // 210 B: u8 ql[128], u8 qh[64], i8 scales[16], f16 d; (q − 32)·d·scale per 16
+  // Element 128n + 64r + 32f + l (l < 32): low nibble of ql[64n + 32f + l] (high nibble for r = 1)
+  // with bits 2(2r + f).. of qh[32n + l] above it; scale scales[8n + l / 16 + 2(2r + f)].
+  static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = false, kChunkScales = false;
+  static constexpr uint32_t kZero = 32, kMaxCode = 63;
+  static constexpr int kChunkK = 512, kChunkBytes = 2 * 210;
+  struct Raw {
+    Pair08 ql[4];  // steps j: ql[64n + 32(j / 2) + 16(j % 2) + 2t..]
+    Pair08 qh[2];  // j % 2: qh[32n + 16(j % 2) + 2t..]
+    uint32_t sc[4];  // step j's scale byte
+    uint32_t d;
+    int r;  // the slab is elements 128n + 64r.. of its block
+  };
+  __device__ static void load(const uint8_t* chunk, int kb, int t, Raw& raw) {
+    const uint8_t* blk = chunk + (kb / 4) * 210;  // 2-byte aligned
+    const int n = (kb % 4) / 2, r = kb % 2;
+    raw.r = r;
+    raw.d = ld_u16(blk + 208);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      raw.ql[j].load(blk + 64 * n + 32 * (j / 2) + 16 * (j % 2) + 2 * t);
+      raw.sc[j] = blk[192 + 8 * n + j % 2 + 2 * (2 * r + j / 2)];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) raw.qh[h].load(blk + 128 + 32 * n + 16 * h + 2 * t);
+  }
+  __device__ static void codes(const Raw& raw, int j, uint32_t& u, int& sh) {
+    const uint32_t low = (raw.ql[j].join() >> (4 * raw.r)) & 0x0F0F0F0Fu;
+    const uint32_t high = ((raw.qh[j % 2].join() >> (2 * (2 * raw.r + j / 2))) & 0x03030303u) << 4;
+    u = low | high;
+    sh = 0;
+  }
+  __device__ static uint32_t scale_bits(const Raw&, int) { return 0; }
+  __device__ static void affine(const Raw& raw, int j, float& s, float& o) {
+    s = f16_bits_to_float(raw.d) * static_cast<float>(static_cast<int8_t>(raw.sc[j]));
+    o = 0.0f;
+  }
+};
+
+template <>
 struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]; a chunk is one block
   static constexpr bool kDefined = true, kByteCodes = false, kF16Scale = false, kChunkScales = true;
   static constexpr uint32_t kZero = 0, kMaxCode = 15;
-  static constexpr int kChunkBytes = 144;
+  static constexpr int kChunkK = 256, kChunkBytes = 144;
   struct Raw {
     Pair08 q[2];  // bytes 2t.. of the slab's 32 qs bytes (steps 0, 2), and 16 + 2t.. (steps 1, 3)
   };
@@ -344,11 +384,21 @@ __device__ __forceinline__ void pin_a(uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[j][i])::"memory");
 }
 
-// Shared memory: x's slab stages, then kWStages weight chunks of kRows rows,
-// then the barriers (plus slack to align the stages to 1024 bytes).
+// Weight stages: up to four chunks of kRows rows beside x's stages (Q8_0: 4 × 34 KB; Q6_K: 3 × 53 KB).
+template <DType W>
+constexpr int w_stages() {
+  constexpr int budget = 227 * 1024 - kStages * kTileBytes - 2048;  // less barriers and alignment slack
+  constexpr int fit = budget / (kRows * Frag<W>::kChunkBytes);
+  static_assert(fit >= 2, "two weight stages fit");
+  return fit < 4 ? fit : 4;
+}
+
+// Shared memory: x's slab stages, then the weight stages, then the barriers
+// (plus slack to align the stages to 1024 bytes).
 template <DType W>
 constexpr int smem_bytes() {
-  return kStages * kTileBytes + kWStages * kRows * Frag<W>::kChunkBytes + (2 * kStages + kWStages) * 8 + 1024;
+  return kStages * kTileBytes + w_stages<W>() * kRows * Frag<W>::kChunkBytes + (2 * kStages + w_stages<W>()) * 8 +
+         1024;
 }
 
 template <int kVec>
@@ -366,7 +416,7 @@ template <DType W, int kVec>
 __device__ __forceinline__ void copy_chunk_vec(uint32_t stage, const uint8_t* w, int64_t row_bytes, int n0, int N,
                                                int chunk, int valid, int tid) {
   constexpr int kPerRow = Frag<W>::kChunkBytes / kVec;
-  static_assert(Frag<W>::kChunkBytes % 16 == 0, "stage rows stay 16-byte aligned");
+  static_assert(Frag<W>::kChunkBytes % 4 == 0, "stage rows stay 4-byte aligned");
   const uint8_t* src0 = w + static_cast<int64_t>(chunk) * Frag<W>::kChunkBytes;
   for (int i = tid; i < kRows * kPerRow; i += kThreads) {
     const int r = i / kPerRow, c = (i % kPerRow) * kVec;
@@ -402,6 +452,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw_addr = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
   constexpr int kChunkBytes = Frag<W>::kChunkBytes, kStageWBytes = kRows * kChunkBytes;
+  constexpr int kSlabsPerChunk = Frag<W>::kChunkK / kBK, kWStages = w_stages<W>();
   unsigned char* wstages = smem + kStages * kTileBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(wstages + kWStages * kStageWBytes);
   uint64_t* empty = full + kStages;
@@ -613,7 +664,7 @@ const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void*
                                         int64_t m, int64_t n, int64_t k) {
   if (x_dtype != DType::F16 && x_dtype != DType::BF16) return "x is not f16/bf16";
   if (!visit_block_type(w_type, [](auto) {}))
-    return "no register-fragment decoder for this type (Q4_0, Q5_0, Q8_0 and Q4_K have one)";
+    return "no register-fragment decoder for this type (Q4_0, Q5_0, Q8_0, Q4_K and Q6_K have one)";
   if (m <= 0 || n <= 0 || k <= 0) return "empty";
   if (k % dtype_info(w_type).block_elems) return "rows are not whole blocks";
   if ((m + kTokens - 1) / kTokens > 65535 || m > (int64_t{1} << 30) || n > (int64_t{1} << 30) ||

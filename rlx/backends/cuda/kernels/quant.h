@@ -64,12 +64,12 @@ bool quant_gemv_staged_supported(DType w_type);   // a device decoder exists and
 void launch_quant_gemv_staged(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
 // Prefill (m > kMaxGemvRows) on Hopper: y [m, n] = x [m, k] · W [n, k]ᵀ for
-// f16/bf16 x and y and the GGUF types Q4_0, Q5_0, Q8_0 and Q4_K, by a wgmma GEMM
+// f16/bf16 x and y and the GGUF types Q4_0, Q5_0, Q8_0, Q4_K and Q6_K, by a wgmma GEMM
 // whose A operand is W decoded straight into registers (qgemm_sm90.cu): W is
 // never expanded in memory. Each weight is formed as (c − zero)·s + o in x's
 // dtype with s and o rounded to it (bit-identical to launch_dequantize for
 // Q4_0, Q5_0 and Q8_0 in f16, within a few units in the last place of |c·s| + |o|
-// for Q4_K); f32 accumulation.
+// for Q4_K and Q6_K); f32 accumulation.
 // quant_gemm_sm90_unsupported says why it cannot run (nullptr: it can): x not
 // f16/bf16, another weight type, k not a multiple of 64, n not a multiple of
 // 8, x or y not 16-byte aligned, W's rows not 4-byte aligned, or a device
