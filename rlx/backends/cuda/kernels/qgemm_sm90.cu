@@ -409,7 +409,7 @@ __device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(kVec) : "memory");
 }
 
-// Chunk `chunk` (elements 256·chunk..) of the CTA's kRows weight rows into a
+// Chunk `chunk` (elements kChunkK·chunk..) of the CTA's kRows weight rows into a
 // stage, row r at r·kChunkBytes; rows past N repeat row N − 1 (never stored).
 // `valid` bytes of each row exist (less than kChunkBytes only at a row's end).
 template <DType W, int kVec>
