@@ -109,9 +109,24 @@ struct Frag {
   static constexpr bool kDefined = false;
 };
 
+// Legacy 32-element blocks with an f16 scale d first: a slab is two blocks
+// (k16 steps 0-1 and 2-3), s = d and o = 0.
+struct BlockScaleF16 {
+  static constexpr bool kDefined = true, kF16Scale = true, kChunkScales = false;
+  template <class Raw>
+  __device__ static uint32_t scale_bits(const Raw& r, int j) {
+    return r.d[j / 2];
+  }
+  template <class Raw>
+  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
+    s = f16_bits_to_float(r.d[j / 2]);
+    o = 0.0f;
+  }
+};
+
 template <>
-struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
-  static constexpr bool kDefined = true, kByteCodes = false, kF16Scale = true, kChunkScales = false;
+struct Frag<DType::Q4_0> : BlockScaleF16 {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble of qs[e], e + 16 high
+  static constexpr bool kByteCodes = false;
   static constexpr uint32_t kZero = 8, kMaxCode = 15;
   static constexpr int kChunkK = 256, kChunkBytes = 8 * 18;
   struct Raw {
@@ -130,16 +145,11 @@ struct Frag<DType::Q4_0> {  // 18 B: f16 d, u8 qs[16]; element e < 16 low nibble
     u = r.q[j / 2].join();
     sh = 4 * (j % 2);
   }
-  __device__ static uint32_t scale_bits(const Raw& r, int j) { return r.d[j / 2]; }
-  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
-    s = f16_bits_to_float(r.d[j / 2]);
-    o = 0.0f;
-  }
 };
 
 template <>
-struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 128)·d
-  static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = true, kChunkScales = false;
+struct Frag<DType::Q8_0> : BlockScaleF16 {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 128)·d
+  static constexpr bool kByteCodes = true;
   static constexpr uint32_t kZero = 128, kMaxCode = 255;
   static constexpr int kChunkK = 256, kChunkBytes = 8 * 34;
   struct Raw {
@@ -159,17 +169,12 @@ struct Frag<DType::Q8_0> {  // 34 B: f16 d, i8 qs[32]: q·d as ((q + 128) − 12
     u = r.q[j].join() ^ 0x80808080u;
     sh = 0;
   }
-  __device__ static uint32_t scale_bits(const Raw& r, int j) { return r.d[j / 2]; }
-  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
-    s = f16_bits_to_float(r.d[j / 2]);
-    o = 0.0f;
-  }
 };
 
 template <>
-struct Frag<DType::Q5_0> {  // 22 B: f16 d, u8 qh[4], u8 qs[16]: element e < 16 is the low nibble of qs[e]
+struct Frag<DType::Q5_0> : BlockScaleF16 {  // 22 B: f16 d, u8 qh[4], u8 qs[16]: element e < 16 is the low nibble of qs[e]
                             // with bit e of qh above it, e + 16 the high nibble with bit e + 16; (q − 16)·d
-  static constexpr bool kDefined = true, kByteCodes = true, kF16Scale = true, kChunkScales = false;
+  static constexpr bool kByteCodes = true;
   static constexpr uint32_t kZero = 16, kMaxCode = 31;
   static constexpr int kChunkK = 256, kChunkBytes = 8 * 22;
   struct Raw {
@@ -193,11 +198,6 @@ struct Frag<DType::Q5_0> {  // 22 B: f16 d, u8 qh[4], u8 qs[16]: element e < 16 
     // Bit 4 of each interleaved byte: elements 2t, 2t+8 (bits 0, 8 of x), 2t+1, 2t+9 (bits 1, 9).
     u = low | ((x & 0x101u) << 4) | ((x & 0x202u) << 19);
     sh = 0;
-  }
-  __device__ static uint32_t scale_bits(const Raw& r, int j) { return r.d[j / 2]; }
-  __device__ static void affine(const Raw& r, int j, float& s, float& o) {
-    s = f16_bits_to_float(r.d[j / 2]);
-    o = 0.0f;
   }
 };
 
@@ -268,15 +268,8 @@ struct Frag<DType::Q4_K> {  // 144 B: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
     const uint8_t* sc = blk + 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int c = 2 * t + h;
-      uint32_t scale, min;
-      if (c < 4) {
-        scale = sc[c] & 63;
-        min = sc[c + 4] & 63;
-      } else {
-        scale = (sc[c + 4] & 0xF) | ((sc[c - 4] >> 6) << 4);
-        min = (sc[c + 4] >> 4) | ((sc[c] >> 6) << 4);
-      }
+      int scale, min;
+      scale_min_k4(2 * t + h, sc, scale, min);
       const float s = d * static_cast<float>(scale), o = -(dmin * static_cast<float>(min));
       s2[h] = pack2<T>(s, s);
       o2[h] = pack2<T>(o, o);
