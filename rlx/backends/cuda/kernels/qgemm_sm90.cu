@@ -61,11 +61,9 @@ namespace {
 
 using namespace dev;
 
-constexpr int kTokens = kWgmmaTileN;  // x rows per CTA: the wgmma's N
 constexpr int kRows = 128;            // weight rows per CTA: two warpgroups of 64
-constexpr int kBK = kWgmmaSlabK, kThreads = 256, kWarps = kThreads / 32, kStages = 4;
-constexpr int kTileBytes = kTokens * kBK * 2;  // x's slab: 16 KB
-static_assert(kTokens * kWgmmaOutStride * 2 <= kStages * kTileBytes, "the staged C tile reuses the stages");
+constexpr int kBK = kWgmmaSlabK, kThreads = 256, kWarps = kThreads / 32;
+constexpr int kSmemLimit = 227 * 1024, kSmemSlack = 2048;  // per CTA; barriers and alignment
 
 // Fragment reads, from the weight chunk staged in shared memory.
 __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const unsigned short*>(p); }
@@ -298,6 +296,7 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
                                            uint32_t& lo, uint32_t& hi) {
   using F = Frag<W>;
   constexpr bool kHalf = std::is_same_v<T, __half>;
+  constexpr bool kScaleBits = kHalf && F::kF16Scale;  // the pair scale is the block's f16 bits
   uint32_t u;
   int sh;
   F::codes(r, j, u, sh);
@@ -327,7 +326,7 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
     if constexpr (F::kChunkScales) {
       s2 = as_pair<T>(s2_bits);
       o2 = as_pair<T>(o2_bits);
-    } else if constexpr (kHalf && F::kF16Scale) {
+    } else if constexpr (kScaleBits) {
       s2 = as_pair<T>(__byte_perm(F::scale_bits(r, j), 0, 0x1010));
       o2 = as_pair<T>(0u);
     } else {
@@ -377,21 +376,33 @@ __device__ __forceinline__ void pin_a(uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[j][i])::"memory");
 }
 
-// Weight stages: up to four chunks of kRows rows beside x's stages (Q8_0: 4 × 34 KB; Q6_K: 3 × 53 KB).
-template <DType W>
+// Stages for kN tokens per CTA: x's slabs (kN × 64, 16 or 32 KB), four, or
+// three where two weight stages would not fit beside four; then up to four
+// weight chunks of kRows rows (Q8_0 at kN = 128: 4 × 34 KB; Q6_K at 256: 2 × 53 KB).
+template <int kN>
+constexpr int x_tile_bytes() {
+  return kN * kBK * 2;
+}
+template <DType W, int kN>
+constexpr int x_stages() {
+  return kSmemLimit - 4 * x_tile_bytes<kN>() - kSmemSlack >= 2 * kRows * Frag<W>::kChunkBytes ? 4 : 3;
+}
+template <DType W, int kN>
 constexpr int w_stages() {
-  constexpr int budget = 227 * 1024 - kStages * kTileBytes - 2048;  // less barriers and alignment slack
+  constexpr int budget = kSmemLimit - x_stages<W, kN>() * x_tile_bytes<kN>() - kSmemSlack;
   constexpr int fit = budget / (kRows * Frag<W>::kChunkBytes);
   static_assert(fit >= 2, "two weight stages fit");
   return fit < 4 ? fit : 4;
 }
 
-// Shared memory: x's slab stages, then the weight stages, then the barriers
-// (plus slack to align the stages to 1024 bytes).
-template <DType W>
+// Shared memory: the x stages, the weight stages, the barriers, slack to
+// align the stages to 1024 bytes. After the main loop the stages hold the
+// split-K partial sums (kRows × kN f32), then the staged C tile.
+template <DType W, int kN>
 constexpr int smem_bytes() {
-  return kStages * kTileBytes + w_stages<W>() * kRows * Frag<W>::kChunkBytes + (2 * kStages + w_stages<W>()) * 8 +
-         1024;
+  constexpr int stages = x_stages<W, kN>() * x_tile_bytes<kN>() + w_stages<W, kN>() * kRows * Frag<W>::kChunkBytes;
+  static_assert(kRows * kN * 4 <= stages && kN * kWgmmaOutStride * 2 <= stages, "the epilogue reuses the stages");
+  return stages + (2 * x_stages<W, kN>() + w_stages<W, kN>()) * 8 + 1024;
 }
 
 template <int kVec>
@@ -434,7 +445,11 @@ __device__ __forceinline__ void copy_chunk(int vec, uint32_t stage, const uint8_
   cp_async_commit();  // one group per chunk, empty past the end: the waits count groups
 }
 
-template <typename T, DType W>
+// kN tokens per CTA (128, or 256 with wgmma n256: half the decode per FLOP).
+// gridDim.z = split, 1 or 2: the two CTAs of a (1, 1, 2) cluster share the
+// tile and take the two halves of K's chunks; rank 1 stores its partial sums
+// into rank 0's shared memory (DSMEM), and rank 0 adds them and writes the tile.
+template <typename T, DType W, int kN>
 __global__ void __launch_bounds__(kThreads, 1)
     qgemm_sm90_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                       const uint8_t* __restrict__ w, int64_t row_bytes, int vec, T* __restrict__ C, int M, int N,
@@ -445,7 +460,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw_addr = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
   constexpr int kChunkBytes = Frag<W>::kChunkBytes, kStageWBytes = kRows * kChunkBytes;
-  constexpr int kSlabsPerChunk = Frag<W>::kChunkK / kBK, kWStages = w_stages<W>();
+  constexpr int kSlabsPerChunk = Frag<W>::kChunkK / kBK, kWStages = w_stages<W, kN>();
+  constexpr int kStages = x_stages<W, kN>(), kTileBytes = x_tile_bytes<kN>(), kAcc = kN / 2;
   unsigned char* wstages = smem + kStages * kTileBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(wstages + kWStages * kStageWBytes);
   uint64_t* empty = full + kStages;
@@ -453,8 +469,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int n0 = static_cast<int>(blockIdx.x) * kRows, m0 = static_cast<int>(blockIdx.y) * kTokens;
-  const int nk = K / kBK, nchunks = (nk + kSlabsPerChunk - 1) / kSlabsPerChunk;
+  const int n0 = static_cast<int>(blockIdx.x) * kRows, m0 = static_cast<int>(blockIdx.y) * kN;
+  // This CTA's chunks [c0, c1) and slabs [kb0, kb0 + nk); slabs and chunks
+  // below are counted from there.
+  const int split = static_cast<int>(gridDim.z), part = static_cast<int>(blockIdx.z);
+  const int nk_all = K / kBK, nchunks_all = (nk_all + kSlabsPerChunk - 1) / kSlabsPerChunk;
+  const int per = (nchunks_all + split - 1) / split;
+  const int c0 = part * per, c1 = min(nchunks_all, c0 + per);
+  const int kb0 = c0 * kSlabsPerChunk, nk = min(nk_all, c1 * kSlabsPerChunk) - kb0, nchunks = c1 - c0;
   // This thread's two weight rows within a stage.
   const int ra = wg * 64 + warp * 16 + g, rb = ra + 8;
 
@@ -467,12 +489,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (c < nchunks) {
       uint64_t* bar = &wfull[c % kWStages];
       mbar_arrive_expect_tx(bar, kStageWBytes);
-      tma_load_2d(wstages + c % kWStages * kStageWBytes, &map_w, c * (kChunkBytes / 4), n0, bar);
+      tma_load_2d(wstages + c % kWStages * kStageWBytes, &map_w, (c0 + c) * (kChunkBytes / 4), n0, bar);
     }
   };
+  auto copy_w = [&](int c) {  // every thread
+    copy_chunk<W>(vec, wstage0 + c % kWStages * kStageWBytes, w, row_bytes, n0, N, c0 + c, c1, tid);
+  };
   if (!tma_w)
-    for (int c = 0; c < kWStages; ++c)
-      copy_chunk<W>(vec, wstage0 + c * kStageWBytes, w, row_bytes, n0, N, c, nchunks, tid);
+    for (int c = 0; c < kWStages; ++c) copy_w(c);
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -490,7 +514,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue = [&](int kb) {
     const int s = kb % kStages;
     mbar_arrive_expect_tx(&full[s], kTileBytes);
-    tma_load_2d(smem + s * kTileBytes, &map_x, kb * kBK, m0, &full[s]);
+    tma_load_2d(smem + s * kTileBytes, &map_x, (kb0 + kb) * kBK, m0, &full[s]);
   };
   if (tid == 0)
     for (int kb = 0; kb < kStages && kb < nk; ++kb) issue(kb);
@@ -513,9 +537,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     slab_to_a<T, W>(r_a, r_b, cs, p, a);
   };
 
-  float acc[64];
+  float acc[kAcc];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
   uint32_t a_regs[2][4][4];  // slab kb's A in set kb % 2
   if (tma_w) {
     mbar_wait(&wfull[0], 0);
@@ -536,7 +560,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence();
     pin(acc);
 #pragma unroll
-    for (int j = 0; j < kBK / 16; ++j) wgmma_rs_m64n128k16<T>(acc, cur[j], db + 2 * j, kb > 0 || j > 0);
+    for (int j = 0; j < kBK / 16; ++j) {
+      if constexpr (kN == 256)
+        wgmma_rs_m64n256k16<T>(acc, cur[j], db + 2 * j, kb > 0 || j > 0);
+      else
+        wgmma_rs_m64n128k16<T>(acc, cur[j], db + 2 * j, kb > 0 || j > 0);
+    }
     wgmma_commit();
     wgmma_wait<1>();  // slab kb − 1 retired: its stage and its A registers (`next`) are free
     pin(acc);
@@ -559,24 +588,49 @@ __global__ void __launch_bounds__(kThreads, 1)
         } else {
           cp_async_wait<kWStages - 2>();  // chunk c + 1
           __syncthreads();
-          copy_chunk<W>(vec, wstage0 + c % kWStages * kStageWBytes, w, row_bytes, n0, N, c + kWStages, nchunks, tid);
+          copy_w(c + kWStages);
         }
       }
       decode(kb + 1, next);
     }
   };
 #pragma unroll 1
-  for (int kb0 = 0; kb0 < nk; kb0 += kSlabsPerChunk) {
+  for (int kbu = 0; kbu < nk; kbu += kSlabsPerChunk) {
 #pragma unroll
     for (int u = 0; u < kSlabsPerChunk; ++u)
-      if (kb0 + u < nk) step(kb0 + u, a_regs[u % 2], a_regs[(u + 1) % 2], u == kSlabsPerChunk - 1);
+      if (kbu + u < nk) step(kbu + u, a_regs[u % 2], a_regs[(u + 1) % 2], u == kSlabsPerChunk - 1);
   }
   wgmma_wait<0>();
   pin(acc);
   pin_a(a_regs[0]);
   pin_a(a_regs[1]);
   cp_async_wait<0>();  // the empty trailing groups
-  __syncthreads();  // every warp is done with the stages: reuse them for C
+  __syncthreads();  // every warp is done with the stages: reuse them
+
+  if (split > 1) {  // split = 2 (the launcher's choice): rank 0 adds rank 1's sums
+    const bool second = cluster_rank() != 0;
+    cluster_sync();  // both CTAs are past their main loops
+    if (second) {
+      const uint32_t dst = cluster_map(smem_u32(smem), 0);  // rank 0's stages, [kAcc / 4][kThreads] float4
+#pragma unroll
+      for (int i = 0; i < kAcc; i += 4)
+        cluster_store4(dst + static_cast<uint32_t>(((i / 4) * kThreads + tid) * 16), acc[i], acc[i + 1], acc[i + 2],
+                       acc[i + 3]);
+      cluster_sync();
+      return;
+    }
+    cluster_sync();  // rank 1's sums landed
+    const float4* sums = reinterpret_cast<const float4*>(smem);
+#pragma unroll
+    for (int i = 0; i < kAcc; i += 4) {
+      const float4 v = sums[(i / 4) * kThreads + tid];
+      acc[i] += v.x;
+      acc[i + 1] += v.y;
+      acc[i + 2] += v.z;
+      acc[i + 3] += v.w;
+    }
+    __syncthreads();  // the C tile overwrites the sums
+  }
 
   // acc[i]: weight row 16·warp + g (+8 for i % 4 ≥ 2) of this warpgroup, token
   // 8·(i / 4) + 2t + i % 2; staged transposed, as y [token, weight row]. The
@@ -585,7 +639,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* sC = reinterpret_cast<T*>(smem);
   const int row0 = wg * 64 + warp * 16 + g;
 #pragma unroll
-  for (int i = 0; i < 64; i += 2) {
+  for (int i = 0; i < kAcc; i += 2) {
     const uint32_t pair = pack2<T>(acc[i], acc[i + 1]);  // tokens 2t and 2t + 1 of one weight row
     const T* h = reinterpret_cast<const T*>(&pair);
     const int row = row0 + 8 * ((i % 4) / 2), token = 8 * (i / 4) + 2 * t;
@@ -593,7 +647,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     sC[(token + 1) * kWgmmaOutStride + row] = h[1];
   }
   __syncthreads();
-  store_c_tile(sC, C, N, m0, n0, M, N, tid, kThreads);
+#pragma unroll
+  for (int h = 0; h < kN / kWgmmaTileM; ++h)
+    store_c_tile(sC + h * kWgmmaTileM * kWgmmaOutStride, C, N, m0 + h * kWgmmaTileM, n0, M, N, tid, kThreads);
 }
 
 template <class Q>
@@ -616,10 +672,10 @@ bool visit_block_type(DType wt, F&& f) {
   return ok;
 }
 
-template <DType W>
+template <DType W, int kN>
 const void* kernel_for(DType xt) {
-  return xt == DType::F16 ? reinterpret_cast<const void*>(&qgemm_sm90_kernel<__half, W>)
-                          : reinterpret_cast<const void*>(&qgemm_sm90_kernel<__nv_bfloat16, W>);
+  return xt == DType::F16 ? reinterpret_cast<const void*>(&qgemm_sm90_kernel<__half, W, kN>)
+                          : reinterpret_cast<const void*>(&qgemm_sm90_kernel<__nv_bfloat16, W, kN>);
 }
 
 bool kernel_ready(int device, DType wt, DType xt) {
@@ -632,7 +688,8 @@ bool kernel_ready(int device, DType wt, DType xt) {
   bool ok = false;
   visit_block_type(wt, [&](auto q) {
     constexpr DType W = BlockTypeOf<decltype(q)>::value;
-    ok = sm90_device(device) && sm90_kernel_loads(kernel_for<W>(xt), smem_bytes<W>());
+    ok = sm90_device(device) && sm90_kernel_loads(kernel_for<W, 128>(xt), smem_bytes<W, 128>()) &&
+         sm90_kernel_loads(kernel_for<W, 256>(xt), smem_bytes<W, 256>());
   });
   known[key] = ok;
   return ok;
@@ -660,7 +717,7 @@ const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void*
     return "no register-fragment decoder for this type (Q4_0, Q5_0, Q8_0, Q4_K and Q6_K have one)";
   if (m <= 0 || n <= 0 || k <= 0) return "empty";
   if (k % dtype_info(w_type).block_elems) return "rows are not whole blocks";
-  if ((m + kTokens - 1) / kTokens > 65535 || m > (int64_t{1} << 30) || n > (int64_t{1} << 30) ||
+  if ((m + kWgmmaTileN - 1) / kWgmmaTileN > 65535 || m > (int64_t{1} << 30) || n > (int64_t{1} << 30) ||
       k > (int64_t{1} << 30))
     return "too large";
   if (k % kBK) return "K not a multiple of 64";
@@ -679,15 +736,26 @@ void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const vo
     throw Unsupported(str("quantized gemm (sm90) ", dtype_name(w_type), " x ", dtype_name(x_dtype), " m=", m, " n=", n,
                           " k=", k, ": ", why));
   const std::string what = str("quantized gemm (sm90) ", dtype_name(w_type), " m=", m, " n=", n, " k=", k);
-  CUtensorMap map_x = sm90_slab_map(x_dtype, x, m, k, k, kTokens, what);
-  const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows), static_cast<unsigned>((m + kTokens - 1) / kTokens));
+  // 256 tokens per CTA once m passes 128 (the same MMA work as two 128-token
+  // tiles, half the decode); K split over a 2-CTA cluster while the tiles
+  // would fill at most half the SMs.
+  const int tokens = m > kWgmmaTileN ? 256 : 128;
   int64_t row_bytes = dtype_bytes(w_type, k);
+  int nchunks = 0, chunk = 0;
+  visit_block_type(w_type, [&](auto q) {
+    using F = Frag<BlockTypeOf<decltype(q)>::value>;
+    chunk = F::kChunkBytes;
+    nchunks = static_cast<int>((k + F::kChunkK - 1) / F::kChunkK);
+  });
+  const int64_t tiles = (n + kRows - 1) / kRows * ((m + tokens - 1) / tokens);
+  const unsigned split = nchunks >= 2 && 2 * tiles <= current_sm_count() ? 2 : 1;
+  CUtensorMap map_x = sm90_slab_map(x_dtype, x, m, k, k, tokens, what);
+  const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows), static_cast<unsigned>((m + tokens - 1) / tokens),
+                  split);
   // W by TMA boxes where its rows are 16-byte aligned (vec = 0), else cp.async.
   int vec = copy_width(w_type, w, row_bytes);
   CUtensorMap map_w{};
   if (vec == 16) {
-    int chunk = 0;
-    visit_block_type(w_type, [&](auto q) { chunk = Frag<BlockTypeOf<decltype(q)>::value>::kChunkBytes; });
     map_w = sm90_byte_rows_map(w, n, row_bytes, kRows, chunk, what);
     vec = 0;
   }
@@ -697,8 +765,20 @@ void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const vo
   void* args[] = {&map_x, &map_w, &wp, &row_bytes, &vec, &yp, &M, &N, &K};
   visit_block_type(w_type, [&](auto q) {
     constexpr DType W = BlockTypeOf<decltype(q)>::value;
-    const cudaError_t err =
-        cudaLaunchKernel(kernel_for<W>(x_dtype), grid, dim3(kThreads), args, smem_bytes<W>(), stream);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(tokens == 256 ? smem_bytes<W, 256>() : smem_bytes<W, 128>());
+    cfg.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = split;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = split > 1 ? 1 : 0;
+    const void* kernel = tokens == 256 ? kernel_for<W, 256>(x_dtype) : kernel_for<W, 128>(x_dtype);
+    const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel, args);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
