@@ -298,6 +298,7 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
                                            uint32_t& lo, uint32_t& hi) {
   using F = Frag<W>;
   constexpr bool kHalf = std::is_same_v<T, __half>;
+  constexpr bool kScaleBits = kHalf && F::kF16Scale;  // the pair scale is the block's f16 bits
   uint32_t u;
   int sh;
   F::codes(r, j, u, sh);
@@ -327,7 +328,7 @@ __device__ __forceinline__ void codes_to_a(const typename Frag<W>::Raw& r, int j
     if constexpr (F::kChunkScales) {
       s2 = as_pair<T>(s2_bits);
       o2 = as_pair<T>(o2_bits);
-    } else if constexpr (kHalf && F::kF16Scale) {
+    } else if constexpr (kScaleBits) {
       s2 = as_pair<T>(__byte_perm(F::scale_bits(r, j), 0, 0x1010));
       o2 = as_pair<T>(0u);
     } else {
