@@ -69,17 +69,17 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 #define RLX_WGMMA_RS_ASM(ty)                                                                             \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty " " \
   RLX_WGMMA_D64_REGS ", {%64, %65, %66, %67}, %69, p, 1, 1, 0;\n}\n"
+// One register-A wgmma in T's PTX type name (f16 or bf16): ASM(type) is the
+// instruction text, D its accumulator operands.
+#define RLX_WGMMA_RS_CALL(ASM, D)                                                                       \
+  if constexpr (std::is_same_v<T, __half>)                                                              \
+    asm volatile(ASM("f16") : D : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db)); \
+  else                                                                                                  \
+    asm volatile(ASM("bf16") : D : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db))
 template <typename T>
 __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int accumulate) {
 #ifdef RLX_SM90A_DEVICE
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(RLX_WGMMA_RS_ASM("f16")
-                 : RLX_WGMMA_D64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
-  else
-    asm volatile(RLX_WGMMA_RS_ASM("bf16")
-                 : RLX_WGMMA_D64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
+  RLX_WGMMA_RS_CALL(RLX_WGMMA_RS_ASM, RLX_WGMMA_D64_OPERANDS);
 #endif
 }
 
@@ -87,14 +87,7 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32
 // fragment i at row 16·warp + g (+8 for i % 4 ≥ 2), column 8·(i / 4) + 2t + i % 2.
 #define RLX_WGMMA_D128_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 #define RLX_WGMMA_D128_OPERANDS \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    RLX_WGMMA_D64_OPERANDS, \
     "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
     "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
     "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
@@ -110,14 +103,7 @@ template <typename T>
 __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t db,
                                                     int accumulate) {
 #ifdef RLX_SM90A_DEVICE
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(RLX_WGMMA_RS256_ASM("f16")
-                 : RLX_WGMMA_D128_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
-  else
-    asm volatile(RLX_WGMMA_RS256_ASM("bf16")
-                 : RLX_WGMMA_D128_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
+  RLX_WGMMA_RS_CALL(RLX_WGMMA_RS256_ASM, RLX_WGMMA_D128_OPERANDS);
 #endif
 }
 

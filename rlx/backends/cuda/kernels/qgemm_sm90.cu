@@ -3,11 +3,13 @@
 // tensor cores' register operand: no dequantized copy of W exists anywhere,
 // in global or shared memory.
 //
-// The CTA computes yᵀ for a tile of 128 weight rows × 128 tokens with two
-// warpgroups. Warpgroup w multiplies its 64 weight rows (wgmma's A, from
-// registers) by x's slab (B: 128 tokens × 64 of K, K-major, brought by TMA
-// into 128-byte-swizzled shared memory, as in gemm_sm90.cu) with wgmma
-// m64n128k16. The CTA's weight rows arrive 256 of K at a time (a chunk: whole
+// The CTA computes yᵀ for a tile of 128 weight rows × kN tokens (128, or 256
+// once m > 128) with two warpgroups. Warpgroup w multiplies its 64 weight
+// rows (wgmma's A, from registers) by x's slab (B: kN tokens × 64 of K,
+// K-major, brought by TMA into 128-byte-swizzled shared memory, as in
+// gemm_sm90.cu) with wgmma m64nNk16. When the tiles fill at most half the
+// SMs, a (1, 1, 2) cluster splits K: rank 1 adds its partial sums into rank
+// 0's shared memory (DSMEM). The CTA's weight rows arrive 256 of K at a time (a chunk: whole
 // blocks of every type) in a ring of kWStages shared-memory stages: one TMA
 // box per chunk where W's rows are 16-byte aligned, else copied by every
 // thread with cp.async. A thread's share of A for one k16 step is two
@@ -22,15 +24,16 @@
 // wgmma of slab kb − 2 has retired (wgmma.wait_group 1 at slab kb − 1), and
 // pinned live until then so the compiler cannot reuse it.
 //
-// Status (H200, m = 512, N = K = 4096, f16, cold weights): 41.1 µs for Q4_0,
-// 44.3 for Q8_0, 46.7 for Q4_K, against 38.9-41.1 µs for dequantize +
-// cuBLASLt (cuBLASLt alone on f16 weights: 23.2 µs), so it is opt-in
-// (RLX_CUDA_QGEMM=1). With the decode removed the kernel takes 31-35 µs, and
-// with the cp.async copies removed too 26-28 µs: the copies by every thread
-// cost about 5 µs, the decode about 10. docs/performance.md has the history
-// (designs 1 and 2: 76-146 µs). On this branch, NOT yet run on a GPU: the
-// TMA path for W, Q4_K's scales per chunk, Q5_0 and Q6_K.
-//
+// Status (H200, f16 x, cold weights, CUDA graphs; bench/quant_bench.cu):
+// at m = 512, N = K = 4096, 29.9 µs for Q4_0, 32.0 for Q5_0, 31.9 for Q8_0,
+// 33.5 for Q4_K and 44.7 for Q6_K, against 35.2-38.3 µs for dequantize +
+// cuBLASLt (1.07-1.20x; Q6_K 0.87x); at m = 128, 1.13-1.18x for the 32-element
+// types, 0.94-0.97x for Q4_K and Q6_K. With few CTAs and a short K each
+// (Gemma 3 270M's projections) it is 0.5-0.7x: the fill and the serial K loop
+// of one 128 × 256 tile per SM dominate. quant_gemm_sm90_preferred() encodes
+// where it wins; DequantMatMul follows it by default (RLX_CUDA_QGEMM=auto).
+// docs/performance.md has the history (designs 1-3: 146 down to 41 µs).
+
 // Numerics: each weight is (c − zero)·s + o in x's dtype with s and o rounded
 // to it first: bit-identical to launch_dequantize for Q4_0, Q5_0 and Q8_0 in f16
 // (o = 0, s = the block's f16 scale), within a few units in the last place of
@@ -708,6 +711,27 @@ int copy_width(DType wt, const void* w, int64_t row_bytes) {
   return 0;
 }
 
+// How the launcher tiles a problem: 128 weight rows × `tokens` per CTA, and K
+// split over a 2-CTA cluster when the tiles would fill at most half the SMs
+// and each CTA still gets 4 or more chunks (splitting costs about 3 µs of
+// fill and DSMEM reduction, which fewer chunks do not repay).
+struct LaunchShape {
+  int tokens = 0, nchunks = 0, chunk_bytes = 0, split = 1;
+  int64_t tiles = 0;
+};
+LaunchShape launch_shape(DType w_type, int64_t m, int64_t n, int64_t k) {
+  LaunchShape l;
+  l.tokens = m > kWgmmaTileN ? 256 : 128;  // 256: the MMA work of two 128-token tiles, half the decode
+  visit_block_type(w_type, [&](auto q) {
+    using F = Frag<BlockTypeOf<decltype(q)>::value>;
+    l.chunk_bytes = F::kChunkBytes;
+    l.nchunks = static_cast<int>((k + F::kChunkK - 1) / F::kChunkK);
+  });
+  l.tiles = (n + kRows - 1) / kRows * ((m + l.tokens - 1) / l.tokens);
+  l.split = l.nchunks >= 8 && 2 * l.tiles <= current_sm_count() ? 2 : 1;
+  return l;
+}
+
 }  // namespace
 
 const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void* w, const void* x, const void* y,
@@ -730,25 +754,28 @@ const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void*
   return nullptr;
 }
 
+bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k) {
+  // Measured on the H200 against dequantize + cuBLASLt (docs/performance.md,
+  // session 15): 1.13-1.20x for Q4_0/Q5_0/Q8_0 at m = 128 and 512 of
+  // 4096 x 4096, 1.07x for Q4_K at m = 512 but 0.96x at 128, Q6_K 0.86-0.94x;
+  // 0.5-0.7x where a few CTAs carry a short K (Gemma 3 270M's projections).
+  const bool type_wins = w_type == DType::Q4_0 || w_type == DType::Q5_0 || w_type == DType::Q8_0 ||
+                         (w_type == DType::Q4_K && m > kWgmmaTileN);
+  if (!type_wins || m <= 0 || n <= 0 || k <= 0) return false;
+  const LaunchShape l = launch_shape(w_type, m, n, k);
+  return l.tiles * l.split >= 64 && l.nchunks / l.split >= 4;
+}
+
 void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                             int64_t k, cudaStream_t stream) {
   if (const char* why = quant_gemm_sm90_unsupported(w_type, x_dtype, w, x, y, m, n, k))
     throw Unsupported(str("quantized gemm (sm90) ", dtype_name(w_type), " x ", dtype_name(x_dtype), " m=", m, " n=", n,
                           " k=", k, ": ", why));
   const std::string what = str("quantized gemm (sm90) ", dtype_name(w_type), " m=", m, " n=", n, " k=", k);
-  // 256 tokens per CTA once m passes 128 (the same MMA work as two 128-token
-  // tiles, half the decode); K split over a 2-CTA cluster while the tiles
-  // would fill at most half the SMs.
-  const int tokens = m > kWgmmaTileN ? 256 : 128;
+  const LaunchShape l = launch_shape(w_type, m, n, k);
+  const int tokens = l.tokens, chunk = l.chunk_bytes;
+  const unsigned split = static_cast<unsigned>(l.split);
   int64_t row_bytes = dtype_bytes(w_type, k);
-  int nchunks = 0, chunk = 0;
-  visit_block_type(w_type, [&](auto q) {
-    using F = Frag<BlockTypeOf<decltype(q)>::value>;
-    chunk = F::kChunkBytes;
-    nchunks = static_cast<int>((k + F::kChunkK - 1) / F::kChunkK);
-  });
-  const int64_t tiles = (n + kRows - 1) / kRows * ((m + tokens - 1) / tokens);
-  const unsigned split = nchunks >= 2 && 2 * tiles <= current_sm_count() ? 2 : 1;
   CUtensorMap map_x = sm90_slab_map(x_dtype, x, m, k, k, tokens, what);
   const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows), static_cast<unsigned>((m + tokens - 1) / tokens),
                   split);

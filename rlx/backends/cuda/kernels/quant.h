@@ -75,10 +75,13 @@ void launch_quant_gemv_staged(DType w_type, const void* w, DType x_dtype, const 
 // 8, x or y not 16-byte aligned, W's rows not 4-byte aligned, or a device
 // other than compute capability 9.0 with this build's sm_90a image. The
 // launcher throws Unsupported with that reason.
-// Not yet faster than dequantize + cuBLASLt (qgemm_sm90.cu's status note),
-// so DequantMatMul uses it only with RLX_CUDA_QGEMM=1.
+// quant_gemm_sm90_preferred: whether it was measured faster than dequantize +
+// cuBLASLt for this type and shape (Q4_0/Q5_0/Q8_0, Q4_K above 128 rows,
+// when its CTAs fill half the SMs with 1024 or more of K each), which is
+// what DequantMatMul follows under RLX_CUDA_QGEMM=auto (the default).
 const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void* w, const void* x, const void* y,
                                         int64_t m, int64_t n, int64_t k);
+bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k);
 void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                             int64_t k, cudaStream_t stream);
 
