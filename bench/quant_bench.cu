@@ -20,12 +20,16 @@
 //            the CPU dequantizer + float64; a mismatch prints FAIL and the
 //            bench exits 1.
 //   dequant  quant → f16 of a 4096×4096 weight (bytes = quant read + f16 written).
-//   prefill  m = 512, N = K = 4096 in TFLOP/s: dequantize to f16 + cuBLASLt
+//   prefill  m = 512 and 128 at N = K = 4096, and Gemma 3 270M's prefill
+//            projections at m = 512, in TFLOP/s: dequantize to f16 + cuBLASLt
 //            (the DequantMatMul prefill path), and on sm_90 the quantized
-//            wgmma GEMM for the types it takes ("qgemm-sm90", opt-in with
-//            RLX_CUDA_QGEMM=1; checked at 64 sampled outputs against float64,
+//            wgmma GEMM for the types it takes ("qgemm-sm90", which the
+//            runtime picks where quant_gemm_sm90_preferred() says it wins;
+//            checked at 64 sampled outputs against float64,
 //            a mismatch prints FAIL and the bench exits 1), next to cuBLASLt
-//            f16 on the already dequantized weights.
+//            f16 on the already dequantized weights. Prefill rows are timed
+//            as CUDA graphs, as the runtime's encoder runs them (at Gemma's
+//            sizes a stream launch costs more than the GEMM).
 // Timing: CUDA events around groups of 20 launches (per-call time = group / 20),
 // 5 warm-up groups, median of 30 groups. JSON lines (bench "quant", impl "rlx")
 // for bench/compare.py; the peer is bench/quant_torch.py (torch f16 GEMV and
@@ -233,14 +237,26 @@ std::string check_prefill(DType t, const uint8_t* w_dev, const std::vector<float
 
 int main(int argc, char** argv) {
   // --only gemv|dequant|prefill (default: all three), --types q4_0,q8_0,...
-  // (default: every quant type with a CUDA decoder): for profiling one kernel.
+  // (default: every quant type with a CUDA decoder), --prefill-shape MxNxK
+  // (instead of the prefill shape list): for profiling one kernel.
   std::string only, type_list;
+  int64_t shape_m = 0, shape_n = 0, shape_k = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--types" && i + 1 < argc) type_list = argv[++i];
-    else {
-      std::printf("usage: rlx_quant_bench [--only gemv|dequant|prefill] [--types q4_0,q8_0,...]\n");
+    else if (a == "--prefill-shape" && i + 1 < argc) {
+      long long mm = 0, nn = 0, kk = 0;
+      char tail = 0;
+      if (std::sscanf(argv[++i], "%lldx%lldx%lld%c", &mm, &nn, &kk, &tail) != 3 || mm < 1 || mm > 512 || nn < 1 ||
+          nn > 4096 || kk < 1 || kk > 4096) {
+        std::printf("quant_bench: --prefill-shape takes MxNxK with M <= 512 and N, K <= 4096, not '%s'\n", argv[i]);
+        return 2;
+      }
+      shape_m = mm, shape_n = nn, shape_k = kk;
+    } else {
+      std::printf(
+          "usage: rlx_quant_bench [--only gemv|dequant|prefill] [--types q4_0,q8_0,...] [--prefill-shape MxNxK]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -376,59 +392,80 @@ int main(int argc, char** argv) {
     bench::json_line("quant", key, gbs, "GB/s");
   }
 
-  // ---- prefill: m = 512, N = K = 4096 ----
-  const int64_t M = 512;
-  void* xp = device_f16(M * K, 1.0f);
+  // ---- prefill: m = 512 and 128, N = K = 4096; Gemma 3 270M's projections at m = 512 ----
+  const int64_t max_m = 512;
+  void* xp = device_f16(max_m * K, 1.0f);
   void* yp = nullptr;
-  RLX_CUDA_CHECK(cudaMalloc(&yp, M * N * 2));
+  RLX_CUDA_CHECK(cudaMalloc(&yp, max_m * N * 2));
   if (!part("prefill")) {
     if (failures) std::printf("\n%d check(s) FAILED\n", failures);
     return failures ? 1 : 0;
   }
-  cuda::GemmEngine engine(0);
-  cuda::GemmArgs g;
-  g.dtype = DType::F16;
-  g.trans_b = true;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.A = xp;
-  g.lda = K;
-  g.B = wf16;
-  g.ldb = K;
-  g.C = yp;
-  g.ldc = N;
-  engine.plan(g);
-  const double flops = 2.0 * M * N * K;
-  const double cublas_ms = time_per_call([&](int) { engine.run(g, nullptr); });
-  std::printf("\n%-30s %9s %9s\n", "prefill m=512, 4096x4096", "us", "TFLOP/s");
-  std::printf("%-30s %9.2f %9.1f\n", "cuBLASLt f16 (dequantized W)", cublas_ms * 1e3, flops / (cublas_ms * 1e-3) / 1e12);
-  bench::json_line("quant", "prefill m=512 4096x4096 cublas f16", flops / (cublas_ms * 1e-3) / 1e12, "TFLOP/s");
+  struct PrefillShape {
+    DType t;  // Count_: every type
+    int64_t m, n, k;
+  };
+  std::vector<PrefillShape> prefill_shapes = {
+      {kAll, 512, 4096, 4096}, {kAll, 128, 4096, 4096},
+      // Gemma 3 270M prefill: q, k/v, fused gate|up, o, down.
+      {DType::Q5_0, 512, 1024, 640}, {DType::Q5_0, 512, 256, 640}, {DType::Q5_0, 512, 4096, 640},
+      {DType::Q8_0, 512, 256, 640}, {DType::Q4_K, 512, 640, 1024}, {DType::Q4_K, 512, 640, 2048},
+      {DType::Q6_K, 512, 640, 2048}};
+  if (shape_m) prefill_shapes = {{kAll, shape_m, shape_n, shape_k}};
   // x in f32, for check_prefill.
-  std::vector<float> x_host(static_cast<size_t>(M * K));
+  std::vector<float> x_host(static_cast<size_t>(max_m * K));
   {
     std::vector<uint16_t> xh(x_host.size());
     RLX_CUDA_CHECK(cudaMemcpy(xh.data(), xp, xh.size() * 2, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < xh.size(); ++i) x_host[i] = f16_to_f32(xh[i]);
   }
-  for (DType t : types) {
-    Weights w(t, N, K);
-    const double ms = time_per_call([&](int i) {
-      cuda::launch_dequantize(t, w.copy(i), DType::F16, wf16, N * K, nullptr);
-      engine.run(g, nullptr);
-    });
-    const std::string key = str("prefill m=512 4096x4096 ", dtype_name(t));
-    std::printf("%-30s %9.2f %9.1f   dequant+cuBLASLt\n", key.c_str(), ms * 1e3, flops / (ms * 1e-3) / 1e12);
-    bench::json_line("quant", key, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
-    if (cuda::quant_gemm_sm90_unsupported(t, DType::F16, w.copy(0), xp, yp, M, N, K) == nullptr) {
-      const double qms = time_per_call(
-          [&](int i) { cuda::launch_quant_gemm_sm90(t, w.copy(i), DType::F16, xp, yp, M, N, K, nullptr); });
+  cuda::GemmEngine engine(0);
+  std::printf("\n%-44s %9s %9s\n", "prefill, x/y f16", "us", "TFLOP/s");
+  for (const PrefillShape& s : prefill_shapes) {
+    const int64_t pm = s.m, pn = s.n, pk = s.k;
+    if (s.t != kAll && std::find(types.begin(), types.end(), s.t) == types.end()) continue;
+    const std::string shape = str("prefill m=", pm, " ", pn, "x", pk);
+    cuda::GemmArgs g;
+    g.dtype = DType::F16;
+    g.trans_b = true;
+    g.M = pm;
+    g.N = pn;
+    g.K = pk;
+    g.A = xp;
+    g.lda = pk;
+    g.B = wf16;
+    g.ldb = pk;
+    g.C = yp;
+    g.ldc = pn;
+    engine.plan(g);
+    const double flops = 2.0 * pm * pn * pk;
+    const auto tflops = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
+    const double cublas_ms = time_per_call_graph(kGroup, [&](int, cudaStream_t st) { engine.run(g, st); });
+    const std::string ckey = shape + " cublas f16";
+    std::printf("%-44s %9.2f %9.1f   (dequantized W)\n", ckey.c_str(), cublas_ms * 1e3, tflops(cublas_ms));
+    bench::json_line("quant", ckey, tflops(cublas_ms), "TFLOP/s");
+    // x rows of pk f16 from the [max_m, K] buffer, read as [pm, pk].
+    std::vector<float> xs(x_host.begin(), x_host.begin() + pm * pk);
+    for (DType t : types) {
+      if (s.t != kAll && s.t != t) continue;
+      Weights w(t, pn, pk);
+      const double ms = time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
+        cuda::launch_dequantize(t, w.copy(i), DType::F16, wf16, pn * pk, st);
+        engine.run(g, st);
+      });
+      const std::string key = str(shape, " ", dtype_name(t));
+      std::printf("%-44s %9.2f %9.1f   dequant+cuBLASLt\n", key.c_str(), ms * 1e3, tflops(ms));
+      bench::json_line("quant", key, tflops(ms), "TFLOP/s");
+      if (cuda::quant_gemm_sm90_unsupported(t, DType::F16, w.copy(0), xp, yp, pm, pn, pk) != nullptr) continue;
+      const double qms = time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
+        cuda::launch_quant_gemm_sm90(t, w.copy(i), DType::F16, xp, yp, pm, pn, pk, st);
+      });
       const std::string qkey = key + " qgemm-sm90";
-      const std::string bad = check_prefill(t, w.copy(0), x_host, yp, M, N, K);
+      const std::string bad = check_prefill(t, w.copy(0), xs, yp, pm, pn, pk);
       failures += !bad.empty();
-      std::printf("%-30s %9.2f %9.1f   qgemm-sm90 (%.2fx dequant+cuBLASLt)%s%s\n", qkey.c_str(), qms * 1e3,
-                  flops / (qms * 1e-3) / 1e12, ms / qms, bad.empty() ? "" : "  FAIL: ", bad.c_str());
-      bench::json_line("quant", qkey, flops / (qms * 1e-3) / 1e12, "TFLOP/s");
+      std::printf("%-44s %9.2f %9.1f   %.2fx dequant+cuBLASLt%s%s\n", qkey.c_str(), qms * 1e3, tflops(qms), ms / qms,
+                  bad.empty() ? "" : "  FAIL: ", bad.c_str());
+      bench::json_line("quant", qkey, tflops(qms), "TFLOP/s");
     }
   }
   cudaFree(x);

@@ -26,6 +26,7 @@
 
 #include "../models/model_paths.h"
 #include "tests/test_util.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/half.h"
 #include "rlx/formats/gguf.h"
@@ -396,10 +397,11 @@ TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
 
 // ---- the Hopper quantized GEMM (qgemm_sm90.cu): prefill with f16/bf16 x --------------
 
-// Whether this device runs the sm90 quantized GEMM (any aligned operands).
+// Whether this device runs the sm90 quantized GEMM (any aligned operands; K = 1024
+// gives every type 4-byte-aligned rows, which Q6_K's 210-byte blocks need in pairs).
 bool have_qgemm(DType wt, DType xt) {
   const void* p = reinterpret_cast<const void*>(uintptr_t{256});
-  return cuda::quant_gemm_sm90_unsupported(wt, xt, p, p, p, 256, 256, 256) == nullptr;
+  return cuda::quant_gemm_sm90_unsupported(wt, xt, p, p, p, 256, 256, 1024) == nullptr;
 }
 #define SKIP_WITHOUT_QGEMM()                                                            \
   SKIP_WITHOUT_CUDA_BACKEND();                                                          \
@@ -407,11 +409,11 @@ bool have_qgemm(DType wt, DType xt) {
   GTEST_SKIP() << "the quantized wgmma GEMM needs compute capability 9.0 (sm_90a build)"
 
 // The types with a register-fragment decoder (quant.h); the others keep dequantize + cuBLASLt.
-const DType kQgemmTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+const DType kQgemmTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
 TEST(CudaQuantGemm, EveryDecodedTypeInF16AndBf16) {
   SKIP_WITHOUT_QGEMM();
-  test::ScopedEnv on("RLX_CUDA_QGEMM", "1");  // off by default (quant.h)
+  test::ScopedEnv on("RLX_CUDA_QGEMM", "1");  // every shape it can run, not only where it wins
   std::mt19937_64 rng(17);
   for (DType wt : kQgemmTypes) {
     for (DType xt : {DType::F16, DType::BF16}) {
@@ -449,6 +451,10 @@ TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
       {DType::Q8_0, DType::BF16, {70, 320}, 24},     // bf16 with 8-bit codes: the f32 route
       {DType::Q4_0, DType::BF16, {130, 192}, 264},   // three N tiles, two M tiles, odd slab count, 4-byte rows
       {DType::Q4_0, DType::F16, {64, 640}, 128},     // Gemma's K: two whole chunks and a half one, 8-byte rows
+      {DType::Q5_0, DType::BF16, {96, 640}, 1024},   // Gemma's q projection: 8-byte rows (cp.async)
+      {DType::Q5_0, DType::F16, {130, 2048}, 72},    // 16-byte rows (TMA), partial tiles
+      {DType::Q6_K, DType::BF16, {77, 2048}, 640},   // Gemma's FFN down: 512-element chunks of 420 bytes
+      {DType::Q6_K, DType::F16, {140, 1536}, 200},   // three chunks, 4-byte rows
       {DType::Q4_0, DType::F16, {33, 64}, 40},       // one slab
       {DType::Q4_K, DType::BF16, {17, 768}, 16},     // three 256-blocks
       {DType::Q4_K, DType::F16, {300, 4096}, 256},   // long K
@@ -478,15 +484,57 @@ TEST(CudaQuantGemm, KnobAndRefusedShapesTakeTheDequantizePath) {
     run_and_check({DType::Q8_0, DType::F16, {20, 96}, 16}, r3, &k_report);
     EXPECT_NE(k_report.find("K not a multiple of 64"), std::string::npos) << k_report;
   }
-  const Tensor off = run_and_check({DType::Q4_K, DType::F16, {100, 1024}, 192}, r2, &off_report);  // the default
+  Tensor off;
+  {
+    test::ScopedEnv env("RLX_CUDA_QGEMM", "0");
+    off = run_and_check({DType::Q4_K, DType::F16, {100, 1024}, 192}, r2, &off_report);
+  }
   EXPECT_NE(on_report.find("qgemm-sm90 q4_k"), std::string::npos) << on_report;
   EXPECT_NE(off_report.find("dequant+cublaslt q4_k"), std::string::npos) << off_report;
+  EXPECT_NE(off_report.find("RLX_CUDA_QGEMM=0"), std::string::npos) << off_report;
   EXPECT_NE(odd_report.find("N not a multiple of 8"), std::string::npos) << odd_report;
   // Both matched float64 above; against each other they differ by the weights'
   // rounding (s and o in f16), accumulation order and y's rounding.
   double peak = 0;
   for (int64_t i = 0; i < off.numel(); ++i) peak = std::max(peak, std::fabs(double(off.data<float>()[i])));
   for (int64_t i = 0; i < on.numel(); ++i) ASSERT_NEAR(on.data<float>()[i], off.data<float>()[i], 4e-3 * peak) << i;
+}
+
+// RLX_CUDA_QGEMM=auto (the default) takes the kernel only for the types and
+// shapes where it was measured faster than dequantize + cuBLASLt.
+TEST(CudaQuantGemm, AutoTakesItWhereMeasuredFaster) {
+  SKIP_WITHOUT_QGEMM();
+  test::ScopedEnv unset("RLX_CUDA_QGEMM", nullptr);
+  if (cuda::current_sm_count() < 64) GTEST_SKIP() << "the preference rule is for GPUs of 64 SMs or more";
+  // 7B-class projections at prefill lengths: whole-GPU grids with long K.
+  EXPECT_TRUE(cuda::quant_gemm_sm90_preferred(DType::Q4_0, 512, 4096, 4096));
+  EXPECT_TRUE(cuda::quant_gemm_sm90_preferred(DType::Q8_0, 128, 4096, 4096));
+  EXPECT_TRUE(cuda::quant_gemm_sm90_preferred(DType::Q4_K, 512, 4096, 4096));
+  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q4_K, 128, 4096, 4096));  // 0.96x
+  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q6_K, 512, 4096, 4096));  // 0.86x
+  // Gemma 3 270M's projections: a few CTAs, or a short K each.
+  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q5_0, 512, 1024, 640));
+  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q5_0, 512, 4096, 640));
+  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q4_K, 512, 640, 2048));
+
+  std::mt19937_64 rng(31);
+  std::string report;
+  // 32 × 1 tiles of 256 tokens, K split in two: 64 CTAs of 4 chunks.
+  run_and_check({DType::Q4_0, DType::F16, {160, 2048}, 4096}, rng, &report);
+  EXPECT_NE(report.find("qgemm-sm90 q4_0 m=160"), std::string::npos) << report;
+  run_and_check({DType::Q6_K, DType::BF16, {160, 2048}, 4096}, rng, &report);
+  EXPECT_NE(report.find("dequant+cublaslt q6_k"), std::string::npos) << report;
+  EXPECT_NE(report.find("not measured faster"), std::string::npos) << report;
+  run_and_check({DType::Q5_0, DType::F16, {200, 640}, 1024}, rng, &report);
+  EXPECT_NE(report.find("dequant+cublaslt q5_0"), std::string::npos) << report;
+
+  test::ScopedEnv bad("RLX_CUDA_QGEMM", "yes");
+  try {
+    run_and_check({DType::Q4_0, DType::F16, {160, 256}, 64}, rng, &report);
+    ADD_FAILURE() << "RLX_CUDA_QGEMM=yes was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("RLX_CUDA_QGEMM='yes'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
@@ -503,6 +551,9 @@ TEST(CudaQuantGemm, LauncherRefusesWhatItCannotRun) {
                "W's rows are not 4-byte aligned");
   EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q8_0, DType::F16, a, odd, a, 64, 64, 256),
                "x or y is not 16-byte aligned");
+  // Q6_K rows of three blocks (630 bytes) cannot be copied in 4-byte pieces.
+  EXPECT_STREQ(cuda::quant_gemm_sm90_unsupported(DType::Q6_K, DType::F16, a, a, a, 64, 64, 768),
+               "W's rows are not 4-byte aligned");
   try {
     cuda::launch_quant_gemm_sm90(DType::Q8_0, a, DType::F16, a, const_cast<void*>(a), 64, 60, 256, nullptr);
     ADD_FAILURE() << "no exception";

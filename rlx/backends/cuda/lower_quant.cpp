@@ -10,11 +10,12 @@
 //     streaming GEMV instead ("gemv-staged"; RLX_CUDA_GEMV_STAGED=0: never).
 //   larger m (prefill): W is dequantized, a tile of its rows at a time, into
 //     the node's workspace in x's dtype, and cuBLASLt multiplies x by the
-//     tile into the matching columns of y ("dequant+cublaslt <type>"). With
-//     RLX_CUDA_QGEMM=1 (off by default: not yet faster), f16/bf16 x on Hopper
-//     goes to rlx's wgmma GEMM with W decoded into its register operand
-//     ("qgemm-sm90 <type>", kernels/qgemm_sm90.cu); where it cannot run, the
-//     dequantize path's report line says why.
+//     tile into the matching columns of y ("dequant+cublaslt <type>"). On
+//     Hopper, f16/bf16 x goes instead to rlx's wgmma GEMM with W decoded into
+//     its register operand ("qgemm-sm90 <type>", kernels/qgemm_sm90.cu)
+//     where it was measured faster (RLX_CUDA_QGEMM=auto, the default), or
+//     wherever it can run (=1); where it is not used, the dequantize path's
+//     report line says why.
 // Gather(table [V, ...] quant, ids) → dequantized f32 rows, bad ids flagged.
 #include <cctype>
 
@@ -183,15 +184,19 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
       return;
     }
   }
-  // Hopper: the wgmma GEMM that decodes W into registers, when asked for and it applies.
-  const bool qgemm_on = env_bool("RLX_CUDA_QGEMM");  // read per lowering: tests A/B it
-  const char* qgemm_why = qgemm_on ? quant_gemm_sm90_unsupported(wt, xt, w, x, y, M, N, K) : "RLX_CUDA_QGEMM=0";
+  // Hopper: the wgmma GEMM that decodes W into registers, where it applies and wins.
+  const std::string qgemm_mode = env_string("RLX_CUDA_QGEMM");  // read per lowering: tests A/B it
+  RLX_CHECK_AS(InvalidArgument, qgemm_mode == "auto" || qgemm_mode == "1" || qgemm_mode == "0", "RLX_CUDA_QGEMM='",
+               qgemm_mode, "': expected auto, 1 or 0");
+  const char* qgemm_why = qgemm_mode == "0" ? "RLX_CUDA_QGEMM=0" : quant_gemm_sm90_unsupported(wt, xt, w, x, y, M, N, K);
+  if (qgemm_why == nullptr && qgemm_mode == "auto" && !quant_gemm_sm90_preferred(wt, M, N, K))
+    qgemm_why = "not measured faster for this type and shape";
   if (qgemm_why == nullptr) {
     c.add(id, str("qgemm-sm90 ", tname, " m=", M, note),
           [=](cudaStream_t s) { launch_quant_gemm_sm90(wt, w, xt, x, y, M, N, K, s); });
     return;
   }
-  if (qgemm_on && note.empty()) note = str(" (qgemm-sm90: ", qgemm_why, ")");
+  if (note.empty() && (xt == DType::F16 || xt == DType::BF16)) note = str(" (qgemm-sm90: ", qgemm_why, ")");
 
   const size_t first_thunk = c.thunk_count();
 

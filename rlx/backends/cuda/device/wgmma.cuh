@@ -69,17 +69,41 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 #define RLX_WGMMA_RS_ASM(ty)                                                                             \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty " " \
   RLX_WGMMA_D64_REGS ", {%64, %65, %66, %67}, %69, p, 1, 1, 0;\n}\n"
+// One register-A wgmma in T's PTX type name (f16 or bf16): ASM(type) is the
+// instruction text, D its accumulator operands.
+#define RLX_WGMMA_RS_CALL(ASM, D)                                                                       \
+  if constexpr (std::is_same_v<T, __half>)                                                              \
+    asm volatile(ASM("f16") : D : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db)); \
+  else                                                                                                  \
+    asm volatile(ASM("bf16") : D : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db))
 template <typename T>
 __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int accumulate) {
 #ifdef RLX_SM90A_DEVICE
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(RLX_WGMMA_RS_ASM("f16")
-                 : RLX_WGMMA_D64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
-  else
-    asm volatile(RLX_WGMMA_RS_ASM("bf16")
-                 : RLX_WGMMA_D64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(db));
+  RLX_WGMMA_RS_CALL(RLX_WGMMA_RS_ASM, RLX_WGMMA_D64_OPERANDS);
+#endif
+}
+
+// The same with B 256 × 16 (wgmma n256): d holds 128 floats per thread,
+// fragment i at row 16·warp + g (+8 for i % 4 ≥ 2), column 8·(i / 4) + 2t + i % 2.
+#define RLX_WGMMA_D128_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define RLX_WGMMA_D128_OPERANDS \
+    RLX_WGMMA_D64_OPERANDS, \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define RLX_WGMMA_RS256_ASM(ty)                                                                           \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %132, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32." ty "." ty " " \
+  RLX_WGMMA_D128_REGS ", {%128, %129, %130, %131}, %133, p, 1, 1, 0;\n}\n"
+template <typename T>
+__device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t db,
+                                                    int accumulate) {
+#ifdef RLX_SM90A_DEVICE
+  RLX_WGMMA_RS_CALL(RLX_WGMMA_RS256_ASM, RLX_WGMMA_D128_OPERANDS);
 #endif
 }
 
@@ -153,6 +177,36 @@ __device__ __forceinline__ void store_c_tile(const T* sC, T* C, int64_t ldc, int
       *reinterpret_cast<uint4*>(C + static_cast<int64_t>(m0 + r) * ldc + n0 + c) =
           *reinterpret_cast<const uint4*>(sC + r * kWgmmaOutStride + c);
   }
+}
+
+// Thread-block clusters (sm_90): this CTA's rank, a barrier of every thread of
+// the cluster (release/acquire: shared-memory writes before it are visible
+// after it), and stores into another CTA's shared memory (DSMEM).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r = 0;
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+// The shared::cluster address of `smem_addr` (a shared::cta address) in CTA `rank`.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t smem_addr, uint32_t rank) {
+  uint32_t r = 0;
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr), "r"(rank));
+#endif
+  return r;
+}
+__device__ __forceinline__ void cluster_store4(uint32_t addr, float a, float b, float c, float d) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+#endif
 }
 
 }  // namespace rlx::cuda::dev

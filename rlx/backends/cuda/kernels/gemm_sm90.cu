@@ -221,6 +221,21 @@ CUtensorMap sm90_slab_map(DType dtype, const void* p, int64_t rows, int64_t cols
   return m;
 }
 
+CUtensorMap sm90_byte_rows_map(const void* p, int64_t rows, int64_t row_bytes, int box_rows, int box_bytes,
+                               const std::string& what) {
+  CUtensorMap m;
+  // 4-byte elements: a box's inner extent is at most 256 elements.
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes / 4), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes / 4), static_cast<cuuint32_t>(box_rows)}, unit[2] = {1, 1};
+  const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, const_cast<void*>(p), dims, strides, box,
+                                    unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw DeviceError(str(what, ": cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r), ")"));
+  return m;
+}
+
 const char* sm90_gemm_unsupported(const GemmArgs& a) {
   if (a.dtype != DType::F16 && a.dtype != DType::BF16) return "dtype is not f16/bf16";
   if (a.trans_a || !a.trans_b) return "needs A [M, K] and B [N, K] (trans_a = false, trans_b = true)";

@@ -42,5 +42,10 @@ bool sm90_kernel_loads(const void* kernel, int smem_bytes);
 // out-of-bounds elements zero; throws DeviceError naming `what`.
 CUtensorMap sm90_slab_map(DType dtype, const void* p, int64_t rows, int64_t cols, int64_t ld, int box_rows,
                           const std::string& what);
+// the TMA map of [rows, row_bytes] raw bytes (p and row_bytes multiples of
+// 16) read as box_rows × box_bytes boxes (box_bytes a multiple of 16, at
+// most 1024), unswizzled, out-of-bounds bytes zero.
+CUtensorMap sm90_byte_rows_map(const void* p, int64_t rows, int64_t row_bytes, int box_rows, int box_bytes,
+                               const std::string& what);
 
 }  // namespace rlx::cuda

@@ -64,21 +64,24 @@ bool quant_gemv_staged_supported(DType w_type);   // a device decoder exists and
 void launch_quant_gemv_staged(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
 // Prefill (m > kMaxGemvRows) on Hopper: y [m, n] = x [m, k] · W [n, k]ᵀ for
-// f16/bf16 x and y and the GGUF types Q4_0, Q8_0 and Q4_K, by a wgmma GEMM
+// f16/bf16 x and y and the GGUF types Q4_0, Q5_0, Q8_0, Q4_K and Q6_K, by a wgmma GEMM
 // whose A operand is W decoded straight into registers (qgemm_sm90.cu): W is
 // never expanded in memory. Each weight is formed as (c − zero)·s + o in x's
 // dtype with s and o rounded to it (bit-identical to launch_dequantize for
-// Q4_0 and Q8_0 in f16, within a few units in the last place of |c·s| + |o|
-// for Q4_K); f32 accumulation.
+// Q4_0, Q5_0 and Q8_0 in f16, within a few units in the last place of |c·s| + |o|
+// for Q4_K and Q6_K); f32 accumulation.
 // quant_gemm_sm90_unsupported says why it cannot run (nullptr: it can): x not
 // f16/bf16, another weight type, k not a multiple of 64, n not a multiple of
 // 8, x or y not 16-byte aligned, W's rows not 4-byte aligned, or a device
 // other than compute capability 9.0 with this build's sm_90a image. The
 // launcher throws Unsupported with that reason.
-// Not yet faster than dequantize + cuBLASLt (qgemm_sm90.cu's status note),
-// so DequantMatMul uses it only with RLX_CUDA_QGEMM=1.
+// quant_gemm_sm90_preferred: whether it was measured faster than dequantize +
+// cuBLASLt for this type and shape (Q4_0/Q5_0/Q8_0, Q4_K above 128 rows,
+// when its CTAs fill half the SMs with 1024 or more of K each), which is
+// what DequantMatMul follows under RLX_CUDA_QGEMM=auto (the default).
 const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void* w, const void* x, const void* y,
                                         int64_t m, int64_t n, int64_t k);
+bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k);
 void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                             int64_t k, cudaStream_t stream);
 
