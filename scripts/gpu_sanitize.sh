@@ -7,7 +7,8 @@
 #             cache writes; a tiny Gemma's prefill + decode on CUDA (quantized
 #             GEMV with fused GLU, rope + KV-cache writes, decode attention,
 #             post-norms, device sampling); the quantized GEMV tests; the sm90
-#             GEMM (TMA + wgmma);
+#             GEMM (TMA + wgmma); the quantized sm90 GEMM (TMA, cp.async,
+#             split-K through distributed shared memory);
 #   racecheck the tiny Gemma and the f16 attention, norm and softmax cases.
 # Needs a GPU build in $B (scripts/gpu_run.sh builds it). Each run has its own
 # time limit (RLX_SANITIZE_LIMIT seconds, default 150); logs go to OUTDIR.
@@ -40,6 +41,7 @@ for tool in ${*:-memcheck racecheck}; do
       run memcheck-conformance memcheck "$B/tests/rlx_op_tests" --gtest_filter="$F16_CASES"
       run memcheck-decode memcheck "$B/tests/rlx_gpu_tests" \
         --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3:CudaQuantGemv.*:GemmSm90.LongK'
+      run memcheck-qgemm memcheck "$B/tests/rlx_gpu_tests" --gtest_filter='CudaQuantGemm.*'
       ;;
     racecheck)
       run racecheck-decode racecheck "$B/tests/rlx_gpu_tests" --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3'

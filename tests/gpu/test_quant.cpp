@@ -460,6 +460,10 @@ TEST(CudaQuantGemm, OddShapesLongKAndRankThreeX) {
       {DType::Q4_K, DType::F16, {300, 4096}, 256},   // long K
       {DType::Q4_K, DType::F16, {3, 4, 1024}, 520},  // rank-3 x (m = 12), partial N tile
       {DType::Q8_0, DType::F16, {256, 768}, 384},    // whole tiles only
+      // K split over a 2-CTA cluster (8+ chunks, few tiles): 9 chunks (5 + 4), partial tiles
+      {DType::Q8_0, DType::F16, {144, 2304}, 136},
+      {DType::Q4_0, DType::BF16, {140, 2112}, 200},  // 8.25 chunks: rank 1 ends on a partial one
+      {DType::Q5_0, DType::F16, {100, 4096}, 64},     // 128-token tiles, 16 chunks
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(str(dtype_name(c.wt), " x ", dtype_name(c.xt), " K=", c.x_shape.back(), " N=", c.n));
