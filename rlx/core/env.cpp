@@ -41,7 +41,7 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",
        "Fused quantized GEMV of large weights (24 MB and more; 4 MB with 2-8 rows) streams them through shared memory with bulk async copies (sm_90+)."},
       {"RLX_CUDA_QGEMM", EnvType::String, "auto",
-       "Quantized matmul with more than 8 rows of f16/bf16 activations (prefill) on rlx's Hopper wgmma GEMM with Q4_0/Q5_0/Q8_0/Q4_K/Q6_K weights decoded straight into its register operand (sm_90): auto where it was measured faster than dequantize + cuBLASLt (Q4_0/Q5_0/Q8_0, and Q4_K above 128 rows, at shapes that fill half the SMs with 1024 or more of K per CTA: 1.07-1.20x at 4096 x 4096 on the H200), 1 wherever it can run, 0 never."},
+       "Quantized matmul with more than 8 rows of f16/bf16 activations (prefill) on rlx's Hopper wgmma GEMM with Q4_0/Q5_0/Q8_0/Q4_K/Q6_K weights decoded straight into its register operand (sm_90): auto where it was measured faster than dequantize + cuBLASLt (Q4_0/Q5_0/Q8_0, and Q4_K above 128 rows; 32+ rows, K of 2048+ per CTA, CTAs filling the GPU: 1.0-1.21x on the H200, e.g. m = 512 of 4096 x 4096), 1 wherever it can run, 0 never."},
       {"RLX_CUDA_GEMM_TUNE", EnvType::Bool, "1",
        "The first time a GEMM of 2 GFLOP or more is planned, time cuBLASLt's candidates on scratch operands of its shape and keep the fastest (0: the heuristic's first choice)."},
       {"RLX_CUDA_SM90_GEMM", EnvType::String, "auto",

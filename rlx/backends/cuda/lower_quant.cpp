@@ -189,7 +189,7 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   RLX_CHECK_AS(InvalidArgument, qgemm_mode == "auto" || qgemm_mode == "1" || qgemm_mode == "0", "RLX_CUDA_QGEMM='",
                qgemm_mode, "': expected auto, 1 or 0");
   const char* qgemm_why = qgemm_mode == "0" ? "RLX_CUDA_QGEMM=0" : quant_gemm_sm90_unsupported(wt, xt, w, x, y, M, N, K);
-  if (qgemm_why == nullptr && qgemm_mode == "auto" && !quant_gemm_sm90_preferred(wt, M, N, K))
+  if (qgemm_why == nullptr && qgemm_mode == "auto" && !quant_gemm_sm90_preferred(wt, M, N, K, c.props.sm_count))
     qgemm_why = "not measured faster for this type and shape";
   if (qgemm_why == nullptr) {
     c.add(id, str("qgemm-sm90 ", tname, " m=", M, note),

@@ -28,10 +28,11 @@
 // at m = 512, N = K = 4096, 29.9 µs for Q4_0, 32.0 for Q5_0, 31.9 for Q8_0,
 // 33.5 for Q4_K and 44.7 for Q6_K, against 35.2-38.3 µs for dequantize +
 // cuBLASLt (1.07-1.20x; Q6_K 0.87x); at m = 128, 1.13-1.18x for the 32-element
-// types, 0.94-0.97x for Q4_K and Q6_K. With few CTAs and a short K each
-// (Gemma 3 270M's projections) it is 0.5-0.7x: the fill and the serial K loop
-// of one 128 × 256 tile per SM dominate. quant_gemm_sm90_preferred() encodes
-// where it wins; DequantMatMul follows it by default (RLX_CUDA_QGEMM=auto).
+// types, 0.94-0.97x for Q4_K and Q6_K. With few CTAs or a short K each
+// (m = 256, 2048², K = 1024, Gemma 3 270M's projections) it is 0.5-0.99x: the
+// fill and the serial K loop of one tile per SM dominate.
+// quant_gemm_sm90_preferred() encodes where it wins; DequantMatMul follows it
+// by default (RLX_CUDA_QGEMM=auto).
 // docs/performance.md has the history (designs 1-3: 146 down to 41 µs).
 
 // Numerics: each weight is (c − zero)·s + o in x's dtype with s and o rounded
@@ -719,7 +720,7 @@ struct LaunchShape {
   int tokens = 0, nchunks = 0, chunk_bytes = 0, split = 1;
   int64_t tiles = 0;
 };
-LaunchShape launch_shape(DType w_type, int64_t m, int64_t n, int64_t k) {
+LaunchShape launch_shape(DType w_type, int64_t m, int64_t n, int64_t k, int sms) {
   LaunchShape l;
   l.tokens = m > kWgmmaTileN ? 256 : 128;  // 256: the MMA work of two 128-token tiles, half the decode
   visit_block_type(w_type, [&](auto q) {
@@ -728,7 +729,7 @@ LaunchShape launch_shape(DType w_type, int64_t m, int64_t n, int64_t k) {
     l.nchunks = static_cast<int>((k + F::kChunkK - 1) / F::kChunkK);
   });
   l.tiles = (n + kRows - 1) / kRows * ((m + l.tokens - 1) / l.tokens);
-  l.split = l.nchunks >= 8 && 2 * l.tiles <= current_sm_count() ? 2 : 1;
+  l.split = l.nchunks >= 8 && 2 * l.tiles <= sms ? 2 : 1;
   return l;
 }
 
@@ -754,16 +755,24 @@ const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void*
   return nullptr;
 }
 
-bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k) {
-  // Measured on the H200 against dequantize + cuBLASLt (docs/performance.md,
-  // session 15): 1.13-1.20x for Q4_0/Q5_0/Q8_0 at m = 128 and 512 of
-  // 4096 x 4096, 1.07x for Q4_K at m = 512 but 0.96x at 128, Q6_K 0.86-0.94x;
-  // 0.5-0.7x where a few CTAs carry a short K (Gemma 3 270M's projections).
+bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k, int sms) {
+  // Where it was measured faster than dequantize + cuBLASLt on the H200
+  // (docs/performance.md, fifteenth session; graph-timed, cold weights):
+  // 1.08-1.21x at m = 512 of 4096 x 4096 (256-token tiles, 128 CTAs of 8
+  // chunks) and 1.0-1.17x at m = 32-128 (128-token tiles, 64 CTAs of 8
+  // chunks), for Q4_0/Q5_0/Q8_0, and Q4_K at m = 512. It lost with fewer CTAs
+  // or chunks (m = 256: 0.86-0.99x; 512 x 2048²: 0.64-0.73x; K = 1024:
+  // 0.82-0.94x; Gemma 3 270M's projections: 0.5-0.7x), with partly filled
+  // 256-token tiles (m = 384: 0.85-0.99x), at m = 16, for Q4_K at m <= 128
+  // (0.83-0.96x) and for Q6_K (0.87-0.94x).
   const bool type_wins = w_type == DType::Q4_0 || w_type == DType::Q5_0 || w_type == DType::Q8_0 ||
                          (w_type == DType::Q4_K && m > kWgmmaTileN);
-  if (!type_wins || m <= 0 || n <= 0 || k <= 0) return false;
-  const LaunchShape l = launch_shape(w_type, m, n, k);
-  return l.tiles * l.split >= 64 && l.nchunks / l.split >= 4;
+  if (!type_wins || m < 32 || n <= 0 || k <= 0 || sms <= 0) return false;
+  const LaunchShape l = launch_shape(w_type, m, n, k, sms);
+  const int64_t ctas = l.tiles * l.split;
+  if (l.nchunks / l.split < 8) return false;
+  if (l.tokens == 128) return 20 * ctas >= 9 * int64_t{sms};  // 64 of 132
+  return m % l.tokens == 0 && 10 * ctas >= 9 * int64_t{sms};
 }
 
 void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
@@ -772,7 +781,7 @@ void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const vo
     throw Unsupported(str("quantized gemm (sm90) ", dtype_name(w_type), " x ", dtype_name(x_dtype), " m=", m, " n=", n,
                           " k=", k, ": ", why));
   const std::string what = str("quantized gemm (sm90) ", dtype_name(w_type), " m=", m, " n=", n, " k=", k);
-  const LaunchShape l = launch_shape(w_type, m, n, k);
+  const LaunchShape l = launch_shape(w_type, m, n, k, current_sm_count());
   const int tokens = l.tokens, chunk = l.chunk_bytes;
   const unsigned split = static_cast<unsigned>(l.split);
   int64_t row_bytes = dtype_bytes(w_type, k);

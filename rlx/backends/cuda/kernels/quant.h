@@ -76,12 +76,14 @@ void launch_quant_gemv_staged(DType w_type, const void* w, DType x_dtype, const 
 // other than compute capability 9.0 with this build's sm_90a image. The
 // launcher throws Unsupported with that reason.
 // quant_gemm_sm90_preferred: whether it was measured faster than dequantize +
-// cuBLASLt for this type and shape (Q4_0/Q5_0/Q8_0, Q4_K above 128 rows,
-// when its CTAs fill half the SMs with 1024 or more of K each), which is
-// what DequantMatMul follows under RLX_CUDA_QGEMM=auto (the default).
+// cuBLASLt for this type and shape on a GPU of `sms` SMs (Q4_0/Q5_0/Q8_0, and
+// Q4_K above 128 rows; 32 rows or more; its CTAs filling half the SMs with
+// 128-token tiles, or nearly all with whole 256-token tiles; 8 or more chunks
+// of K, 2048 elements, each), which is what DequantMatMul follows under
+// RLX_CUDA_QGEMM=auto (the default). Host arithmetic only.
 const char* quant_gemm_sm90_unsupported(DType w_type, DType x_dtype, const void* w, const void* x, const void* y,
                                         int64_t m, int64_t n, int64_t k);
-bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k);
+bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k, int sms);
 void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                             int64_t k, cudaStream_t stream);
 
