@@ -530,7 +530,7 @@ TEST(CudaQuantGemm, PreferenceFollowsTheMeasurements) {
   EXPECT_FALSE(pick(DType::Q4_K, 512, 640, 2048));    // 0.50x
   EXPECT_FALSE(pick(DType::Q2_K, 512, 4096, 4096));   // no register-fragment decoder
   // A GPU with twice the SMs needs twice the CTAs.
-  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q4_0, 512, 4096, 4096, 264));
+  EXPECT_FALSE(cuda::quant_gemm_sm90_preferred(DType::Q4_0, 128, 4096, 4096, 264));
 }
 
 // RLX_CUDA_QGEMM=auto (the default) takes the kernel where the rule says so;
