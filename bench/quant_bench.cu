@@ -448,6 +448,11 @@ int main(int argc, char** argv) {
     std::vector<float> xs(x_host.begin(), x_host.begin() + pm * pk);
     for (DType t : types) {
       if (s.t != kAll && s.t != t) continue;
+      if (pk % dtype_info(t).block_elems != 0) {
+        std::printf("%-44s skipped: K = %lld is not whole blocks\n", str(shape, " ", dtype_name(t)).c_str(),
+                    static_cast<long long>(pk));
+        continue;
+      }
       Weights w(t, pn, pk);
       const double ms = time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
         cuda::launch_dequantize(t, w.copy(i), DType::F16, wf16, pn * pk, st);
