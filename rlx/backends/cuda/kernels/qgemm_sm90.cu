@@ -45,6 +45,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -722,14 +723,19 @@ struct LaunchShape {
 };
 LaunchShape launch_shape(DType w_type, int64_t m, int64_t n, int64_t k, int sms) {
   LaunchShape l;
-  l.tokens = m > kWgmmaTileN ? 256 : 128;  // 256: the MMA work of two 128-token tiles, half the decode
   visit_block_type(w_type, [&](auto q) {
     using F = Frag<BlockTypeOf<decltype(q)>::value>;
     l.chunk_bytes = F::kChunkBytes;
     l.nchunks = static_cast<int>((k + F::kChunkK - 1) / F::kChunkK);
   });
-  l.tiles = (n + kRows - 1) / kRows * ((m + l.tokens - 1) / l.tokens);
-  l.split = l.nchunks >= 8 && 2 * l.tiles <= sms ? 2 : 1;
+  auto tiles = [&](int tokens) { return (n + kRows - 1) / kRows * ((m + tokens - 1) / tokens); };
+  auto split = [&](int64_t t) { return l.nchunks >= 8 && 2 * t <= sms ? 2 : 1; };
+  auto busy = [&](int tokens) { return std::min<int64_t>(sms, tiles(tokens) * split(tiles(tokens))); };  // SMs with a CTA
+  // 256 tokens (the MMA work of two 128-token tiles, half the decode) unless
+  // 128-token tiles keep more SMs busy.
+  l.tokens = m > kWgmmaTileN && busy(256) >= busy(128) ? 256 : 128;
+  l.tiles = tiles(l.tokens);
+  l.split = split(l.tiles);
   return l;
 }
 
