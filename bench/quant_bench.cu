@@ -47,6 +47,7 @@
 
 #include "bench/bench_cuda.cuh"
 #include "bench/bench_util.h"
+#include "bench/graph_timing.cuh"
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/encoder.h"
@@ -88,35 +89,7 @@ double time_per_call(const std::function<void(int)>& launch) {
   return bench::median(ms);
 }
 
-// Median milliseconds per launch of one CUDA graph of `n` launches (launch(i)
-// for i < n), captured by the runtime's encoder (RLX_CUDA_PDL applies):
-// 3 warm-up replays, median of 15.
-double time_per_call_graph(int n, const std::function<void(int, cudaStream_t)>& launch) {
-  cuda::ThunkSchedule sched;
-  for (int i = 0; i < n; ++i) sched.add(cuda::Thunk{-1, "gemv", [&launch, i](cudaStream_t s) { launch(i, s); }});
-  sched.end_segment();
-  cuda::Encoder enc(true, [](NodeId) { return std::string("bench"); });
-  cudaStream_t stream = nullptr;
-  RLX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t a, b;
-  RLX_CUDA_CHECK(cudaEventCreate(&a));
-  RLX_CUDA_CHECK(cudaEventCreate(&b));
-  for (int r = 0; r < 3; ++r) enc.run(sched, stream);
-  std::vector<double> ms;
-  for (int r = 0; r < 15; ++r) {
-    RLX_CUDA_CHECK(cudaEventRecord(a, stream));
-    enc.run(sched, stream);
-    RLX_CUDA_CHECK(cudaEventRecord(b, stream));
-    RLX_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    RLX_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t / n);
-  }
-  RLX_CUDA_CHECK(cudaEventDestroy(a));
-  RLX_CUDA_CHECK(cudaEventDestroy(b));
-  RLX_CUDA_CHECK(cudaStreamDestroy(stream));
-  return bench::median(ms);
-}
+using bench::time_per_call_graph;
 
 // Random weight bytes; every odd byte has its top two bits cleared, which
 // keeps the f16 scale fields (at even offsets in most layouts) finite and

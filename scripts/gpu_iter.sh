@@ -8,7 +8,8 @@
 # gputests (ctest -L gpu), models (model parity tests), gen (Gemma decode and
 # prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), attn (rlx_attention_bench, A/B over RLX_ATTN_AB),
 # bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer),
-# prefill (rlx_quant_bench prefill + torch peer), minilm / bert
+# prefill (rlx_quant_bench prefill + torch peer), decode (rlx_decode_bench: a Gemma
+# decode layer's kernels one at a time, no model needed), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
@@ -28,7 +29,7 @@ echo "models: minilm=${RLX_MINILM_DIR:-absent} gemma=${RLX_GEMMA_GGUF:-absent}"
 
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
-  rlx_bert_bench rlx_attention_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
+  rlx_bert_bench rlx_attention_bench rlx_decode_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 # A/B steps: "base" runs a command as it is, VAR=VAL runs it with that setting;
@@ -75,6 +76,8 @@ for step in "$@"; do
         > "$OUT/prefill.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/prefill.log" | tail -70
       timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
       grep -E 'prefill' "$OUT/torch-quant.log" | grep -v '^{' ;;
+    decode)  # a Gemma 3 270M decode layer's kernels, chained graph launches, beside an empty kernel
+      timeout 200 "$B/bench/rlx_decode_bench" > "$OUT/decode.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/decode.log" ;;
     attn)  # rlx_attention_bench under each RLX_ATTN_AB setting ("base VAR=VAL ..."; default base)
       for setting in ${RLX_ATTN_AB:-base}; do
         log="$OUT/attn-$(setting_slug "$setting").log"

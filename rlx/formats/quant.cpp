@@ -362,4 +362,35 @@ Tensor quantize(const Tensor& f32, DType type) {
   return out;
 }
 
+bool converts_to_q8_0(DType type) { return type == DType::Q4_0 || type == DType::Q5_0 || type == DType::Q8_0; }
+
+void convert_to_q8_0(DType type, const void* src, void* dst, int64_t n) {
+  RLX_CHECK_AS(Unsupported, converts_to_q8_0(type), "convert_to_q8_0: ", type, " has no exact Q8_0 form");
+  const int64_t nb = checked_blocks(type, n, "convert_to_q8_0");
+  const auto* b = static_cast<const uint8_t*>(src);
+  auto* o = static_cast<uint8_t*>(dst);
+  if (type == DType::Q8_0) {
+    std::memcpy(o, b, static_cast<size_t>(nb) * 34);
+    return;
+  }
+  const int bytes = type == DType::Q4_0 ? 18 : 22;
+  for (int64_t i = 0; i < nb; ++i, b += bytes, o += 34) {
+    std::memcpy(o, b, 2);  // the f16 scale d
+    auto* q = reinterpret_cast<int8_t*>(o + 2);
+    if (type == DType::Q4_0) {
+      for (int j = 0; j < 16; ++j) {
+        q[j] = static_cast<int8_t>((b[2 + j] & 0xF) - 8);
+        q[j + 16] = static_cast<int8_t>((b[2 + j] >> 4) - 8);
+      }
+    } else {
+      const uint32_t qh = load_u32(b + 2);
+      for (int j = 0; j < 16; ++j) {
+        const int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+        q[j] = static_cast<int8_t>(((b[6 + j] & 0xF) | h0) - 16);
+        q[j + 16] = static_cast<int8_t>(((b[6 + j] >> 4) | h1) - 16);
+      }
+    }
+  }
+}
+
 }  // namespace rlx

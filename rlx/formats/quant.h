@@ -25,4 +25,13 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 // Quantizes an f32 tensor; the element count must be a multiple of the block size.
 Tensor quantize(const Tensor& f32, DType type);
 
+// Q4_0, Q5_0 and Q8_0 share 32-element blocks with one f16 scale d and no
+// offset (x = c·d with integer c in [-16, 15] or [-128, 127]), so their rows
+// convert to Q8_0 exactly: same d, c as int8. dequantize_row gives the same
+// floats bit for bit before and after. Lets rows of these types be stacked
+// into one Q8_0 matrix (one GEMV where there were two).
+bool converts_to_q8_0(DType type);
+// `n` elements (whole blocks) of `type` at src → dtype_bytes(Q8_0, n) bytes at dst.
+void convert_to_q8_0(DType type, const void* src, void* dst, int64_t n);
+
 }  // namespace rlx

@@ -86,6 +86,13 @@ TEST(LlmFusion, Qwen3QkNormIsFusedIntoRope) {
   // v is a Narrow of the stacked projection.
   EXPECT_EQ(count(g, OpKind::DequantMatMul), 4 * layers) << print_graph(g);
   EXPECT_EQ(count(g, OpKind::Narrow), layers) << print_graph(g);
+  // Q5_0 q and k with Q8_0 v (tiny_spec) stack as one Q8_0 matrix per layer.
+  int q8_qkv = 0;
+  for (const Node& n : g.nodes()) {
+    const Node& w = n.op == OpKind::DequantMatMul ? g.node(n.inputs[1]) : n;
+    q8_qkv += w.name.find(llm::names::kQkvSuffix) != std::string::npos && w.type.dtype == DType::Q8_0 && &w != &n;
+  }
+  EXPECT_EQ(q8_qkv, layers) << print_graph(g);
 }
 
 TEST(LlmFusion, Qwen2StacksQkvAndBiases) {

@@ -56,7 +56,9 @@ inline TinySpec tiny_spec(const std::string& arch) {
   } else if (arch == "qwen3") {
     s.embd_type = DType::F16;
     s.rope_base = 1e6f;
-    s.q_type = s.k_type = s.v_type = DType::Q8_0;  // [q | k | v] stacked
+    // [q | k | v] stacked as Q8_0: Q5_0 q and k converted exactly (llm::stacked_dtype)
+    s.q_type = s.k_type = DType::Q5_0;
+    s.v_type = DType::Q8_0;
   } else if (arch == "qwen2") {
     s.biases = true;
     s.tied = false;

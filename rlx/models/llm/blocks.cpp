@@ -74,10 +74,10 @@ Value Blocks::linear(Value x, const std::string& name, int64_t out, int64_t in) 
 Value Blocks::gated_ffn(Value x, int64_t layer, bool gelu_tanh) {
   const std::string gate = names::blk(layer, "ffn_gate.weight"), up = names::blk(layer, "ffn_up.weight");
   Value h;
-  if (f_.tensor(gate).type == f_.tensor(up).type) {
+  if (const auto gu_type = stacked_dtype({f_.tensor(gate).type, f_.tensor(up).type})) {
     // One projection to [gate | up] and one fused GLU instead of two
     // matmuls, an activation and a multiply.
-    Value gu = linear_fused(x, names::blk(layer, names::kGateUpSuffix), f_.tensor(gate).type, 2 * c_.ffn);
+    Value gu = linear_fused(x, names::blk(layer, names::kGateUpSuffix), *gu_type, 2 * c_.ffn);
     h = gelu_tanh ? geglu(gu, true) : swiglu(gu);
   } else {
     Value g = linear(x, gate, c_.ffn, c_.hidden);
@@ -98,15 +98,15 @@ Blocks::Qkv Blocks::qkv(Value x, int64_t layer) {
   const DType tq = f_.tensor(w("attn_q.weight")).type, tk = f_.tensor(w("attn_k.weight")).type,
               tv = f_.tensor(w("attn_v.weight")).type;
   const int nb = has(w("attn_q.bias")) + has(w("attn_k.bias")) + has(w("attn_v.bias"));
-  const bool all3 = tq == tk && tk == tv, qk = tq == tk && has(w("attn_q.bias")) == has(w("attn_k.bias"));
+  const std::optional<DType> all3 = stacked_dtype({tq, tk, tv}), qk = stacked_dtype({tq, tk});
   // Biases are stacked too, so stack only parts that all have one or none.
   if (all3 && (nb == 0 || nb == 3)) {
-    Value y = linear_fused(x, w(names::kQkvSuffix), tq, QW + 2 * KW);
+    Value y = linear_fused(x, w(names::kQkvSuffix), *all3, QW + 2 * KW);
     if (nb == 3) y = y + param(g_, w(names::kQkvBiasSuffix), DType::F32, {QW + 2 * KW});
     return {y, y, narrow(y, 2, QW + KW, KW), 0, QW};
   }
-  if (qk) {
-    Value y = linear_fused(x, w(names::kQkSuffix), tq, QW + KW);
+  if (qk && has(w("attn_q.bias")) == has(w("attn_k.bias"))) {
+    Value y = linear_fused(x, w(names::kQkSuffix), *qk, QW + KW);
     if (has(w("attn_q.bias"))) y = y + param(g_, w(names::kQkBiasSuffix), DType::F32, {QW + KW});
     return {y, y, linear(x, w("attn_v.weight"), KW, H), 0, QW};
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rlx/formats/quant.h"
 #include "rlx/models/llm/blocks.h"
 
 namespace rlx::llm {
@@ -51,20 +52,21 @@ const std::vector<Stacked>& stacked_params() {
   return table;
 }
 
-// The parts' rows as one tensor (block rows are independent, so stacking
-// rows is concatenating bytes). Float parts of different types (biases) are
-// stacked in f32.
+// The parts' rows as one tensor in stacked_dtype (block rows are
+// independent, so stacking rows of one type is concatenating bytes).
 Tensor stack_rows(const GgufFile& f, const std::string& prefix, const Stacked& s) {
   std::vector<Tensor> parts;
-  for (const char* p : s.parts) parts.push_back(f.view(prefix + p));
-  DType dt = parts[0].dtype();
+  std::vector<DType> types;
+  for (const char* p : s.parts) {
+    parts.push_back(f.view(prefix + p));
+    types.push_back(parts.back().dtype());
+  }
+  const std::optional<DType> stacked = stacked_dtype(types);
+  RLX_FORMAT_CHECK(stacked.has_value(), f.source(), ": ", prefix, s.suffix, " stacks parts of types (",
+                   types[0], ", ", types.back(), ") that have no common stacked form");
+  const DType dt = *stacked;
   int64_t rows = 0;
   for (const Tensor& t : parts) {
-    if (t.dtype() != dt) {
-      RLX_FORMAT_CHECK(is_float(t.dtype()) && is_float(dt), f.source(), ": ", prefix, s.suffix,
-                       " stacks parts of different quantized types (", dt, ", ", t.dtype(), ")");
-      dt = DType::F32;
-    }
     RLX_FORMAT_CHECK(t.shape().size() == parts[0].shape().size() &&
                          std::equal(t.shape().begin() + 1, t.shape().end(), parts[0].shape().begin() + 1),
                      f.source(), ": ", prefix, s.suffix, " stacks parts of different row shapes");
@@ -75,14 +77,30 @@ Tensor stack_rows(const GgufFile& f, const std::string& prefix, const Stacked& s
   Tensor out = Tensor::empty(dt, shape);
   auto* dst = static_cast<char*>(out.raw_mut());
   for (const Tensor& t : parts) {
-    const Tensor c = t.dtype() == dt ? t : t.to(dt);
-    std::memcpy(dst, c.raw(), c.nbytes());
-    dst += c.nbytes();
+    if (t.dtype() == dt) {
+      std::memcpy(dst, t.raw(), t.nbytes());
+      dst += t.nbytes();
+    } else if (dt == DType::Q8_0) {
+      convert_to_q8_0(t.dtype(), t.raw(), dst, t.numel());
+      dst += dtype_bytes(DType::Q8_0, t.numel());
+    } else {
+      const Tensor c = t.to(dt);
+      std::memcpy(dst, c.raw(), c.nbytes());
+      dst += c.nbytes();
+    }
   }
   return out;
 }
 
 }  // namespace
+
+std::optional<DType> stacked_dtype(const std::vector<DType>& types) {
+  if (types.empty()) return std::nullopt;
+  if (std::all_of(types.begin(), types.end(), [&](DType t) { return t == types[0]; })) return types[0];
+  if (std::all_of(types.begin(), types.end(), [](DType t) { return is_float(t); })) return DType::F32;
+  if (std::all_of(types.begin(), types.end(), [](DType t) { return converts_to_q8_0(t); })) return DType::Q8_0;
+  return std::nullopt;
+}
 
 void load_weights(Executable& exe, const GgufFile& f) {
   for (const std::string& name : exe.param_names()) {

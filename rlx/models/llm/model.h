@@ -13,6 +13,7 @@
 // Positions and lengths are inputs, so one compiled program per L serves every
 // step and a CUDA-graph replay needs no re-capture.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,16 +46,23 @@ inline const char* kOutputNorm = "output_norm.weight";
 inline const char* kOutput = "output.weight";
 std::string blk(int64_t layer, const char* suffix);
 // The builder's fused gate+up projection, assembled by load_weights from
-// ffn_gate and ffn_up when both have the same dtype: rows [gate; up].
+// ffn_gate and ffn_up when they stack (stacked_dtype): rows [gate; up].
 inline const char* kGateUpSuffix = "ffn_gate_up.weight";
 // The fused attention input projections, assembled the same way: rows
-// [q; k; v] when the three share a dtype, else [q; k] when q and k do (Gemma 3
-// files mix Q5_0 and Q8_0 for v), with their biases stacked alike.
+// [q; k; v] when the three stack (stacked_dtype), else [q; k] when q and k
+// do, with their biases stacked alike. Gemma 3 files mix Q5_0 q and k with
+// Q8_0 v: the three stack as Q8_0, exactly.
 inline const char* kQkvSuffix = "attn_q_k_v.weight";
 inline const char* kQkvBiasSuffix = "attn_q_k_v.bias";
 inline const char* kQkSuffix = "attn_q_k.weight";
 inline const char* kQkBiasSuffix = "attn_q_k.bias";
 }  // namespace names
+
+// The dtype rows of these file types are stacked in (one fused projection
+// instead of several): their common type; f32 when all are floats; Q8_0 when
+// all are Q4_0/Q5_0/Q8_0, which convert to it exactly (rlx/formats/quant.h);
+// nullopt when they do not stack.
+std::optional<DType> stacked_dtype(const std::vector<DType>& types);
 
 // One entry of an architecture's weight table: the per-layer suffix and whether
 // every file of that architecture has it.

@@ -254,5 +254,37 @@ TEST(Quantize, TensorApi) {
   EXPECT_THROW(quantize(Tensor::from(std::vector<int32_t>{1}, {1}), DType::Q4_0), InvalidArgument);
 }
 
+// Q4_0 and Q5_0 rows become Q8_0 rows that dequantize to the same floats bit
+// for bit: random blocks (every code and high bit), finite f16 scales.
+TEST(ConvertToQ8_0, ExactForTheLegacySymmetricTypes) {
+  std::mt19937_64 rng(11);
+  const int64_t n = 64 * 32;
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(t));
+    ASSERT_TRUE(converts_to_q8_0(t));
+    const int bytes = static_cast<int>(dtype_bytes(t, 32));
+    std::vector<uint8_t> src(static_cast<size_t>(dtype_bytes(t, n)));
+    for (auto& b : src) b = static_cast<uint8_t>(rng());
+    for (size_t at = 0; at < src.size(); at += static_cast<size_t>(bytes)) {  // d: a finite f16 of either sign
+      const uint16_t d = f32_to_f16(std::ldexp(static_cast<float>(rng() % 1000 + 1), -static_cast<int>(rng() % 20)) *
+                                    (rng() % 2 ? -1.0f : 1.0f));
+      std::memcpy(&src[at], &d, 2);
+    }
+    std::vector<uint8_t> q8(static_cast<size_t>(dtype_bytes(DType::Q8_0, n)));
+    convert_to_q8_0(t, src.data(), q8.data(), n);
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    dequantize_row(t, src.data(), want.data(), n);
+    dequantize_row(DType::Q8_0, q8.data(), got.data(), n);
+    EXPECT_EQ(first_mismatch(got.data(), want.data(), n), -1);
+  }
+  for (DType t : {DType::Q4_1, DType::Q5_1, DType::Q4_K, DType::F16}) {
+    EXPECT_FALSE(converts_to_q8_0(t)) << dtype_name(t);
+    std::vector<uint8_t> buf(1024);
+    EXPECT_THROW(convert_to_q8_0(t, buf.data(), buf.data(), 32), Unsupported) << dtype_name(t);
+  }
+  std::vector<uint8_t> buf(1024);
+  EXPECT_THROW(convert_to_q8_0(DType::Q5_0, buf.data(), buf.data(), 33), Error);  // not whole blocks
+}
+
 }  // namespace
 }  // namespace rlx
