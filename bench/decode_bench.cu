@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
     w.B = w.L = 1;
     w.capacity = kCapacity;
     w.error_flag = err;
+    w.inputs_ready = true;  // as in decode: positions and the cache offset are program inputs
     row("rope q, k (QK-norm) + k, v -> cache", chain([&](cudaStream_t s) { cuda::launch_rope_qkv_write(w, s); }));
     for (void* p : {qkv, q_norm, k_norm, static_cast<void*>(pos), static_cast<void*>(cache_pos), static_cast<void*>(err)})
       cudaFree(p);

@@ -9,6 +9,7 @@
 #include "rlx/backends/cuda/kernels/select.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/core/env.h"
+#include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
 namespace {
@@ -25,6 +26,13 @@ namespace {
 // every source must still be alive at P (read by some node at or after P),
 // and every reader of the three results must come after P; otherwise the
 // nodes stay separate.
+// Whether s is (a view of) a program input: the run's input copy fills it
+// before any kernel starts, so a kernel may read it before pdl_wait.
+bool is_program_input(LowerCtx& c, NodeId s) {
+  while (is_view_op(c.node(s))) s = c.node(s).inputs[0];
+  return c.node(s).op == OpKind::Input;
+}
+
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   static const bool enabled = env_bool("RLX_CUDA_FUSE_ROPE_KV");
   if (!enabled) return false;
@@ -118,6 +126,7 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.positions = static_cast<const int32_t*>(c.ptr(pos));
   w.positions_batched = c.type(pos).rank() == 2;
   w.cache_pos = static_cast<const int32_t*>(c.ptr(k.inputs[2]));
+  w.inputs_ready = is_program_input(c, pos) && is_program_input(c, k.inputs[2]);
   w.y = c.ptr(id);
   w.k_cache = c.ptr(kn);
   w.v_cache = c.ptr(vn);

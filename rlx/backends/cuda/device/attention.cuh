@@ -164,6 +164,14 @@ __device__ __forceinline__ void cp_async_rows(T* s, const T* src, int64_t stride
   const int64_t step = kRowsPerIt * stride;
   const int left = limit - row0 - r;
   const uint32_t dst = smem_u32(s + r * kStride + ch * 8);
+  if (limit - row0 >= ROWS) {  // a whole tile: no per-row bounds (a third of the instructions)
+#pragma unroll
+    for (int it = 0; it < ROWS / kRowsPerIt; ++it) {
+      cp_async_16(dst + it * kRowsPerIt * kStride * static_cast<int>(sizeof(T)), p, true);
+      p += step;
+    }
+    return;
+  }
 #pragma unroll
   for (int it = 0; it < ROWS / kRowsPerIt; ++it) {
     const bool ok = it * kRowsPerIt < left;

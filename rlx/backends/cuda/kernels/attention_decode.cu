@@ -39,8 +39,8 @@ namespace {
 
 using namespace dev;
 
-constexpr int kMaxSplits = 256;
-constexpr int kMinKeysPerSplit = 256;
+constexpr int kMaxSplits = 128;
+constexpr int kMinKeysPerSplit = 64;  // one key tile per CTA: decode CTAs are latency-bound
 
 template <typename T, int D>
 struct Decode {
@@ -55,7 +55,14 @@ struct Decode {
   static constexpr int kQBytes = 16 * kStride * static_cast<int>(sizeof(T));
   static constexpr int kMergeBytes = (kWarps * 16 * kOStride + 2 * kWarps * 16) * 4;
   static constexpr int kSmemBytes = kQBytes + (kStages * kTileBytes > kMergeBytes ? kStages * kTileBytes : kMergeBytes);
+  // The cross-split merge keeps 16 rows × splits × 3 floats where the tiles were.
+  static_assert(16 * kMaxSplits * 3 * 4 <= kStages * kTileBytes, "split merge scratch exceeds the tile stages");
 };
+
+template <typename T>
+__device__ __forceinline__ void store4(T* p, float4 v) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(pack2<T>(v.x, v.y), pack2<T>(v.z, v.w));
+}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
@@ -204,6 +211,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
         s[j][e] = x;
       }
 
+    float alphas[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const float mx = quad_max(fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1])));
@@ -219,10 +227,17 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
         sum += s[j][2 * rr] + s[j][2 * rr + 1];
       }
       row_l[rr] = row_l[rr] * alpha + sum;
+      alphas[rr] = alpha;
+    }
+    // O is zero before the first tile, and a factor of exactly 1 changes
+    // nothing: skip the D/2 multiplies unless some row of the warp rescales.
+    if (t > 0 && __any_sync(0xffffffffu, alphas[0] != 1.0f || alphas[1] != 1.0f)) {
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
-        acc[dt][2 * rr] *= alpha;
-        acc[dt][2 * rr + 1] *= alpha;
+        acc[dt][0] *= alphas[0];
+        acc[dt][1] *= alphas[0];
+        acc[dt][2] *= alphas[1];
+        acc[dt][3] *= alphas[1];
       }
     }
 
@@ -242,51 +257,70 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
   }
 
   // Merge the 4 warps' (m, l, O) through smem (the K/V stages are free now).
+  // One thread per real row turns the warps' (m, l) into weights once; the
+  // output pass is then 4 smem reads and 4 FMAs per element, four elements
+  // per thread (decode runs at one warp per scheduler, so every instruction
+  // on this path is latency).
   cp_async_wait<0>();
   __syncthreads();
   float* sO = reinterpret_cast<float*>(sKV);
   float* sM = sO + P::kWarps * 16 * P::kOStride;
   float* sL = sM + P::kWarps * 16;
+  const int nrows = min(16, R - r0);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    const int row = warp * 16 + g + rr * 8;
+    const int row = g + rr * 8;
     const float l = quad_sum(row_l[rr]);
+    if (row >= nrows) continue;  // padding rows of the m16 fragment
     if (t4 == 0) {
-      sM[row] = row_m[rr];
-      sL[row] = l;
+      sM[warp * 16 + row] = row_m[rr];
+      sL[warp * 16 + row] = l;
     }
+    float* o = sO + (warp * 16 + row) * P::kOStride + 2 * t4;
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-      *reinterpret_cast<float2*>(sO + row * P::kOStride + dt * 8 + 2 * t4) = make_float2(acc[dt][2 * rr], acc[dt][2 * rr + 1]);
+    for (int dt = 0; dt < DT; ++dt) *reinterpret_cast<float2*>(o + dt * 8) = make_float2(acc[dt][2 * rr], acc[dt][2 * rr + 1]);
   }
   __syncthreads();
-
-  for (int idx = tid; idx < 16 * D; idx += P::kThreads) {
-    const int r = idx / D, d = idx % D;
-    const int rgl = r0 + r;
-    if (rgl >= R) break;  // rows are in order: every later idx is past R too
+  // Per row: the merged max M and sum L; sM becomes each warp's factor
+  // 2^(m_w − M), divided by L when this CTA writes the final output.
+  if (tid < nrows) {
     float M = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < P::kWarps; ++w) M = fmaxf(M, sM[w * 16 + r]);
-    float L = 0.0f, O = 0.0f;
-    if (M != -INFINITY) {
+    for (int w = 0; w < P::kWarps; ++w) M = fmaxf(M, sM[w * 16 + tid]);
+    float f[P::kWarps], L = 0.0f;
 #pragma unroll
-      for (int w = 0; w < P::kWarps; ++w) {
-        const float f = exp2f(sM[w * 16 + r] - M);
-        L += sL[w * 16 + r] * f;
-        O += sO[(w * 16 + r) * P::kOStride + d] * f;
-      }
+    for (int w = 0; w < P::kWarps; ++w) {
+      f[w] = M == -INFINITY ? 0.0f : exp2f(sM[w * 16 + tid] - M);
+      L += sL[w * 16 + tid] * f[w];
     }
+    const float scale = active == 1 ? (L > 0.0f ? 1.0f / L : 0.0f) : 1.0f;
+#pragma unroll
+    for (int w = 0; w < P::kWarps; ++w) sM[w * 16 + tid] = f[w] * scale;
+    sL[tid] = M;
+    sL[16 + tid] = L;
+  }
+  __syncthreads();
+  constexpr int D4 = D / 4;
+  for (int idx = tid; idx < nrows * D4; idx += P::kThreads) {
+    const int r = idx / D4, d = (idx % D4) * 4;
+    float4 O = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < P::kWarps; ++w) {
+      const float f = sM[w * 16 + r];
+      const float4 x = *reinterpret_cast<const float4*>(sO + (w * 16 + r) * P::kOStride + d);
+      O.x = fmaf(x.x, f, O.x);
+      O.y = fmaf(x.y, f, O.y);
+      O.z = fmaf(x.z, f, O.z);
+      O.w = fmaf(x.w, f, O.w);
+    }
+    const int rgl = r0 + r;
     const int64_t row_id = (static_cast<int64_t>(b) * a.Lq + rgl / G) * a.H + kvh * G + rgl % G;
     if (active == 1) {
-      static_cast<T*>(a.out)[row_id * D + d] = from_f32<T>(L > 0.0f ? O / L : 0.0f);
+      store4(static_cast<T*>(a.out) + row_id * D + d, O);
     } else {
       const int64_t ps = row_id * a.splits + split;
-      a.ws_o[ps * D + d] = O;
-      if (d == 0) {
-        a.ws_ml[2 * ps] = M;
-        a.ws_ml[2 * ps + 1] = L;
-      }
+      *reinterpret_cast<float4*>(a.ws_o + ps * D + d) = O;
+      if (d == 0) *reinterpret_cast<float2*>(a.ws_ml + 2 * ps) = make_float2(sL[r], sL[16 + r]);
     }
   }
   if (active == 1) return;
@@ -307,24 +341,49 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
   // (counters that persist across launches need no memset).
   if (tid == 0) *(a.ws_count + (static_cast<int64_t>(b) * a.Hkv + kvh) * RG + rg) = 0;
   __threadfence();
-  for (int idx = tid; idx < 16 * D; idx += P::kThreads) {
-    const int r = idx / D, d = idx % D;
-    const int rgl = r0 + r;
-    if (rgl >= R) break;
-    const int64_t row_id = (static_cast<int64_t>(b) * a.Lq + rgl / G) * a.H + kvh * G + rgl % G;
-    const float* ml = a.ws_ml + row_id * a.splits * 2;
-    const float* po = a.ws_o + row_id * a.splits * D + d;
+  // All (m, l) pairs in one round of loads, then per row the weights
+  // 2^(m_s − M) / L into sW; the output pass issues its splits' loads four at
+  // a time. Serial L2 round trips, not arithmetic, are what this merge costs.
+  float* sW = sO;  // [nrows][active] (m, l) pairs, then weights
+  auto row_of = [&](int r) { return (static_cast<int64_t>(b) * a.Lq + (r0 + r) / G) * a.H + kvh * G + (r0 + r) % G; };
+  for (int i = tid; i < nrows * active; i += P::kThreads) {
+    const int r = i / active, s2 = i % active;
+    const float2 ml = __ldcg(reinterpret_cast<const float2*>(a.ws_ml) + row_of(r) * a.splits + s2);
+    sW[2 * i] = ml.x;
+    sW[2 * i + 1] = ml.y;
+  }
+  __syncthreads();
+  float* sWt = sW + 2 * nrows * active;
+  if (tid < nrows) {
+    const float* ml = sW + 2 * tid * active;
     float M = -INFINITY;
-    for (int s2 = 0; s2 < active; ++s2) M = fmaxf(M, __ldcg(ml + 2 * s2));
-    float L = 0.0f, O = 0.0f;
-    if (M != -INFINITY) {
-      for (int s2 = 0; s2 < active; ++s2) {
-        const float w = exp2f(__ldcg(ml + 2 * s2) - M);
-        L += __ldcg(ml + 2 * s2 + 1) * w;
-        O += __ldcg(po + static_cast<int64_t>(s2) * D) * w;
+    for (int s2 = 0; s2 < active; ++s2) M = fmaxf(M, ml[2 * s2]);
+    float L = 0.0f;
+    for (int s2 = 0; s2 < active; ++s2) L += M == -INFINITY ? 0.0f : ml[2 * s2 + 1] * exp2f(ml[2 * s2] - M);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int s2 = 0; s2 < active; ++s2) sWt[tid * active + s2] = M == -INFINITY ? 0.0f : exp2f(ml[2 * s2] - M) * inv;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < nrows * D4; idx += P::kThreads) {
+    const int r = idx / D4, d = (idx % D4) * 4;
+    const int64_t row_id = row_of(r);
+    const float4* po = reinterpret_cast<const float4*>(a.ws_o + row_id * a.splits * D + d);
+    const float* w = sWt + r * active;
+    float4 O = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0 = 0; s0 < active; s0 += 4) {
+      float4 x[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) x[j] = s0 + j < active ? __ldcg(po + static_cast<int64_t>(s0 + j) * D4) : make_float4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float f = s0 + j < active ? w[s0 + j] : 0.0f;
+        O.x = fmaf(x[j].x, f, O.x);
+        O.y = fmaf(x[j].y, f, O.y);
+        O.z = fmaf(x[j].z, f, O.z);
+        O.w = fmaf(x[j].w, f, O.w);
       }
     }
-    static_cast<T*>(a.out)[row_id * D + d] = from_f32<T>(L > 0.0f ? O / L : 0.0f);
+    store4(static_cast<T*>(a.out) + row_id * D + d, O);
   }
 }
 

@@ -196,18 +196,26 @@ template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_qkv_kernel(const T* q, const T* k, const T* v, int64_t v_stride, int64_t v_offset,
                     const int32_t* positions, const int32_t* cache_pos, T* y, C* k_cache, C* v_cache,
-                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err) {
+                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err, bool inputs_ready) {
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
   extern __shared__ float rstd[];  // heads floats, then the norm weight, when the part has a norm
   const int part = blockIdx.y;
   const RopeParams& p = part == 0 ? qp : kp;
   float* nw = rstd + p.heads;
   if (part < 2) stage_norm_weight(p, nw);
-  dev::pdl_begin();
   const int64_t row = blockIdx.x;
   const int64_t b = row / p.L, l = row - b * p.L;
   const int width = p.heads * p.head_dim;
-  const int64_t start = *cache_pos;
+  // Positions and the cache offset that are program inputs (filled by the
+  // run's input copy, written by no kernel) are read, and the angles formed,
+  // before pdl_wait: off the decode step's critical path.
+  int64_t start = 0;
+  if (inputs_ready) {
+    start = *cache_pos;
+    if (part < 2) angles(p, positions[p.pos_batched ? row : l], cs, sn);
+  }
+  dev::pdl_begin();
+  if (!inputs_ready) start = *cache_pos;
   const int64_t slot = (b * capacity + start + l) * width;
   if (part > 0 && (start < 0 || start + p.L > capacity)) {
     if (err && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, kErrSliceOutOfRange);
@@ -220,7 +228,11 @@ __global__ void __launch_bounds__(256)
   }
   const T* xr = (part == 0 ? q : k) + row * p.x_stride + p.x_offset;
   if (p.norm_w) head_norms(p, xr, rstd);
-  angles(p, positions[p.pos_batched ? row : l], cs, sn);
+  if (inputs_ready) {
+    __syncthreads();  // publishes rstd (angles() did it for cs, sn)
+  } else {
+    angles(p, positions[p.pos_batched ? row : l], cs, sn);
+  }
   if (part == 0) {
     for (int e = threadIdx.x; e < width; e += blockDim.x) {
       const int h = e / p.head_dim, d = e - h * p.head_dim;
@@ -361,7 +373,7 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
       rope_qkv_kernel<T, C><<<grid, threads, smem, stream>>>(
           static_cast<const T*>(w.q), static_cast<const T*>(w.k), static_cast<const T*>(w.v), w.v_stride, w.v_offset,
           w.positions, w.cache_pos, static_cast<T*>(w.y), static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
-          w.capacity, qp, kp, w.error_flag);
+          w.capacity, qp, kp, w.error_flag, w.inputs_ready);
       RLX_CUDA_CHECK_LAUNCH(op);
     });
   });

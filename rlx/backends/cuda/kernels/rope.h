@@ -77,6 +77,9 @@ struct RopeQkvWrite {
   void* v_cache = nullptr;
   int64_t B = 0, L = 0, capacity = 0;
   int32_t* error_flag = nullptr;
+  // positions and cache_pos are written by no kernel of the program (program
+  // inputs): the kernel reads them, and forms the angles, before pdl_wait.
+  bool inputs_ready = false;
 };
 void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream);
 
