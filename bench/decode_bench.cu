@@ -206,6 +206,11 @@ int main(int argc, char** argv) {
     int32_t* len = device_i32(kv);
     p.kv_len = len;
     p.kv_len_shared = true;
+    // As in decode: kv_len and the cache offset are program inputs, and every
+    // cache row but this step's (written by rope) is from earlier steps.
+    int32_t* stable = device_i32(kv - 1);
+    p.kv_len_ready = true;
+    p.kv_stable = stable;
     const size_t counters = cuda::attention_counter_ints(p);
     void* cnt = counters ? device_bytes(counters * 4) : nullptr;
     if (cnt) RLX_CUDA_CHECK(cudaMemset(cnt, 0, counters * 4));
@@ -215,7 +220,7 @@ int main(int argc, char** argv) {
     row(str("decode attention, ", kv, " cached keys (",
                    cuda::attention_path_name(cuda::attention_path(p)), ")"),
         chain([&](cudaStream_t s) { cuda::launch_attention(p, ws, s); }));
-    for (void* q : {out, static_cast<void*>(len), cnt, ws}) cudaFree(q);
+    for (void* q : {out, static_cast<void*>(len), static_cast<void*>(stable), cnt, ws}) cudaFree(q);
   }
   cudaFree(k_cache);
   cudaFree(v_cache);

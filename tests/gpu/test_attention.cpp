@@ -79,6 +79,7 @@ struct Case {
   bool fused = false;             // Q/K/V inside one [B, L, (H + 2Hkv)·D] buffer (Lq == Lk)
   int row_pad = 0;                // extra elements per Q/K/V row (separate buffers)
   std::vector<int> kv_len;        // per batch, empty = none
+  int kv_stable = -1;             // ≥ 0: decode told rows below it may be read before pdl_wait
   int bias_bcast = 0;             // 0 [B,H,Lq,Lk], 1 [1,H,Lq,Lk], 2 [B,1,Lq,Lk], 3 [B,1,1,Lk]
   bool bias_storage = false;      // bias in the storage dtype instead of f32
   bool mask_batch0_all = false;   // custom mask hides every key of batch 0
@@ -96,6 +97,7 @@ struct Case {
     if (fused) os << " fused";
     if (row_pad) os << " pad=" << row_pad;
     if (!kv_len.empty()) os << " kv_len";
+    if (kv_stable >= 0) os << " kv_stable=" << kv_stable;
     if (mask == Mask::Bias) os << " bias_bcast=" << bias_bcast << (bias_storage ? " storage" : " f32");
     if (mask_prefix_even) os << " prefix-masks";
     if (mask_scratch) os << " mask-scratch";
@@ -276,6 +278,16 @@ void run_case(const Case& c, uint64_t seed) {
     std::vector<int32_t> kv(c.kv_len.begin(), c.kv_len.end());
     CUDA_OK(cudaMemcpy(kvd.p, kv.data(), kv.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     p.kv_len = static_cast<const int32_t*>(kvd.p);
+  }
+  // The early-read split of each CTA's first tiles (rows below the cut before
+  // pdl_wait, the rest after) must load exactly what one load does.
+  DevBuf stable_d;
+  if (c.kv_stable >= 0) {
+    stable_d = DevBuf(sizeof(int32_t));
+    const int32_t v = c.kv_stable;
+    CUDA_OK(cudaMemcpy(stable_d.p, &v, sizeof v, cudaMemcpyHostToDevice));
+    p.kv_len_ready = true;
+    p.kv_stable = static_cast<const int32_t*>(stable_d.p);
   }
 
   const size_t out_elems = static_cast<size_t>(B) * Lq * H * D;
@@ -538,6 +550,31 @@ TEST(AttentionGpu, KvLenPrefillAndDecode) {
       c.kv_len = {2, 3000, 64, 4097};
       run_case(c, fresh_seed());
     }
+}
+
+// Decode told that K/V rows below a cut are stable (requested before
+// pdl_wait, the rest after): cuts before, inside and past each CTA's first
+// tiles, whole and partial tiles, one and many splits.
+TEST(AttentionGpu, DecodeStableRowsReadEarly) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int D : {64, 256})
+      for (int stable : {0, 1, 37, 64, 100, 159, 160, 5000}) {
+        Case c;
+        c.dt = dt;
+        c.B = 2;
+        c.H = 4;
+        c.Hkv = 1;
+        c.D = D;
+        c.Lq = 1;
+        c.Lk = 1024;
+        c.mask = Mask::Window;
+        c.window = 512;
+        c.kv_len = {160, 1000};
+        c.kv_stable = stable;
+        c.expect_path = kDecode;
+        run_case(c, fresh_seed());
+      }
 }
 
 // Embedding-model shapes (every key in one or two tiles), many CTAs, fused

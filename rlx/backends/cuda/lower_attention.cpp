@@ -81,6 +81,39 @@ PreparedMask prepared_mask(LowerCtx& c, NodeId mask, size_t bytes, bool convert,
   return before;
 }
 
+// The cache-offset input below which a decode attention's K and V rows are
+// written by no kernel of the program, or null. That holds when K and V are
+// (views of) WriteSlices along the row axis into States that nothing else in
+// the program touches, both at one program-input offset: this program writes
+// rows [offset, offset + L) only, and earlier rows come from earlier runs.
+const int32_t* stable_kv_rows(LowerCtx& c, NodeId k, NodeId v) {
+  const auto cache_write = [&](NodeId s) -> const Node* {
+    while (is_view_op(c.node(s))) s = c.node(s).inputs[0];
+    const Node& w = c.node(s);
+    if (w.op != OpKind::WriteSlice || w.attr<WriteSliceAttrs>().axis != 1) return nullptr;
+    const NodeId state = w.inputs[0];
+    if (c.node(state).op != OpKind::State || c.users(state).size() != 1) return nullptr;
+    return &w;
+  };
+  const Node* wk = cache_write(k);
+  const Node* wv = cache_write(v);
+  if (!wk || !wv || wk->inputs[2] != wv->inputs[2]) return nullptr;
+  const NodeId offset = wk->inputs[2];
+  int64_t count = 1;
+  for (int64_t d : c.dims(offset)) count *= d;
+  if (!is_program_input(c, offset) || c.type(offset).dtype != DType::I32 || count != 1) return nullptr;
+  return static_cast<const int32_t*>(c.ptr(offset));
+}
+
+}  // namespace
+
+bool is_program_input(LowerCtx& c, NodeId s) {
+  while (is_view_op(c.node(s))) s = c.node(s).inputs[0];
+  return c.node(s).op == OpKind::Input;
+}
+
+namespace {
+
 void lower_attention(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const auto& a = n.attr<AttentionAttrs>();
@@ -130,7 +163,9 @@ void lower_attention(LowerCtx& c, NodeId id) {
     const NodeId len = n.inputs.back();
     p.kv_len = static_cast<const int32_t*>(c.ptr(len));
     p.kv_len_shared = c.type(len).shape[0] == Dim(1) && p.B > 1;
+    p.kv_len_ready = is_program_input(c, len);
   }
+  if (p.kv_len == nullptr || p.kv_len_ready) p.kv_stable = stable_kv_rows(c, n.inputs[1], n.inputs[2]);
   // A custom key mask is prepared once per program and mask node: the first
   // attention that reads it converts it to bytes (unless it is bytes already)
   // and, on the prefill path, reduces it to per-row lengths (see

@@ -26,13 +26,6 @@ namespace {
 // every source must still be alive at P (read by some node at or after P),
 // and every reader of the three results must come after P; otherwise the
 // nodes stay separate.
-// Whether s is (a view of) a program input: the run's input copy fills it
-// before any kernel starts, so a kernel may read it before pdl_wait.
-bool is_program_input(LowerCtx& c, NodeId s) {
-  while (is_view_op(c.node(s))) s = c.node(s).inputs[0];
-  return c.node(s).op == OpKind::Input;
-}
-
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   static const bool enabled = env_bool("RLX_CUDA_FUSE_ROPE_KV");
   if (!enabled) return false;

@@ -197,6 +197,10 @@ using CudaLowering = std::function<void(LowerCtx&, NodeId)>;
 // An op's axis attribute (negative counts from the end) as an index.
 inline int norm_axis(int a, size_t rank) { return a < 0 ? a + static_cast<int>(rank) : a; }
 
+// Whether s is (a view of) a program input: the run's one input copy fills
+// it before any kernel starts, so a kernel may read it before pdl_wait.
+bool is_program_input(LowerCtx& c, NodeId s);
+
 // Narrows that attention reads in place (lower_attention.cpp); the program
 // passes this to the memory planner so they become views of their source.
 bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);

@@ -45,6 +45,8 @@ struct AttnArgs {
   int64_t bias_b_stride, bias_h_stride, bias_q_stride;
   const int32_t* kv_len;    // [B] valid keys per batch (or [1] shared), or null (= Lk)
   int kv_len_b_stride;      // 1, or 0 when one length serves every batch
+  bool kv_len_ready;        // kv_len may be read before pdl_wait (AttentionParams)
+  const int32_t* kv_stable; // K/V rows below *kv_stable may be read before pdl_wait, or null
   // Gate (device int32 [B], or null): the prefill kernel skips batch b unless
   // (gate[b] != 0) == gate_run_if_nonzero. Lets two variants be captured and
   // the data pick one per batch at run time (a right-padded key mask → lengths).

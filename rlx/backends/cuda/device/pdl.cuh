@@ -13,8 +13,12 @@
 //                        resident, so early dependents never take SM slots
 //                        this grid's own later CTAs still need.
 // Before pdl_wait() a kernel may read only what no kernel of the program
-// writes: weights, constants, its own arguments. Decode kernels prefetch their
-// weights there, so the DRAM latency overlaps the kernel before them.
+// writes: weights, constants, its own arguments, and program inputs (the
+// run's one input copy fills them before the first kernel starts; the
+// lowering tells a kernel when a pointer is one, e.g. RopeQkvWrite::inputs_ready,
+// AttentionParams::kv_len_ready / kv_stable). Decode kernels prefetch their
+// weights (and attention its earlier cache rows) there, so the memory latency
+// overlaps the kernel before them.
 // A kernel that skips these must never be the target of a programmatic edge:
 // encoder.cpp only converts edges into kernels named in rlx::cuda.
 #pragma once

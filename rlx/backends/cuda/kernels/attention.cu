@@ -220,6 +220,8 @@ dev::AttnArgs make_args(const AttentionParams& p) {
   a.bias_q_stride = p.bias_q_stride;
   a.kv_len = p.kv_len;
   a.kv_len_b_stride = p.kv_len_shared ? 0 : 1;
+  a.kv_len_ready = p.kv_len_ready || p.kv_len == nullptr;
+  a.kv_stable = a.kv_len_ready ? p.kv_stable : nullptr;
   a.splits = 1;
   return a;
 }

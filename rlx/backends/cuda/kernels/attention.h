@@ -72,6 +72,14 @@ struct AttentionParams {
   // them the split-KV decode needs no memset of its arrival counters, so a
   // decode step has one node per attention instead of two.
   int32_t* counters = nullptr;
+  // Decode only, for kernels on the critical path of a CUDA-graph step:
+  // kv_len (or its absence) is written by no kernel of the program (a program
+  // input), so the key ranges are worked out before pdl_wait; and K/V rows
+  // below *kv_stable (a program input, one value for every batch) are written
+  // by no kernel of the program (earlier steps' cache rows), so they are
+  // requested before pdl_wait too, overlapping the kernel before.
+  bool kv_len_ready = false;
+  const int32_t* kv_stable = nullptr;
 
   // Fill the row/batch strides for separate dense Q [B, Lq, H·D], K/V
   // [B, Lk, Hkv·D], and (when bias is set) a dense bias [B, H, Lq, Lk].

@@ -64,9 +64,31 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
   *reinterpret_cast<uint2*>(p) = make_uint2(pack2<T>(v.x, v.y), pack2<T>(v.z, v.w));
 }
 
+// cp_async_rows (device/attention.cuh) cut at row `cut` ≤ limit: `before`
+// copies the tile's rows below cut, otherwise the rest (zero-filling rows at
+// or past limit). The two calls write disjoint smem rows, so the first may
+// run before pdl_wait and the second after it.
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void cp_async_rows_cut(T* s, const T* src, int64_t stride, int row0, int limit, int cut,
+                                                  bool before, int tid) {
+  constexpr int kChunks = D / 8, kStride = D + 8, kRowsPerIt = THREADS / kChunks;
+  const int r = tid / kChunks, ch = tid % kChunks;
+  const T* p = src + (row0 + r) * stride + ch * 8;
+  const uint32_t dst = smem_u32(s + r * kStride + ch * 8);
+#pragma unroll
+  for (int it = 0; it < ROWS / kRowsPerIt; ++it) {
+    const int row = row0 + r + it * kRowsPerIt;
+    if (before ? row < cut : row >= cut)
+      cp_async_16(dst + it * kRowsPerIt * kStride * static_cast<int>(sizeof(T)), row < limit ? p : src, row < limit);
+    p += kRowsPerIt * stride;
+  }
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
-  dev::pdl_begin();
+  // With kv_len a program input the key ranges below need nothing from the
+  // kernel before; otherwise wait for it first.
+  if (!a.kv_len_ready) dev::pdl_wait();
   using P = Decode<T, D>;
   constexpr int BN = P::BN, S = P::kStride, KS = D / 16, DT = D / 8, kStages = P::kStages;
   constexpr bool kQInRegs = P::kQInRegs;
@@ -125,6 +147,33 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
   const T* kg = static_cast<const T*>(a.k) + b * a.k_batch_stride + static_cast<int64_t>(kvh) * D;
   const T* vg = static_cast<const T*>(a.v) + b * a.v_batch_stride + static_cast<int64_t>(kvh) * D;
 
+  auto load_tile = [&](int tile, int slot) {
+    T* sK = sKV + slot * 2 * BN * S;
+    const int n0 = s_lo + tile * BN;
+    cp_async_rows<T, D, BN, P::kThreads>(sK, kg, a.k_row_stride, n0, s_hi, tid);
+    cp_async_rows<T, D, BN, P::kThreads>(sK + BN * S, vg, a.v_row_stride, n0, s_hi, tid);
+  };
+  auto load_tile_cut = [&](int tile, int slot, int cut, bool before) {
+    T* sK = sKV + slot * 2 * BN * S;
+    const int n0 = s_lo + tile * BN;
+    cp_async_rows_cut<T, D, BN, P::kThreads>(sK, kg, a.k_row_stride, n0, s_hi, cut, before, tid);
+    cp_async_rows_cut<T, D, BN, P::kThreads>(sK + BN * S, vg, a.v_row_stride, n0, s_hi, cut, before, tid);
+  };
+  // Cache rows below `cut`, written by earlier steps, are requested before
+  // pdl_wait: their latency overlaps the kernel before (rope, which writes
+  // this step's rows).
+  int cut = s_lo;
+  if (a.kv_len_ready) {
+    if (a.kv_stable != nullptr) {
+      cut = min(max(__ldg(a.kv_stable), s_lo), s_hi);
+#pragma unroll
+      for (int st = 0; st < kStages - 1; ++st)
+        if (st < ntiles && cut > s_lo + st * BN) load_tile_cut(st, st, cut, true);
+    }
+    dev::pdl_wait();
+  }
+  dev::pdl_trigger();
+
   // Q rows: each row has its own (query, head) address.
   {
     const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride;
@@ -137,15 +186,15 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
       cp_async_16(smem_u32(sQ + r * S + ch * 8), src, ok);
     }
   }
-  auto load_tile = [&](int tile, int slot) {
-    T* sK = sKV + slot * 2 * BN * S;
-    const int n0 = s_lo + tile * BN;
-    cp_async_rows<T, D, BN, P::kThreads>(sK, kg, a.k_row_stride, n0, s_hi, tid);
-    cp_async_rows<T, D, BN, P::kThreads>(sK + BN * S, vg, a.v_row_stride, n0, s_hi, tid);
-  };
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < ntiles) load_tile(st, st);
+    if (st < ntiles) {
+      if (cut > s_lo + st * BN) {
+        load_tile_cut(st, st, cut, false);
+      } else {
+        load_tile(st, st);
+      }
+    }
     cp_async_commit();  // always commit: group counting stays uniform
   }
 
