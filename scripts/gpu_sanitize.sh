@@ -40,11 +40,12 @@ for tool in ${*:-memcheck racecheck}; do
     memcheck)
       run memcheck-conformance memcheck "$B/tests/rlx_op_tests" --gtest_filter="$F16_CASES"
       run memcheck-decode memcheck "$B/tests/rlx_gpu_tests" \
-        --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3:CudaQuantGemv.*:GemmSm90.LongK'
+        --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3:CudaQuantGemv.*:GemmSm90.LongK:AttentionGpu.DecodeStableRowsReadEarly'
       run memcheck-qgemm memcheck "$B/tests/rlx_gpu_tests" --gtest_filter='CudaQuantGemm.*'
       ;;
     racecheck)
-      run racecheck-decode racecheck "$B/tests/rlx_gpu_tests" --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3'
+      run racecheck-decode racecheck "$B/tests/rlx_gpu_tests" \
+        --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3:AttentionGpu.DecodeStableRowsReadEarly'
       run racecheck-conformance racecheck "$B/tests/rlx_op_tests" \
         --gtest_filter='*cuda_attention_causal*_f16:*cuda_rmsnorm*_f16:*cuda_softmax*_f16:*cuda_post*_f16'
       ;;

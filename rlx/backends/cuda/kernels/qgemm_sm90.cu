@@ -412,10 +412,8 @@ constexpr int smem_bytes() {
 
 template <int kVec>
 __device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
-  if constexpr (kVec == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(kVec) : "memory");
+  static_assert(kVec == 4 || kVec == 8, "16-byte-aligned rows go by TMA");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(kVec) : "memory");
 }
 
 // Chunk `chunk` (elements kChunkK·chunk..) of the CTA's kRows weight rows into a
@@ -440,9 +438,7 @@ __device__ __forceinline__ void copy_chunk(int vec, uint32_t stage, const uint8_
   if (chunk < nchunks) {
     const int64_t left = row_bytes - static_cast<int64_t>(chunk) * Frag<W>::kChunkBytes;
     const int valid = left < Frag<W>::kChunkBytes ? static_cast<int>(left) : Frag<W>::kChunkBytes;
-    if (vec == 16)
-      copy_chunk_vec<W, 16>(stage, w, row_bytes, n0, N, chunk, valid, tid);
-    else if (vec == 8)
+    if (vec == 8)  // 16-byte-aligned rows go by TMA (the launcher's vec 0)
       copy_chunk_vec<W, 8>(stage, w, row_bytes, n0, N, chunk, valid, tid);
     else
       copy_chunk_vec<W, 4>(stage, w, row_bytes, n0, N, chunk, valid, tid);
