@@ -493,11 +493,7 @@ int attention_decode_splits(DType dtype, const dev::AttnArgs& a) {
   const int per_sm = std::clamp(smem_sm / (smem + 1024), 1, 4);
   const int64_t target = static_cast<int64_t>(sms) * per_sm;
   const int64_t base = static_cast<int64_t>(a.B) * a.Hkv * ((a.group * a.Lq + 15) / 16);
-  // Keys a row group can see at most: a sliding window bounds them below the
-  // cache size, and splits past that would only launch CTAs that leave at once.
-  int64_t keys = a.Lk;
-  if (a.causal && a.window > 0) keys = std::min<int64_t>(keys, a.window + a.Lq - 1);
-  const int max_splits = static_cast<int>(std::clamp<int64_t>(keys / kMinKeysPerSplit, 1, kMaxSplits));
+  const int max_splits = std::clamp(a.Lk / kMinKeysPerSplit, 1, kMaxSplits);
   if (base >= target || max_splits == 1) return 1;
   // Fewest splits with the best wave efficiency (CTAs / (waves · target)).
   int best = 1;
