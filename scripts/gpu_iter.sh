@@ -8,7 +8,8 @@
 # gputests (ctest -L gpu), models (model parity tests), gen (Gemma decode and
 # prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), attn (rlx_attention_bench, A/B over RLX_ATTN_AB),
 # bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer),
-# prefill (rlx_quant_bench prefill + torch peer), decode (rlx_decode_bench: a Gemma
+# prefill (rlx_quant_bench prefill + torch peer), trace (rlx_decode_trace: CUPTI timeline of
+# Gemma decode steps), decode (rlx_decode_bench: a Gemma
 # decode layer's kernels one at a time, no model needed), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
@@ -76,6 +77,10 @@ for step in "$@"; do
         > "$OUT/prefill.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/prefill.log" | tail -70
       timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
       grep -E 'prefill' "$OUT/torch-quant.log" | grep -v '^{' ;;
+    trace)  # CUPTI trace of Gemma decode steps (needs the Gemma file): wall vs GPU span, every node of a step
+      scripts/gpu_targets.sh rlx_decode_trace > "$OUT/trace-build.log" 2>&1 || { echo "trace build failed"; tail -5 "$OUT/trace-build.log"; continue; }
+      timeout 120 "$B/bench/rlx_decode_trace" ${RLX_GEMMA_GGUF:-} > "$OUT/trace.log" 2>&1; echo "rc=$?"; head -8 "$OUT/trace.log"
+      grep -A25 "^per name" "$OUT/trace.log" ;;
     decode)  # a Gemma 3 270M decode layer's kernels, chained graph launches, beside an empty kernel
       timeout 200 "$B/bench/rlx_decode_bench" > "$OUT/decode.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/decode.log" ;;
     attn)  # rlx_attention_bench under each RLX_ATTN_AB setting ("base VAR=VAL ..."; default base)
