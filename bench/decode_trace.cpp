@@ -180,24 +180,30 @@ int main(int argc, char** argv) {
     o.kv_dtype = DType::BF16;
     llm::Generator gen(model, o);
     RLX_CHECK(gen.device().backend == "cuda", "decode_trace: needs a CUDA device (got ", gen.device().name, ")");
+    // Tracing is on before the first run: CUDA graphs are captured then, and
+    // CUPTI may see a graph's kernel nodes only when it was active at their
+    // instantiation. Records outside the traced tokens are dropped by time.
+    CUPTI_OK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    for (CUpti_ActivityKind k : kKinds) CUPTI_OK(cuptiActivityEnable(k));
     const int32_t bos = static_cast<int32_t>(gen.file().get_int("tokenizer.ggml.bos_token_id"));
     const llm::SamplingParams greedy{0.0f, 0, 1.0f, 0};
     const auto prompt = synthetic_prompt(32, gen.config().vocab, bos);
     gen.generate(prompt, 8, greedy);  // compile and capture the programs
 
-    CUPTI_OK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     constexpr int kWarm = 16;
     std::vector<std::chrono::steady_clock::time_point> at;  // when each traced token reached the host
+    uint64_t t_begin = 0, t_end = 0;                        // CUPTI clock
     int seen = 0;
     gen.generate(prompt, kWarm + steps + 1, greedy, [&](int32_t) {
-      if (seen == kWarm)
-        for (CUpti_ActivityKind k : kKinds) CUPTI_OK(cuptiActivityEnable(k));
+      if (seen == kWarm) CUPTI_OK(cuptiGetTimestamp(&t_begin));
       if (seen >= kWarm) at.push_back(std::chrono::steady_clock::now());
       ++seen;
       return true;
     });
+    CUPTI_OK(cuptiGetTimestamp(&t_end));
     for (CUpti_ActivityKind k : kKinds) CUPTI_OK(cuptiActivityDisable(k));
     CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    std::erase_if(g_records, [&](const Record& r) { return r.start < t_begin || r.end > t_end; });
 
     // One graph launch (one correlation id) per decode step.
     std::map<uint32_t, std::vector<Record>> by_launch;
