@@ -2,6 +2,7 @@
 // ceilings every benchmark prints beside its figures.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -35,6 +36,19 @@ inline int no_options(int argc, char** argv, const char* name, const char* about
   const bool help = a == "-h" || a == "--help";
   std::fprintf(help ? stdout : stderr, "usage: %s\n%s%s\n", name, help ? "" : "(takes no arguments)\n", about);
   return help ? 0 : 2;
+}
+
+// Deterministic LLM prompt token ids from the ordinary part of the
+// vocabulary, BOS first (the generation benchmarks time tokens, not text).
+inline std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab, int32_t bos) {
+  std::vector<int32_t> ids{bos};
+  uint32_t state = 12345;
+  const auto span = static_cast<uint32_t>(std::min<int64_t>(vocab, 30000) - 1000);
+  while (static_cast<int64_t>(ids.size()) < n) {
+    state = state * 1664525u + 1013904223u;
+    ids.push_back(static_cast<int32_t>(1000 + (state >> 8) % span));
+  }
+  return ids;
 }
 
 }  // namespace rlx::bench

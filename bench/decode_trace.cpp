@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "rlx/core/error.h"
 #include "rlx/models/llm/generator.h"
 #include "tests/models/model_paths.h"
@@ -119,16 +120,6 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET};
 
-std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab, int32_t bos) {
-  std::vector<int32_t> ids{bos};
-  uint32_t state = 12345;
-  while (static_cast<int64_t>(ids.size()) < n) {
-    state = state * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int32_t>(1000 + (state >> 8) % static_cast<uint32_t>(std::min<int64_t>(vocab, 30000) - 1000)));
-  }
-  return ids;
-}
-
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -187,7 +178,7 @@ int main(int argc, char** argv) {
     for (CUpti_ActivityKind k : kKinds) CUPTI_OK(cuptiActivityEnable(k));
     const int32_t bos = static_cast<int32_t>(gen.file().get_int("tokenizer.ggml.bos_token_id"));
     const llm::SamplingParams greedy{0.0f, 0, 1.0f, 0};
-    const auto prompt = synthetic_prompt(32, gen.config().vocab, bos);
+    const auto prompt = bench::synthetic_prompt(32, gen.config().vocab, bos);
     gen.generate(prompt, 8, greedy);  // compile and capture the programs
 
     constexpr int kWarm = 16;

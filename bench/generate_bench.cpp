@@ -26,17 +26,6 @@ using namespace rlx;
 
 namespace {
 
-// Deterministic token ids from the ordinary part of the vocabulary, BOS first.
-std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab, int32_t bos) {
-  std::vector<int32_t> ids{bos};
-  uint32_t state = 12345;
-  while (static_cast<int64_t>(ids.size()) < n) {
-    state = state * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int32_t>(1000 + (state >> 8) % static_cast<uint32_t>(std::min<int64_t>(vocab, 30000) - 1000)));
-  }
-  return ids;
-}
-
 // Kernels in the most recent program's schedule ("N thunks" on CUDA; one line
 // per node elsewhere).
 int64_t kernels_in_report(const std::string& report) {
@@ -88,8 +77,8 @@ int main(int argc, char** argv) {
     const auto& cfg = gen.config();
     const int32_t bos = static_cast<int32_t>(gen.file().get_int("tokenizer.ggml.bos_token_id"));
     const llm::SamplingParams greedy{0.0f, 0, 1.0f, 0};
-    const auto prompt32 = synthetic_prompt(32, cfg.vocab, bos);
-    const auto prompt512 = synthetic_prompt(512, cfg.vocab, bos);
+    const auto prompt32 = bench::synthetic_prompt(32, cfg.vocab, bos);
+    const auto prompt512 = bench::synthetic_prompt(512, cfg.vocab, bos);
     std::printf("%s on %s, compute %s, KV cache %s\n", cfg.summary().c_str(), gen.device().name.c_str(),
                 dtype.c_str(), kv_dtype.c_str());
 
