@@ -16,7 +16,7 @@
 // the other kernels' operands are a few KB and stay in L2, as in decode.
 // Prints per-launch µs for: the floor, the post-norm (FusedPostRmsNorm with
 // the next pre-norm), rope of Q and K with QK-norm and the K/V cache writes
-// (one launch), decode attention over 160 and 1024 cached keys (sliding
+// (one launch), decode attention over 96, 160 and 1024 cached keys (sliding
 // window 512), and the GEMVs of the layer's projections.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   }
 
   // Decode attention: 1 query, 4 heads on 1 kv head, D = 256, causal, window 512.
-  for (int32_t kv : {160, 1024}) {
+  for (int32_t kv : {96, 160, 1024}) {
     cuda::AttentionParams p;
     p.dtype = DType::BF16;
     p.B = 1;
