@@ -9,7 +9,6 @@
 #include "rlx/backends/cuda/kernels/select.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/core/env.h"
-#include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
 namespace {
