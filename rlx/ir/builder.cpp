@@ -83,6 +83,14 @@ Value gather(Value table, Value indices) { return op(OpKind::Gather, NoAttrs{}, 
 Value reshape(Value x, Shape shape) { return op(OpKind::Reshape, ShapeAttrs{std::move(shape)}, {x}); }
 Value transpose(Value x, std::vector<int> perm) { return op(OpKind::Transpose, TransposeAttrs{std::move(perm)}, {x}); }
 Value narrow(Value x, int axis, int64_t start, int64_t length) {
+  // A static axis needs no counting from the end: resolve it now.
+  if (start < 0) {
+    const Shape& s = x.type().shape;
+    const int rank = static_cast<int>(s.size());
+    const int ax = axis < 0 ? axis + rank : axis;
+    if (ax >= 0 && ax < rank && s[static_cast<size_t>(ax)].is_static() && -start <= s[static_cast<size_t>(ax)].value)
+      start += s[static_cast<size_t>(ax)].value;
+  }
   return op(OpKind::Narrow, NarrowAttrs{axis, start, length}, {x});
 }
 Value concat(const std::vector<Value>& xs, int axis) { return op(OpKind::Concat, AxisAttrs{axis}, xs); }

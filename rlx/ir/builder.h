@@ -80,6 +80,7 @@ Value sample(Value logits, SampleAttrs attrs, Value step = {});
 Value gather(Value table, Value indices);
 Value reshape(Value x, Shape shape);
 Value transpose(Value x, std::vector<int> perm);
+// start < 0 counts from the end: narrow(x, 0, -1, 1) is the last row, also of a symbolic axis.
 Value narrow(Value x, int axis, int64_t start, int64_t length);
 Value concat(const std::vector<Value>& xs, int axis);
 Value expand(Value x, Shape shape);

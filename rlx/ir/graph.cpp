@@ -175,6 +175,12 @@ Graph specialize(const Graph& g, const SymbolBinding& binding) {
     const Node& n = g.node(i);
     Attrs attrs = n.attrs;
     if (auto* s = std::get_if<ShapeAttrs>(&attrs)) s->shape = bind_shape(s->shape, binding);
+    if (auto* a = std::get_if<NarrowAttrs>(&attrs); a && a->start < 0) {
+      const Shape& in = out.node(n.inputs[0]).type.shape;
+      const int rank = static_cast<int>(in.size());
+      const int ax = a->axis < 0 ? a->axis + rank : a->axis;
+      if (ax >= 0 && ax < rank) a->start += in[static_cast<size_t>(ax)].value;  // add() checks the result
+    }
     if (n.is_leaf()) {
       out.add_typed(n.op, std::move(attrs), {}, TensorType{n.type.dtype, bind_shape(n.type.shape, binding)}, n.name);
     } else {

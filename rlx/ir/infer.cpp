@@ -284,8 +284,9 @@ TensorType infer_movement(const Ctx& c, OpKind op, const Attrs& attrs) {
       const auto& a = std::get<NarrowAttrs>(attrs);
       int ax = c.axis(a.axis, c.type(0).rank());
       const Dim& d = c.shape(0)[static_cast<size_t>(ax)];
-      if (a.start < 0 || a.length < 1) c.fail("narrow start ", a.start, " length ", a.length, " invalid");
-      if (d.is_static() && a.start + a.length > d.value)
+      if (a.length < 1 || (a.start < 0 && a.start + a.length > 0))
+        c.fail("narrow start ", a.start, " length ", a.length, " invalid");
+      if (d.is_static() && (a.start < 0 ? -a.start > d.value : a.start + a.length > d.value))
         c.fail("narrow [", a.start, ", ", a.start + a.length, ") exceeds dim ", d.value);
       Shape out = c.shape(0);
       out[static_cast<size_t>(ax)] = Dim(a.length);

@@ -119,6 +119,9 @@ struct SampleAttrs {
 };
 struct ShapeAttrs { Shape shape; bool operator==(const ShapeAttrs&) const = default; };
 struct TransposeAttrs { std::vector<int> perm; bool operator==(const TransposeAttrs&) const = default; };
+// start < 0 counts from the end of the axis (start + size), so a symbolic axis
+// can be narrowed to its last elements; specialize() makes it non-negative,
+// so backends only ever see start ≥ 0.
 struct NarrowAttrs {
   int axis = 0;
   int64_t start = 0;

@@ -164,12 +164,11 @@ Value Blocks::attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local,
   return as(o, DType::F32);
 }
 
-void Blocks::head(Value x) {
-  // Row L-1 of x, where L - 1 = kv_len - offset - 1, computed in the graph so
-  // the same program serves every step.
-  Value last = kv_len_ - offset_ - constant(g_, Tensor::from(std::vector<int32_t>{1}, {1}));
-  Value h = gather(reshape(x, {"L", c_.hidden}), last);  // [1, hidden]
-  h = rms(h, names::kOutputNorm, c_.hidden);
+void Blocks::head(Value x) { head_normed(rms(x, names::kOutputNorm, c_.hidden)); }
+
+void Blocks::head_normed(Value normed) {
+  // Row L - 1, the last position: a view once L is bound, so no kernel.
+  Value h = narrow(reshape(normed, {"L", c_.hidden}), 0, -1, 1);  // [1, hidden]
   Value logits = linear(h, c_.tied_output ? names::kTokenEmbd : names::kOutput, c_.vocab, c_.hidden);
   if (c_.final_softcap > 0) {
     Value cap = scalar(g_, c_.final_softcap);

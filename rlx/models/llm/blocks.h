@@ -51,6 +51,9 @@ class Blocks {
   Value attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local, float scale);
   // Last position → output_norm → head (token_embd when tied) → softcap → outputs.
   void head(Value x);
+  // The same from `normed`, the residual stream already through output_norm
+  // (e.g. by the last layer's fused post-norm pair).
+  void head_normed(Value normed);
 
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
 

@@ -41,16 +41,13 @@ Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o)
     Value a = b.linear(b.attend(i, p, r, local, scale), w("attn_output.weight"), H, QW);
     const PostNormPair attn = b.post_norm_pair(x, a, w("post_attention_norm.weight"), w("ffn_norm.weight"), H);
     Value m = b.gated_ffn(attn.norm, i, /*gelu_tanh=*/true);
-    if (i + 1 == c.n_layers) {
-      x = b.post_norm(attn.sum, m, w("post_ffw_norm.weight"), H);
-    } else {
-      const PostNormPair ffn =
-          b.post_norm_pair(attn.sum, m, w("post_ffw_norm.weight"), names::blk(i + 1, "attn_norm.weight"), H);
-      x = ffn.sum;
-      h = ffn.norm;
-    }
+    // The last layer's pair yields output_norm's result for the head.
+    const std::string next_norm = i + 1 == c.n_layers ? names::kOutputNorm : names::blk(i + 1, "attn_norm.weight");
+    const PostNormPair ffn = b.post_norm_pair(attn.sum, m, w("post_ffw_norm.weight"), next_norm, H);
+    x = ffn.sum;
+    h = ffn.norm;
   }
-  b.head(x);
+  b.head_normed(h);
   return g;
 }
 

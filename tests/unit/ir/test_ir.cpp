@@ -92,6 +92,27 @@ TEST(IR, SpecializeBindsSymbolsAndReportsInconsistency) {
   EXPECT_NE(msg.find("exceeds dim 3"), std::string::npos) << msg;
 }
 
+TEST(IR, NarrowFromTheEndResolvesAtSpecialization) {
+  Graph g;
+  auto x = input(g, "x", DType::F32, {"L", 4});
+  auto last = narrow(x, 0, -2, 2);  // the last two rows, whatever L is
+  output("last", last);
+  EXPECT_EQ(g.node(last.id).attr<NarrowAttrs>().start, -2);
+  for (int64_t L : {2, 7}) {
+    Graph s = specialize(g, {{"L", L}});
+    const Node& n = s.node(s.outputs()[0].second);
+    EXPECT_EQ(n.attr<NarrowAttrs>().start, L - 2);
+    EXPECT_EQ(shape_to_string(n.type.shape), "[2, 4]");
+  }
+  std::string msg = error_of([&] { specialize(g, {{"L", 1}}); });
+  EXPECT_NE(msg.find("Narrow"), std::string::npos) << msg;
+  // A static axis resolves when the op is built; a run that crosses the end is refused.
+  auto y = input(g, "y", DType::F32, {5, 4});
+  EXPECT_EQ(g.node(narrow(y, 0, -1, 1).id).attr<NarrowAttrs>().start, 4);
+  EXPECT_THROW(narrow(x, 0, -1, 2), ShapeError);
+  EXPECT_THROW(narrow(y, 0, -6, 1), ShapeError);
+}
+
 TEST(IR, VerifierCatchesCorruptedTypes) {
   Graph g;
   auto x = input(g, "x", DType::F32, {2, 3});
