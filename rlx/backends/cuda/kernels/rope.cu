@@ -192,16 +192,24 @@ __global__ void __launch_bounds__(256)
 // blockIdx.y: 0 → Q rotated into y, 1 → K rotated into its cache, 2 → V
 // copied into its cache; blockIdx.x: the (b, l) row. The three parts run side
 // by side, so a decode step pays one launch for them.
+//
+// A Q or K row is first staged in shared memory as f32, all its loads issued
+// before any is used: the head norms and the rotation then read shared
+// memory, so the step after griddepcontrol.wait costs one L2 round trip
+// instead of one per pass over the row (this kernel sits on the decode
+// step's critical path).
 template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_qkv_kernel(const T* q, const T* k, const T* v, int64_t v_stride, int64_t v_offset,
                     const int32_t* positions, const int32_t* cache_pos, T* y, C* k_cache, C* v_cache,
                     int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err, bool inputs_ready) {
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
-  extern __shared__ float rstd[];  // heads floats, then the norm weight, when the part has a norm
+  // rstd [max heads], the norm weight [max head_dim], the staged row [max width]
+  extern __shared__ float rstd[];
   const int part = blockIdx.y;
   const RopeParams& p = part == 0 ? qp : kp;
-  float* nw = rstd + p.heads;
+  float* nw = rstd + max(qp.heads, kp.heads);
+  float* xs = nw + max(qp.head_dim, kp.head_dim);
   if (part < 2) stage_norm_weight(p, nw);
   const int64_t row = blockIdx.x;
   const int64_t b = row / p.L, l = row - b * p.L;
@@ -227,22 +235,30 @@ __global__ void __launch_bounds__(256)
     return;
   }
   const T* xr = (part == 0 ? q : k) + row * p.x_stride + p.x_offset;
-  if (p.norm_w) head_norms(p, xr, rstd);
+  constexpr int kBatch = 4;
+  for (int e0 = threadIdx.x; e0 < width; e0 += kBatch * blockDim.x) {
+    float vals[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int e = e0 + j * blockDim.x;
+      vals[j] = e < width ? to_f32(xr[e]) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (e0 + j * blockDim.x < width) xs[e0 + j * blockDim.x] = vals[j];
+  }
+  __syncthreads();
+  if (p.norm_w) head_norms(p, xs, rstd);
   if (inputs_ready) {
     __syncthreads();  // publishes rstd (angles() did it for cs, sn)
   } else {
     angles(p, positions[p.pos_batched ? row : l], cs, sn);
   }
-  if (part == 0) {
-    for (int e = threadIdx.x; e < width; e += blockDim.x) {
-      const int h = e / p.head_dim, d = e - h * p.head_dim;
-      y[row * width + e] = rope_elem(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
-    }
-  } else {
-    for (int e = threadIdx.x; e < width; e += blockDim.x) {
-      const int h = e / p.head_dim, d = e - h * p.head_dim;
-      k_cache[slot + e] = from_f32<C>(rope_f32(p, xr + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw));
-    }
+  for (int e = threadIdx.x; e < width; e += blockDim.x) {
+    const int h = e / p.head_dim, d = e - h * p.head_dim;
+    const float o = rope_f32(p, xs + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
+    if (part == 0) y[row * width + e] = from_f32<T>(o);
+    else k_cache[slot + e] = from_f32<C>(o);
   }
 }
 
@@ -362,14 +378,19 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
   kp.norm_eps = w.k_attrs.norm_eps;
   if (w.B * w.L == 0) return;
   RLX_CHECK(w.B * w.L < (int64_t{1} << 31), op, ": ", w.B * w.L, " rows exceed the grid limit");
-  auto dyn = [](const RopeParams& p) { return p.norm_w ? sizeof(float) * static_cast<size_t>(p.heads + p.head_dim) : 0; };
-  const size_t smem = std::max(dyn(qp), dyn(kp));
-  const int threads = threads_for(std::max(qp.heads * qp.head_dim, kp.heads * kp.head_dim));
+  const int max_width = std::max(qp.heads * qp.head_dim, kp.heads * kp.head_dim);
+  const size_t smem = sizeof(float) * static_cast<size_t>(std::max(qp.heads, kp.heads) +
+                                                          std::max(qp.head_dim, kp.head_dim) + max_width);
+  RLX_CHECK(smem <= 200 * 1024, op, ": rows of ", max_width, " elements exceed the kernel's shared memory");
+  const int threads = threads_for(max_width);
   const dim3 grid(static_cast<unsigned>(w.B * w.L), 3);
   dispatch_float(w.dtype, op, [&](auto ttag) {
     using T = decltype(ttag);
     dispatch_float(w.cache_dtype, op, [&](auto ctag) {
       using C = decltype(ctag);
+      if (smem > 48 * 1024)
+        RLX_CUDA_CHECK(cudaFuncSetAttribute(rope_qkv_kernel<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
       rope_qkv_kernel<T, C><<<grid, threads, smem, stream>>>(
           static_cast<const T*>(w.q), static_cast<const T*>(w.k), static_cast<const T*>(w.v), w.v_stride, w.v_offset,
           w.positions, w.cache_pos, static_cast<T*>(w.y), static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
