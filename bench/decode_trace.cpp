@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -144,7 +145,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!std::strcmp(argv[i], "--synthetic") && model.empty()) {
-      model = bench::synthetic_gemma3_270m_path();
+      try {
+        model = bench::synthetic_gemma3_270m_path();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "decode_trace: cannot write the synthetic model: %s\n", e.what());
+        return 1;
+      }
       std::printf("model: synthetic stand-in for Gemma 3 270M Q4_K_M (random weights), %s\n", model.c_str());
     } else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
       steps = std::atoi(argv[++i]);

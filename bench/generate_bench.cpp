@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <regex>
 #include <string>
 #include <vector>
@@ -70,7 +71,12 @@ int main(int argc, char** argv) {
   }
   if (model.empty()) model = test::gemma_gguf();
   if (synthetic) {
-    model = bench::synthetic_gemma3_270m_path();
+    try {
+      model = bench::synthetic_gemma3_270m_path();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "generate_bench: cannot write the synthetic model: %s\n", e.what());
+      return 1;
+    }
     std::printf("model: synthetic stand-in for Gemma 3 270M Q4_K_M (random weights), %s\n", model.c_str());
   }
   if (model.empty()) {
