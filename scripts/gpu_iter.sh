@@ -81,7 +81,7 @@ for step in "$@"; do
         > "$OUT/prefill.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/prefill.log" | tail -70
       timeout 200 python3 bench/quant_torch.py > "$OUT/torch-quant.log" 2>&1; echo "torch rc=$?"
       grep -E 'prefill' "$OUT/torch-quant.log" | grep -v '^{' ;;
-    trace)  # CUPTI trace of Gemma decode steps (needs the Gemma file): wall vs GPU span, every node of a step
+    trace)  # CUPTI trace of Gemma decode steps (the file, else the synthetic stand-in): wall vs GPU span, every node of a step
       scripts/gpu_targets.sh rlx_decode_trace > "$OUT/trace-build.log" 2>&1 || { echo "trace build failed"; tail -5 "$OUT/trace-build.log"; continue; }
       timeout 120 "$B/bench/rlx_decode_trace" $GEMMA > "$OUT/trace.log" 2>&1; echo "rc=$?"; head -8 "$OUT/trace.log"
       grep -A25 "^per name" "$OUT/trace.log" ;;
