@@ -17,7 +17,7 @@
 // Prints per-launch µs for: the floor, the post-norm (FusedPostRmsNorm with
 // the next pre-norm), rope of Q and K with QK-norm and the K/V cache writes
 // (one launch), decode attention over 96, 160 and 1024 cached keys (sliding
-// window 512), and the GEMVs of the layer's projections.
+// window 512; --keys sets the counts), and the GEMVs of the layer's projections.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,26 @@ struct ColdWeights {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    std::printf("usage: rlx_decode_bench\n  Gemma 3 270M decode-layer kernels, one at a time, as chained graph launches.\n");
-    return std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ? 0 : 2;
+  // Cached-key counts of the attention rows (--keys 96,160,1024 by default).
+  std::vector<int32_t> key_counts = {96, 160, 1024};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--keys" && i + 1 < argc) {
+      key_counts.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string v; std::getline(list, v, ',');) {
+        const int n = std::atoi(v.c_str());
+        if (n < 1 || n > kCapacity) {
+          std::fprintf(stderr, "rlx_decode_bench: --keys wants counts in 1..%d, got '%s'\n", static_cast<int>(kCapacity), v.c_str());
+          return 2;
+        }
+        key_counts.push_back(n);
+      }
+      continue;
+    }
+    std::printf("usage: rlx_decode_bench [--keys N,N,...]\n  Gemma 3 270M decode-layer kernels, one at a time, as chained graph launches.\n"
+                "  --keys  cached-key counts of the decode attention rows (default 96,160,1024)\n");
+    return arg == "--help" || arg == "-h" ? 0 : 2;
   }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -185,7 +203,7 @@ int main(int argc, char** argv) {
   }
 
   // Decode attention: 1 query, 4 heads on 1 kv head, D = 256, causal, window 512.
-  for (int32_t kv : {96, 160, 1024}) {
+  for (int32_t kv : key_counts) {
     cuda::AttentionParams p;
     p.dtype = DType::BF16;
     p.B = 1;

@@ -10,7 +10,8 @@
 # bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer),
 # prefill (rlx_quant_bench prefill + torch peer), trace (rlx_decode_trace: CUPTI timeline of
 # Gemma decode steps; gen, genab and trace use a synthetic stand-in without the file), decode (rlx_decode_bench: a Gemma
-# decode layer's kernels one at a time, no model needed), minilm / bert
+# decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
+# attention rows' key counts), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
@@ -86,7 +87,8 @@ for step in "$@"; do
       timeout 120 "$B/bench/rlx_decode_trace" $GEMMA > "$OUT/trace.log" 2>&1; echo "rc=$?"; head -8 "$OUT/trace.log"
       grep -A25 "^per name" "$OUT/trace.log" ;;
     decode)  # a Gemma 3 270M decode layer's kernels, chained graph launches, beside an empty kernel
-      timeout 200 "$B/bench/rlx_decode_bench" > "$OUT/decode.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/decode.log" ;;
+      timeout 200 "$B/bench/rlx_decode_bench" ${RLX_DECODE_KEYS:+--keys $RLX_DECODE_KEYS} > "$OUT/decode.log" 2>&1
+      echo "rc=$?"; grep -v '^{' "$OUT/decode.log" ;;
     attn)  # rlx_attention_bench under each RLX_ATTN_AB setting ("base VAR=VAL ..."; default base)
       for setting in ${RLX_ATTN_AB:-base}; do
         log="$OUT/attn-$(setting_slug "$setting").log"

@@ -554,12 +554,14 @@ TEST(AttentionGpu, KvLenPrefillAndDecode) {
 
 // Decode told that K/V rows below a cut are stable (requested before
 // pdl_wait, the rest after): cuts before, inside and past each CTA's first
-// tiles, whole and partial tiles, one and many splits.
+// tiles, whole and partial tiles, 2 to 8 splits of one 64-key tile each
+// (65 to 193 keys, and 1000 under a 512-key window).
 TEST(AttentionGpu, DecodeStableRowsReadEarly) {
   SKIP_WITHOUT_GPU();
   for (DType dt : {DType::F16, DType::BF16})
     for (int D : {64, 256})
-      for (int stable : {0, 1, 37, 64, 100, 159, 160, 5000}) {
+      for (std::vector<int> lens : {std::vector<int>{160, 1000}, std::vector<int>{192, 193}, std::vector<int>{65, 128}})
+      for (int stable : {0, 1, 37, 64, 100, 159, 160, 192, 5000}) {
         Case c;
         c.dt = dt;
         c.B = 2;
@@ -570,7 +572,7 @@ TEST(AttentionGpu, DecodeStableRowsReadEarly) {
         c.Lk = 1024;
         c.mask = Mask::Window;
         c.window = 512;
-        c.kv_len = {160, 1000};
+        c.kv_len = lens;
         c.kv_stable = stable;
         c.expect_path = kDecode;
         run_case(c, fresh_seed());
