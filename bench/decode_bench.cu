@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -122,12 +123,17 @@ int main(int argc, char** argv) {
       key_counts.clear();
       std::stringstream list(argv[++i]);
       for (std::string v; std::getline(list, v, ',');) {
-        const int n = std::atoi(v.c_str());
-        if (n < 1 || n > kCapacity) {
+        char* end = nullptr;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || n < 1 || n > kCapacity) {
           std::fprintf(stderr, "rlx_decode_bench: --keys wants counts in 1..%d, got '%s'\n", static_cast<int>(kCapacity), v.c_str());
           return 2;
         }
-        key_counts.push_back(n);
+        key_counts.push_back(static_cast<int32_t>(n));
+      }
+      if (key_counts.empty()) {
+        std::fprintf(stderr, "rlx_decode_bench: --keys wants at least one count\n");
+        return 2;
       }
       continue;
     }

@@ -558,25 +558,26 @@ TEST(AttentionGpu, KvLenPrefillAndDecode) {
 // (65 to 193 keys, and 1000 under a 512-key window).
 TEST(AttentionGpu, DecodeStableRowsReadEarly) {
   SKIP_WITHOUT_GPU();
+  const std::vector<std::vector<int>> lengths = {{160, 1000}, {192, 193}, {65, 128}};
   for (DType dt : {DType::F16, DType::BF16})
     for (int D : {64, 256})
-      for (std::vector<int> lens : {std::vector<int>{160, 1000}, std::vector<int>{192, 193}, std::vector<int>{65, 128}})
-      for (int stable : {0, 1, 37, 64, 100, 159, 160, 192, 5000}) {
-        Case c;
-        c.dt = dt;
-        c.B = 2;
-        c.H = 4;
-        c.Hkv = 1;
-        c.D = D;
-        c.Lq = 1;
-        c.Lk = 1024;
-        c.mask = Mask::Window;
-        c.window = 512;
-        c.kv_len = lens;
-        c.kv_stable = stable;
-        c.expect_path = kDecode;
-        run_case(c, fresh_seed());
-      }
+      for (const std::vector<int>& lens : lengths)
+        for (int stable : {0, 1, 37, 64, 100, 159, 160, 192, 5000}) {
+          Case c;
+          c.dt = dt;
+          c.B = 2;
+          c.H = 4;
+          c.Hkv = 1;
+          c.D = D;
+          c.Lq = 1;
+          c.Lk = 1024;
+          c.mask = Mask::Window;
+          c.window = 512;
+          c.kv_len = lens;
+          c.kv_stable = stable;
+          c.expect_path = kDecode;
+          run_case(c, fresh_seed());
+        }
 }
 
 // Embedding-model shapes (every key in one or two tiles), many CTAs, fused
