@@ -40,7 +40,11 @@ namespace {
 using namespace dev;
 
 constexpr int kMaxSplits = 128;
-constexpr int kMinKeysPerSplit = 64;  // one key tile per CTA: decode CTAs are latency-bound
+// One key tile per CTA: decode CTAs are latency-bound. One CTA walking all
+// of a short cache's tiles, to skip the merge (2.1 µs), measured slower from
+// three tiles on: 160 keys 7.3 against 6.2 µs with three stages filled up
+// front (docs/performance.md, eighteenth session).
+constexpr int kMinKeysPerSplit = 64;
 
 template <typename T, int D>
 struct Decode {

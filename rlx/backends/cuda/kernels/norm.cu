@@ -377,7 +377,10 @@ __global__ void __launch_bounds__(256) post_rms_norm_kernel(PostNormArgs p) {
 // The same with the row in registers (N columns per thread, column t + i·threads),
 // for rows up to 16 per thread: the weights are fetched before pdl_wait() (no
 // kernel writes them), so in a decode step their DRAM latency overlaps the
-// kernel before, and x and a are read once, all loads issued together.
+// kernel before, and x and a are read once, all loads issued together. In
+// decode this one-CTA kernel beats computing the pair in every CTA of the GEMV
+// that reads it (1,820 against 1,735 tok/s on Gemma 3 270M; branch
+// gemv-post-norm, docs/performance.md, eighteenth session).
 template <typename T, typename P, int N>
 __global__ void __launch_bounds__(256) post_rms_norm_reg_kernel(PostNormArgs p) {
   __shared__ float scratch[32];
