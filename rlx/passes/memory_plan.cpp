@@ -93,7 +93,7 @@ class FreeList {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, int64_t alignment, const ExtraViews& extra) {
+MemoryPlan plan_memory(const Graph& g, int64_t alignment, const ExtraViews& extra, bool reuse) {
   const auto n = static_cast<size_t>(g.size());
   MemoryPlan plan;
   plan.slots.resize(n);
@@ -147,7 +147,8 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment, const ExtraViews& extr
     const int64_t sz = align_up(std::max<int64_t>(s.bytes, 1), alignment);
     plan.unplanned_bytes += sz;
     s.offset = free_list.allocate(sz, arena_end);
-    if (last_use[static_cast<size_t>(i)] != kForever) dying.emplace(std::max<int64_t>(last_use[static_cast<size_t>(i)], i), i);
+    if (reuse && last_use[static_cast<size_t>(i)] != kForever)
+      dying.emplace(std::max<int64_t>(last_use[static_cast<size_t>(i)], i), i);
   }
   plan.arena_bytes = arena_end;
   return plan;

@@ -43,6 +43,9 @@ struct ExtraViews {
   std::function<bool(NodeId)> is_view;
   std::function<int64_t(NodeId)> offset;
 };
-MemoryPlan plan_memory(const Graph& g, int64_t alignment = 256, const ExtraViews& extra = {});
+// reuse = false gives every tensor its own block (the arena is then the
+// unplanned sum): for programs whose kernels may run ops of several nodes at
+// once, where a reused block would be written while still being read.
+MemoryPlan plan_memory(const Graph& g, int64_t alignment = 256, const ExtraViews& extra = {}, bool reuse = true);
 
 }  // namespace rlx
