@@ -11,7 +11,7 @@
 # prefill (rlx_quant_bench prefill + torch peer), trace (rlx_decode_trace: CUPTI timeline of
 # Gemma decode steps; gen, genab and trace use a synthetic stand-in without the file), decode (rlx_decode_bench: a Gemma
 # decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
-# attention rows' key counts), minilm / bert
+# attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
 # (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
@@ -35,7 +35,7 @@ GEMMA=${RLX_GEMMA_GGUF:---synthetic}
 
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
-  rlx_bert_bench rlx_attention_bench rlx_decode_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
+  rlx_bert_bench rlx_attention_bench rlx_decode_bench rlx_grid_sync_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 # A/B steps: "base" runs a command as it is, VAR=VAL runs it with that setting;
@@ -86,6 +86,8 @@ for step in "$@"; do
       scripts/gpu_targets.sh rlx_decode_trace > "$OUT/trace-build.log" 2>&1 || { echo "trace build failed"; tail -5 "$OUT/trace-build.log"; continue; }
       timeout 120 "$B/bench/rlx_decode_trace" $GEMMA > "$OUT/trace.log" 2>&1; echo "rc=$?"; head -8 "$OUT/trace.log"
       grep -A25 "^per name" "$OUT/trace.log" ;;
+    sync)  # grid barrier and barrier + exchange latency (the persistent decode kernel's floor)
+      timeout 60 "$B/bench/rlx_grid_sync_bench" > "$OUT/sync.log" 2>&1; echo "rc=$?"; cat "$OUT/sync.log" ;;
     decode)  # a Gemma 3 270M decode layer's kernels, chained graph launches, beside an empty kernel
       timeout 200 "$B/bench/rlx_decode_bench" ${RLX_DECODE_KEYS:+--keys $RLX_DECODE_KEYS} > "$OUT/decode.log" 2>&1
       echo "rc=$?"; grep -v '^{' "$OUT/decode.log" ;;
