@@ -7,6 +7,7 @@
 #include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/memory.h"
+#include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/log.h"
 #include "rlx/passes/memory_plan.h"
 #include "rlx/runtime/cost_model.h"
@@ -39,6 +40,12 @@ struct DeviceContext {
 };
 
 // The backend-agnostic plan, plus the Narrows attention reads in place as views.
+// Where persistent segments may form, a program whose intermediates add up
+// to at most kNoReuseBytes (a decode step: rows of one token) gives every
+// tensor its own block: the persistent kernel runs the ops of several nodes
+// between two grid barriers, and a block reused within that stretch would
+// be written by one CTA while another still reads it (a barrier per reuse).
+constexpr int64_t kNoReuseBytes = int64_t{64} << 20;
 MemoryPlan plan_cuda_memory(const Graph& g) {
   const auto users = g.users();
   ExtraViews extra;
@@ -47,7 +54,9 @@ MemoryPlan plan_cuda_memory(const Graph& g) {
     const Node& n = g.node(id);
     return n.attr<NarrowAttrs>().start * dtype_size(n.type.dtype);
   };
-  return plan_memory(g, 256, extra);
+  MemoryPlan plan = plan_memory(g, 256, extra);
+  if (persistent_enabled() && plan.unplanned_bytes <= kNoReuseBytes) plan = plan_memory(g, 256, extra, false);
+  return plan;
 }
 
 class CudaProgram final : public Program {
@@ -134,6 +143,9 @@ class CudaProgram final : public Program {
       ctx.flush_at(i);
     }
     RLX_CHECK(ctx.deferred_empty(), "cuda: a fused launch was scheduled after a node the program does not have");
+    // Runs of decode ops become one persistent-kernel launch (persistent.h).
+    if (persistent_enabled())
+      segments_ = fuse_persistent_segments(schedule_, dc.index, [&](NodeId id) { return ctx.error_flag(id); });
     // Error flags of data-dependent kernels: zeroed before, read back after.
     flag_nodes_ = ctx.flag_nodes();
     RLX_CHECK(flag_nodes_.size() <= static_cast<size_t>(g.size()), "cuda: more error flags than nodes");
@@ -180,6 +192,7 @@ class CudaProgram final : public Program {
       workspace_ = std::make_unique<DeviceBuffer>(dc.index, ctx.workspace_bytes(), "kernel workspace");
       workspace_ptr_ = workspace_->data();
     }
+    for (auto& seg : segments_) seg->finalize();  // every flag is bound by now
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
@@ -206,7 +219,8 @@ class CudaProgram final : public Program {
     std::ostringstream os;
     os << "dispatch report (cuda:" << dc_.index << " " << dc_.props.name << ", " << schedule_.thunks.size()
        << " thunks, arena " << plan_.arena_bytes << " bytes, cuda graphs "
-       << (encoder_.uses_graphs() ? "on" : "off") << "):\n";
+       << (encoder_.uses_graphs() ? "on" : "off") << ", persistent segments "
+       << (persistent_disabled_reason() ? str("off: ", persistent_disabled_reason()) : "on") << "):\n";
     os << "  cost model: " << (dc_.cost.rates().calibrated ? "calibrated" : "heuristic (no calibration)")
        << "; per node: predicted vs measured (the node's thunks summed)\n";
     // Thunks are timed only on a run with RLX_DISPATCH_REPORT set; a node none
@@ -221,6 +235,7 @@ class CudaProgram final : public Program {
     for (size_t t = 0; t < schedule_.thunks.size(); ++t) {
       const Thunk& th = schedule_.thunks[t];
       os << "  " << (th.node >= 0 ? graph_.describe(th.node) : std::string("program")) << " -> " << th.kernel;
+      if (th.persistent) os << " [could run in the persistent kernel]";
       if (t < times_ms_.size()) os << "  " << times_ms_[t] * 1000.0f << " us";
       // The node's prediction, once, on its last thunk.
       const bool last_of_node = th.node >= 0 && (t + 1 == schedule_.thunks.size() || schedule_.thunks[t + 1].node != th.node);
@@ -245,6 +260,11 @@ class CudaProgram final : public Program {
     const auto* f = static_cast<const int32_t*>(flags_host_->data());
     for (size_t i = 0; i < flag_nodes_.size(); ++i) {
       if (f[i] == 0) continue;
+      if (f[i] & kPersistentTimeout)
+        throw DeviceError(str("cuda: ", graph_.describe(flag_nodes_[i]),
+                              ": the persistent decode kernel's CTAs were not all resident at once (a grid barrier "
+                              "timed out; is another program using the GPU?); results are invalid. Set "
+                              "RLX_CUDA_PERSISTENT=0 to run without it"));
       const char* what = f[i] == 1 ? "an index is out of range (those rows were written as zeros)"
                          : f[i] == 2 ? "the write would run past the end of the state (nothing was written)"
                                      : "a kernel reported bad input";
@@ -274,6 +294,7 @@ class CudaProgram final : public Program {
   std::vector<NodeId> flag_nodes_;
   std::vector<std::unique_ptr<int32_t*>> flag_slots_, counter_slots_;
   std::vector<std::unique_ptr<void*>> persistent_slots_;
+  std::vector<std::shared_ptr<PersistentSegment>> segments_;
   void* workspace_ptr_ = nullptr;
   std::unique_ptr<PinnedBuffer> in_stage_, out_stage_;
   std::vector<IoSlot> inputs_, outputs_;

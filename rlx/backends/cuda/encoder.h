@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,15 @@
 
 namespace rlx::cuda {
 
+struct PersistentOp;  // persistent.h
+
 struct Thunk {
   NodeId node = -1;          // the IR node it implements (-1: program plumbing)
   std::string kernel;        // what runs, for the dispatch report
   std::function<void(cudaStream_t)> launch;
+  // The same work as ops of the persistent decode kernel, when the lowering
+  // can express it so (persistent.h); null otherwise.
+  std::shared_ptr<const std::vector<PersistentOp>> persistent;
 };
 
 struct ThunkSchedule {

@@ -6,6 +6,7 @@
 #include "rlx/backends/cuda/kernels/attention.h"
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/backends/cuda/persistent.h"
 #include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
@@ -114,6 +115,58 @@ bool is_program_input(LowerCtx& c, NodeId s) {
 
 namespace {
 
+// One decode query (B = Lq = 1) over a KV cache as the persistent decode
+// kernel's split-KV partials and their merge, or null. kv_len must be a
+// program input (the kernel reads it before its barrier); with kv_stable the
+// earlier steps' cache rows are requested before the barrier too.
+std::shared_ptr<const PersistentOps> persistent_attention(const AttentionParams& p) {
+  constexpr int kChunk = 64;
+  PFloat f;
+  const int es = p.dtype == DType::F32 ? 4 : 2;
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (!persistent_enabled() || p.B != 1 || p.Lq != 1 || !to_pfloat(p.dtype, &f) || !p.kv_len || !p.kv_len_ready ||
+      p.key_mask || p.bias || p.D % 32 != 0 || p.D > 256 || p.H % p.Hkv != 0 ||
+      p.H / p.Hkv > 16 || (p.window > 0 && !p.causal) || !aligned(p.k) || !aligned(p.v) ||
+      (p.k_row_stride * es) % 16 != 0 || (p.v_row_stride * es) % 16 != 0)
+    return nullptr;
+  PersistentOp a;
+  a.op.kind = PKind::Attention;
+  PAttn& t = a.op.attn;
+  t.H = p.H;
+  t.Hkv = p.Hkv;
+  t.D = p.D;
+  t.chunk = kChunk;
+  t.max_chunks = (p.Lk + kChunk - 1) / kChunk;
+  t.scale = p.scale;
+  t.scale_log2 = p.scale * 1.4426950408889634f;
+  t.softcap = p.softcap;
+  t.softcap_log2 = p.softcap * 1.4426950408889634f;
+  t.causal = p.causal;
+  t.window = p.window;
+  t.k_stride = p.k_row_stride;
+  t.v_stride = p.v_row_stride;
+  t.kv_len = p.kv_len;
+  t.kv_stable = p.kv_stable;
+  t.kv_dt = f;
+  const size_t q_bytes = static_cast<size_t>(p.H) * p.D * es;
+  a.op.in[0] = PIn{p.q, -1, f};
+  a.op.in[1] = PIn{p.k, -1, f};
+  a.op.in[2] = PIn{p.v, -1, f};
+  a.in_bytes[0] = q_bytes;
+  a.reads = {{p.q, q_bytes},
+             {p.k, static_cast<size_t>(p.Lk) * p.k_row_stride * es},
+             {p.v, static_cast<size_t>(p.Lk) * p.v_row_stride * es}};
+  PersistentOp m;
+  m.op.kind = PKind::AttnMerge;
+  m.op.attn = t;
+  m.op.out[0] = POut{p.out, -1, f};
+  m.out_elems[0] = int64_t{p.H} * p.D;
+  m.writes = {{p.out, q_bytes}};
+  for (const MemRange& r : a.reads)
+    if (r.overlaps(m.writes[0])) return nullptr;
+  return std::make_shared<const PersistentOps>(PersistentOps{a, m});
+}
+
 void lower_attention(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const auto& a = n.attr<AttentionAttrs>();
@@ -203,7 +256,7 @@ void lower_attention(LowerCtx& c, NodeId id) {
     }
     if (cslot) p.counters = *cslot;
     launch_attention(p, attn_ws ? *wslot : nullptr, s);
-  });
+  }, persistent_attention(p));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Unary, Binary, Compare, Where, Cast → the elementwise kernel family.
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/backends/cuda/persistent.h"
 
 namespace rlx::cuda {
 namespace {
@@ -16,6 +17,44 @@ void lower_unary(LowerCtx& c, NodeId id) {
   c.add(id, str("unary ", unary_name(fn), " ", dtype_name(dt)), [=](cudaStream_t s) { launch_unary(fn, dt, x, y, n, s); });
 }
 
+// A one-row float Binary (b the same size, or a scalar) or Cast as a local op
+// of the persistent decode kernel, or null.
+std::shared_ptr<const PersistentOps> persistent_elementwise(PKind kind, PBinFn fn, DType at, const void* a, int64_t na,
+                                                            const void* b, int64_t nb, DType yt, void* y, int64_t n) {
+  PFloat af, yf;
+  if (!persistent_enabled() || n < 1 || n > kPersistentMaxLocal || na != n || !to_pfloat(at, &af) || !to_pfloat(yt, &yf))
+    return nullptr;
+  if (kind == PKind::Binary && nb != n && nb != 1) return nullptr;
+  PersistentOp p;
+  p.op.kind = kind;
+  p.op.bin = PBinary{fn, n, nb};
+  p.op.in[0] = PIn{a, -1, af};
+  p.in_bytes[0] = static_cast<size_t>(n) * pfloat_bytes(af);
+  p.reads.push_back({a, p.in_bytes[0]});
+  if (kind == PKind::Binary) {
+    p.op.in[1] = PIn{b, -1, af};
+    p.in_bytes[1] = static_cast<size_t>(nb) * pfloat_bytes(af);
+    p.reads.push_back({b, p.in_bytes[1]});
+  }
+  p.op.out[0] = POut{y, -1, yf};
+  p.out_elems[0] = n;
+  p.writes.push_back({y, static_cast<size_t>(n) * pfloat_bytes(yf)});
+  return single_persistent_op(std::move(p));
+}
+
+std::shared_ptr<const PersistentOps> persistent_binary(BinaryFn fn, DType dt, const void* a, int64_t na, const void* b,
+                                                       int64_t nb, void* y, int64_t n) {
+  PBinFn f;
+  switch (fn) {
+    case BinaryFn::Add: f = PBinFn::Add; break;
+    case BinaryFn::Sub: f = PBinFn::Sub; break;
+    case BinaryFn::Mul: f = PBinFn::Mul; break;
+    case BinaryFn::Div: f = PBinFn::Div; break;
+    default: return nullptr;
+  }
+  return persistent_elementwise(PKind::Binary, f, dt, a, na, b, nb, dt, y, n);
+}
+
 void lower_binary(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const BinaryFn fn = n.attr<BinaryAttrs>().fn;
@@ -25,7 +64,9 @@ void lower_binary(LowerCtx& c, NodeId id) {
   const void* b = c.in_ptr(id, 1);
   void* y = c.ptr(id);
   c.add(id, str("binary ", binary_name(fn), " ", dtype_name(dt)),
-        [=](cudaStream_t s) { launch_binary(fn, dt, a, b, y, shape, s); });
+        [=](cudaStream_t s) { launch_binary(fn, dt, a, b, y, shape, s); },
+        persistent_binary(fn, dt, a, static_numel(c.type(n.inputs[0]).shape), b, static_numel(c.type(n.inputs[1]).shape),
+                          y, static_numel(n.type.shape)));
 }
 
 void lower_compare(LowerCtx& c, NodeId id) {
@@ -59,7 +100,8 @@ void lower_cast(LowerCtx& c, NodeId id) {
   const void* x = c.in_ptr(id, 0);
   void* y = c.ptr(id);
   const int64_t count = static_numel(n.type.shape);
-  c.add(id, str("cast ", dtype_name(from), "->", dtype_name(to)), [=](cudaStream_t s) { launch_cast(from, to, x, y, count, s); });
+  c.add(id, str("cast ", dtype_name(from), "->", dtype_name(to)), [=](cudaStream_t s) { launch_cast(from, to, x, y, count, s); },
+        persistent_elementwise(PKind::Cast, PBinFn::Add, from, x, count, nullptr, 0, to, y, count));
 }
 
 }  // namespace

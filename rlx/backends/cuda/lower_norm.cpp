@@ -6,6 +6,7 @@
 
 #include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/env.h"
 #include "rlx/passes/memory_plan.h"
 
@@ -150,6 +151,38 @@ bool try_lower_embedding_norm(LowerCtx& c, NodeId id) {
 
 namespace {
 
+// A one-row norm as a local op of the persistent decode kernel, or null.
+// Inputs x (and a / the residual r) and outputs y (and h) are [cols] in xt.
+std::shared_ptr<const PersistentOps> persistent_norm(PKind kind, DType xt, DType pt, const void* x, const void* a,
+                                                     const void* w1, const void* w2, void* y, void* h, int64_t rows,
+                                                     int64_t cols, float eps) {
+  PFloat xf, pf;
+  if (!persistent_enabled() || rows != 1 || cols < 1 || cols > kPersistentMaxLocal || !to_pfloat(xt, &xf) ||
+      !to_pfloat(pt, &pf))
+    return nullptr;
+  PersistentOp p;
+  p.op.kind = kind;
+  p.op.norm = PNorm{static_cast<int32_t>(cols), eps, w1, w2, pf};
+  const size_t bytes = static_cast<size_t>(cols) * pfloat_bytes(xf);
+  p.op.in[0] = PIn{x, -1, xf};
+  p.in_bytes[0] = bytes;
+  p.reads.push_back({x, bytes});
+  if (a) {
+    p.op.in[1] = PIn{a, -1, xf};
+    p.in_bytes[1] = bytes;
+    p.reads.push_back({a, bytes});
+  }
+  p.op.out[0] = POut{y, -1, xf};
+  p.out_elems[0] = cols;
+  p.writes.push_back({y, bytes});
+  if (h) {
+    p.op.out[1] = POut{h, -1, xf};
+    p.out_elems[1] = cols;
+    p.writes.push_back({h, bytes});
+  }
+  return single_persistent_op(std::move(p));
+}
+
 void lower_norm(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const bool residual = n.op == OpKind::FusedResidualLayerNorm || n.op == OpKind::FusedResidualRmsNorm;
@@ -169,7 +202,8 @@ void lower_norm(LowerCtx& c, NodeId id) {
           [=](cudaStream_t s) { launch_layer_norm(xt, pt, x, r, gamma, beta, y, nullptr, rows, cols, eps, s); });
   } else {
     c.add(id, str("rms_norm ", dtype_name(xt), residual ? " +residual" : ""),
-          [=](cudaStream_t s) { launch_rms_norm(xt, pt, x, r, gamma, y, nullptr, rows, cols, eps, s); });
+          [=](cudaStream_t s) { launch_rms_norm(xt, pt, x, r, gamma, y, nullptr, rows, cols, eps, s); },
+          persistent_norm(PKind::RmsNorm, xt, pt, x, r, gamma, nullptr, y, nullptr, rows, cols, eps));
   }
 }
 
@@ -190,7 +224,8 @@ void lower_post_norm(LowerCtx& c, NodeId id) {
   void* y = c.ptr(id);
   void* h = pair ? static_cast<char*>(y) + rows * cols * dtype_size(xt) : nullptr;
   c.add(id, str("x + rms_norm(a) ", dtype_name(xt), pair ? ", then rms_norm" : ""),
-        [=](cudaStream_t s) { launch_post_rms_norm(xt, pt, x, a, w1, w2, y, h, rows, cols, eps, s); });
+        [=](cudaStream_t s) { launch_post_rms_norm(xt, pt, x, a, w1, w2, y, h, rows, cols, eps, s); },
+        persistent_norm(PKind::PostNorm, xt, pt, x, a, w1, w2, y, h, rows, cols, eps));
 }
 
 }  // namespace

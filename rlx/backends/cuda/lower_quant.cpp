@@ -22,6 +22,7 @@
 #include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/env.h"
 
 namespace rlx::cuda {
@@ -131,6 +132,30 @@ std::vector<ShapeBucket> calibrate_gemv(CalibContext& ctx) {
   return out;
 }
 
+// The m = 1 GEMV as an op of the persistent decode kernel (persistent.h), or
+// null where that kernel cannot take it.
+std::shared_ptr<const PersistentOps> persistent_gemv(LowerCtx& c, DType wt, const uint8_t* w, DType xt, const void* x,
+                                                     void* y, int64_t n, int64_t k, const GluKind* glu) {
+  PFloat xf;
+  if (!persistent_enabled() || !to_pfloat(xt, &xf) || k > kPersistentMaxGemvK || (glu && n % 2 != 0) ||
+      !persistent_gemv_takes(wt, w, n, k))
+    return nullptr;
+  PersistentOp p;
+  p.op.kind = PKind::Gemv;
+  const int64_t items = glu ? n / 2 : n;
+  const int64_t grid = c.props.sm_count;
+  p.op.gemv = PGemv{w, static_cast<int32_t>(wt), glu ? static_cast<int32_t>(*glu) : -1, n, k, dtype_bytes(wt, k),
+                    (items + grid - 1) / grid};
+  const size_t es = pfloat_bytes(xf);
+  p.op.in[0] = PIn{x, -1, xf};
+  p.in_bytes[0] = static_cast<size_t>(k) * es;
+  p.op.out[0] = POut{y, -1, xf};
+  p.out_elems[0] = items;
+  p.reads = {{x, p.in_bytes[0]}};
+  p.writes = {{y, static_cast<size_t>(items) * es}};
+  return single_persistent_op(std::move(p));
+}
+
 void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const DType xt = c.type(n.inputs[0]).dtype, wt = c.type(n.inputs[1]).dtype;
@@ -163,7 +188,8 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
           void* out = c.ptr(users[0]);
           c.absorb(users[0]);
           c.add(id, str("gemv ", tname, " m=", M, " + ", g.op == OpKind::FusedSwiGLU ? "swiglu" : "geglu", note),
-                [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, out, M, N, K, s, &kind); });
+                [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, out, M, N, K, s, &kind); },
+                M == 1 ? persistent_gemv(c, wt, w, xt, x, out, N, K, &kind) : nullptr);
           return;
         }
       }
@@ -180,7 +206,8 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
               [=](cudaStream_t s) { launch_quant_gemv_staged(wt, w, xt, x, y, M, N, K, s); });
         return;
       }
-      c.add(id, str("gemv ", tname, " m=", M, note), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); });
+      c.add(id, str("gemv ", tname, " m=", M, note), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); },
+            M == 1 ? persistent_gemv(c, wt, w, xt, x, y, N, K, nullptr) : nullptr);
       return;
     }
   }

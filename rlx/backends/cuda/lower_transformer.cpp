@@ -1,6 +1,7 @@
 // Rope, WriteSlice with rope (K into a KV cache), FusedSwiGLU and FusedGeGLU
 // → the rope and glu kernel families; Sample → the select family.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 
@@ -8,6 +9,7 @@
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/kernels/select.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/env.h"
 
 namespace rlx::cuda {
@@ -25,6 +27,59 @@ namespace {
 // every source must still be alive at P (read by some node at or after P),
 // and every reader of the three results must come after P; otherwise the
 // nodes stay separate.
+// One decode row (B = L = 1) of the fused rope + cache writes as a
+// distributed op of the persistent decode kernel, or null.
+std::shared_ptr<const PersistentOps> persistent_rope_qkv(const RopeQkvWrite& w, int32_t* const* flag) {
+  PFloat xf, cf, qn = PFloat::F32, kn = PFloat::F32;
+  const RopeAttrs &qa = w.q_attrs, &ka = w.k_attrs;
+  if (!persistent_enabled() || w.B != 1 || w.L != 1 || !to_pfloat(w.dtype, &xf) || !to_pfloat(w.cache_dtype, &cf) ||
+      !w.inputs_ready || qa.head_dim != ka.head_dim || qa.head_dim > 256 || qa.n_rot != ka.n_rot ||
+      qa.pairing != ka.pairing || qa.freq_base != ka.freq_base || qa.freq_scale != ka.freq_scale ||
+      qa.n_rot % 2 != 0 || qa.n_rot > qa.head_dim || (w.q_norm && !to_pfloat(w.q_norm_dtype, &qn)) ||
+      (w.k_norm && !to_pfloat(w.k_norm_dtype, &kn)))
+    return nullptr;
+  PersistentOp p;
+  p.op.kind = PKind::RopeQkv;
+  PRope& r = p.op.rope;
+  r.q_heads = qa.num_heads;
+  r.kv_heads = ka.num_heads;
+  r.head_dim = qa.head_dim;
+  r.n_rot = qa.n_rot;
+  r.neox = qa.pairing == RopePairing::NeoX;
+  r.q_off = qa.src_offset;
+  r.k_off = ka.src_offset;
+  r.v_off = w.v_offset;
+  r.freq_scale = qa.freq_scale;
+  r.q_norm = w.q_norm;
+  r.k_norm = w.k_norm;
+  r.q_norm_dt = qn;
+  r.k_norm_dt = kn;
+  r.q_eps = qa.norm_eps;
+  r.k_eps = ka.norm_eps;
+  r.position = w.positions;
+  r.cache_pos = w.cache_pos;
+  r.capacity = w.capacity;
+  r.cache_dt = cf;
+  for (int i = 0; i < qa.n_rot / 2; ++i)
+    p.inv_freq.push_back(
+        std::pow(static_cast<double>(qa.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(qa.n_rot)));
+  const size_t es = pfloat_bytes(xf), ces = pfloat_bytes(cf);
+  const int64_t width = int64_t{ka.num_heads} * ka.head_dim;
+  p.op.in[0] = PIn{w.q, -1, xf};
+  p.op.in[1] = PIn{w.k, -1, xf};
+  p.op.in[2] = PIn{w.v, -1, xf};
+  p.reads = {{w.q, static_cast<size_t>(w.q_stride) * es}, {w.k, static_cast<size_t>(w.k_stride) * es},
+             {w.v, static_cast<size_t>(w.v_stride) * es}};
+  p.op.out[0] = POut{w.y, -1, xf};
+  p.op.out[1] = POut{w.k_cache, -1, cf};
+  p.op.out[2] = POut{w.v_cache, -1, cf};
+  p.writes = {{w.y, static_cast<size_t>(qa.num_heads) * qa.head_dim * es},
+              {w.k_cache, static_cast<size_t>(w.capacity * width) * ces},
+              {w.v_cache, static_cast<size_t>(w.capacity * width) * ces}};
+  p.error_flag = flag;
+  return single_persistent_op(std::move(p));
+}
+
 bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   static const bool enabled = env_bool("RLX_CUDA_FUSE_ROPE_KV");
   if (!enabled) return false;
@@ -126,6 +181,7 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.L = xd[1];
   w.capacity = cache[1];
   int32_t* const* flag = c.error_flag(kn);
+  auto persistent = persistent_rope_qkv(w, flag);
   c.absorb(kn);
   c.absorb(vn);
   for (const auto& sref : {ks, vs})
@@ -135,7 +191,8 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
         [=](cudaStream_t s) mutable {
           w.error_flag = *flag;
           launch_rope_qkv_write(w, s);
-        });
+        },
+        std::move(persistent));
   return true;
 }
 
@@ -178,6 +235,24 @@ void lower_rope_write(LowerCtx& c, NodeId id) {
         });
 }
 
+// A one-row GLU as a local op of the persistent decode kernel, or null.
+std::shared_ptr<const PersistentOps> persistent_glu(GluKind kind, DType dt, const void* x, void* y, int64_t rows,
+                                                    int64_t n) {
+  PFloat f;
+  if (!persistent_enabled() || rows != 1 || n < 1 || n > kPersistentMaxLocal || !to_pfloat(dt, &f)) return nullptr;
+  PersistentOp p;
+  p.op.kind = PKind::Glu;
+  p.op.glu = PGlu{static_cast<int32_t>(kind), n};
+  const size_t es = pfloat_bytes(f);
+  p.op.in[0] = PIn{x, -1, f};
+  p.in_bytes[0] = static_cast<size_t>(2 * n) * es;
+  p.op.out[0] = POut{y, -1, f};
+  p.out_elems[0] = n;
+  p.reads = {{x, p.in_bytes[0]}};
+  p.writes = {{y, static_cast<size_t>(n) * es}};
+  return single_persistent_op(std::move(p));
+}
+
 void lower_glu(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const GluKind kind = n.op == OpKind::FusedSwiGLU ? GluKind::SwiGLU
@@ -188,7 +263,7 @@ void lower_glu(LowerCtx& c, NodeId id) {
   const void* x = c.in_ptr(id, 0);
   void* y = c.ptr(id);
   c.add(id, str(n.op == OpKind::FusedSwiGLU ? "swiglu " : "geglu ", dtype_name(dt)),
-        [=](cudaStream_t s) { launch_glu(kind, dt, x, y, rows, N, s); });
+        [=](cudaStream_t s) { launch_glu(kind, dt, x, y, rows, N, s); }, persistent_glu(kind, dt, x, y, rows, N));
 }
 
 void lower_sample(LowerCtx& c, NodeId id) {

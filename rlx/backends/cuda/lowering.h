@@ -47,8 +47,11 @@ class LowerCtx {
   void* const* workspace_slot() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
-  void add(NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch) {
-    sched_.add(Thunk{id, std::move(kernel), std::move(launch)});
+  // `persistent`: the same work in the persistent kernel's form (persistent.h),
+  // which fuse_persistent_segments may run instead of the launch.
+  void add(NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch,
+           std::shared_ptr<const std::vector<PersistentOp>> persistent = nullptr) {
+    sched_.add(Thunk{id, std::move(kernel), std::move(launch), std::move(persistent)});
   }
 
   // Thunks appended so far. A lowering that delegates to another (the cuDNN
@@ -140,8 +143,9 @@ class LowerCtx {
   // covers: add_at(at, ...) appends it right after node `at` is lowered.
   void absorb(NodeId id) { absorbed_.push_back(id); }
   bool absorbed(NodeId id) const { return std::find(absorbed_.begin(), absorbed_.end(), id) != absorbed_.end(); }
-  void add_at(NodeId at, NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch) {
-    deferred_.push_back({at, Thunk{id, std::move(kernel), std::move(launch)}});
+  void add_at(NodeId at, NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch,
+              std::shared_ptr<const std::vector<PersistentOp>> persistent = nullptr) {
+    deferred_.push_back({at, Thunk{id, std::move(kernel), std::move(launch), std::move(persistent)}});
   }
   bool deferred_empty() const { return deferred_.empty(); }
   void flush_at(NodeId at) {
