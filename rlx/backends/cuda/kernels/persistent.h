@@ -9,7 +9,9 @@
 // ~60 µs of DRAM time. In the persistent kernel a CTA issues the next op's
 // weight loads, then waits at the barrier, so only the barrier and the
 // activation read stay on the critical path (docs/architecture.md,
-// "Persistent decode").
+// "Persistent decode segments"). Measured so far, its ops take 4-24 µs each
+// and the whole step runs slower than the per-op kernels, so it is opt-in
+// (RLX_CUDA_PERSISTENT; docs/performance.md, nineteenth session).
 //
 // Two kinds of op:
 //   distributed  each CTA does its share (GEMV rows, attention key chunks,
