@@ -102,9 +102,9 @@ __device__ __forceinline__ void st_local(const Ctx& c, const POut& o, int64_t i,
 }
 
 // Typed forms for ops whose activations are all of one storage type T (the
-// host guarantees it): no per-element dtype switch, so each op's code stays
-// small — the whole kernel's code does not fit the instruction cache, and an
-// op's first pass over its code is fetched from L2.
+// host guarantees it): no per-element dtype switch in their loops. (Meant to
+// keep each op's executed code small; it measured no clear change in the op
+// times, docs/performance.md, nineteenth session.)
 template <typename T>
 __device__ __forceinline__ float ld_t(const void* p, int64_t i) {
   return dev::to_f32(static_cast<const T*>(p)[i]);
