@@ -109,6 +109,26 @@ PersistentSegment::PersistentSegment(int device, std::vector<PersistentOp> ops, 
     ops_[i + 1].reads.push_back({at, n * sizeof(float)});
     at += (n + 63) / 64 * 64;
   }
+  // An attention whose caches only this segment's one-row RopeQkv writes reads
+  // rows below that op's cache offset (a program input) before its barrier:
+  // earlier steps wrote them.
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    PAttn& a = ops_[i].op.attn;
+    if (ops_[i].op.kind != PKind::Attention || a.kv_stable) continue;
+    const PersistentOp* writer = nullptr;
+    int writers = 0;
+    for (const PersistentOp& w : ops_) {
+      bool touches = false;
+      for (const MemRange& r : w.writes)
+        touches |= r.overlaps(ops_[i].reads[1]) || r.overlaps(ops_[i].reads[2]);
+      if (!touches || &w == &ops_[i]) continue;
+      ++writers;
+      if (w.op.kind == PKind::RopeQkv && w.op.out[1].ptr == ops_[i].op.in[1].ptr &&
+          w.op.out[2].ptr == ops_[i].op.in[2].ptr)
+        writer = &w;
+    }
+    if (writer && writers == 1) a.kv_stable = writer->op.rope.cache_pos;
+  }
   // Rope inverse frequencies, computed on the host in f64 as the rope kernels take them.
   size_t n_freq = 0;
   for (const PersistentOp& p : ops_) n_freq += p.inv_freq.size();

@@ -51,7 +51,7 @@ struct Ctx {
   int32_t* error_flag;
   uint32_t epoch;
   bool timed_out;       // thread 0: a barrier of this launch gave up; later ones do not wait
-  bool profiling;       // CTA 0, thread 0, with RLX_CUDA_PERSISTENT_PROFILE
+  bool profiling;       // CTA 0 with RLX_CUDA_PERSISTENT_PROFILE (read by its thread 0)
   unsigned long long waited;  // profiling: ns spent spinning in barriers during the current op
   IqTables tables;
 };
@@ -144,32 +144,38 @@ __device__ __forceinline__ unsigned long long globaltimer() {
 
 // ---------------------------------------------------------------- grid barrier
 
-__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
+__device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* p) {
   uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 __device__ __forceinline__ void red_release_add(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+__device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
+// Release: the CTA's writes are ordered before thread 0's release-add by the
+// __syncthreads (cumulativity), so no full fence is needed before it. Acquire:
+// the spin reads relaxed (an acquire load invalidates L1 on every iteration)
+// and one acquire fence after it orders the CTA's later reads, through the
+// closing __syncthreads. __threadfence() (fence.sc, twice per barrier) was the
+// version this replaces.
 __device__ void grid_barrier(Ctx& c) {
   __syncthreads();
   if (threadIdx.x == 0) {
     ++c.epoch;
-    __threadfence();
     red_release_add(c.sync, 1);
     const uint32_t target = c.epoch * gridDim.x;
     const unsigned long long w0 = c.profiling ? globaltimer() : 0;
     const long long t0 = clock64();
-    while (!c.timed_out && ld_acquire(c.sync) < target) {
+    while (!c.timed_out && ld_relaxed(c.sync) < target) {
       if (clock64() - t0 > (1ll << 31)) {
         if (c.error_flag) atomicOr(c.error_flag, kPersistentTimeout);
         c.timed_out = true;
       }
     }
+    fence_acquire();
     if (c.profiling) c.waited += globaltimer() - w0;
-    __threadfence();
   }
   __syncthreads();
 }
@@ -708,26 +714,31 @@ __device__ __forceinline__ void copy_op(POp* dst, const POp* src) {
 __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(PersistentLaunch l, IqTables tables) {
   extern __shared__ int4 smem_dyn[];
   __shared__ float red[64];
+  // In shared memory, not the stack: the op functions take it by reference,
+  // and a stack object would live in local memory, whose L1 lines every
+  // barrier's acquire invalidates.
+  __shared__ Ctx c;
   POp* ring = reinterpret_cast<POp*>(smem_dyn);
-  Ctx c;
-  c.slots = reinterpret_cast<float*>(ring + 3);
-  c.slot_elems = l.slot_elems;
-  c.scratch = reinterpret_cast<unsigned char*>(c.slots + static_cast<size_t>(kPersistentSlots) * l.slot_elems);
-  c.red = red;
-  c.sync = l.sync;
-  c.error_flag = l.error_flag;
-  c.epoch = 0;
-  c.timed_out = false;
-  c.profiling = l.profile && blockIdx.x == 0 && threadIdx.x == 0;
-  c.waited = 0;
-  c.tables = tables;
+  if (threadIdx.x == 0) {
+    c.slots = reinterpret_cast<float*>(ring + 3);
+    c.slot_elems = l.slot_elems;
+    c.scratch = reinterpret_cast<unsigned char*>(c.slots + static_cast<size_t>(kPersistentSlots) * l.slot_elems);
+    c.red = red;
+    c.sync = l.sync;
+    c.error_flag = l.error_flag;
+    c.epoch = 0;
+    c.timed_out = false;
+    c.profiling = l.profile && blockIdx.x == 0;
+    c.waited = 0;
+    c.tables = tables;
+  }
   // The table is written by no kernel: the first two ops arrive before the wait.
   copy_op(&ring[0], &l.ops[0]);
   if (l.n_ops > 1) copy_op(&ring[1], &l.ops[1]);
   dev::cp_async_wait<0>();
   __syncthreads();
   dev::pdl_wait();
-  const bool prof = c.profiling;
+  const bool prof = l.profile && blockIdx.x == 0 && threadIdx.x == 0;
   for (int i = 0; i < l.n_ops; ++i) {
     const unsigned long long t0 = prof ? globaltimer() : 0;
     const POp& op = ring[i % 3];
