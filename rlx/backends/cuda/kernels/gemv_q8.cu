@@ -49,59 +49,6 @@ size_t q8_smem_bytes(int64_t m, int64_t k) {
   return static_cast<size_t>(2 * m * k) + static_cast<size_t>(m * k / 32) * sizeof(float);
 }
 
-// x [m, k] → two int8 planes xa, xb (the same layout) and dx [m·k / 32]:
-// per 32 elements x̃ = dx·(kQ8Ratio·a + b) with kQ8Ratio·dx = max|x| / 127,
-// a = round(x / (kQ8Ratio·dx)) and b = round((x − kQ8Ratio·dx·a) / dx), so
-// |x − x̃| ≤ dx/2 (about 2^-16 of the block's largest |x|). A thread takes 8
-// consecutive elements, four neighbouring lanes a block (blockDim is a
-// multiple of 32, so a block's lanes are in one warp and one round). The
-// rounding to integers is the low byte of v + 1.5·2^23 (no F2I). A NaN or
-// infinity in the block makes dx NaN; a block whose largest |x| is under
-// 1e-30 becomes zeros.
-__device__ __forceinline__ uint32_t low_bytes(const uint32_t (&b)[8], int o) {
-  return __byte_perm(__byte_perm(b[o], b[o + 1], 0x0040), __byte_perm(b[o + 2], b[o + 3], 0x0040), 0x5410);
-}
-__device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, FloatKind io, bool x_vec, int8_t* xa,
-                                           int8_t* xb, float* dx) {
-  constexpr float kMagic = 12582912.0f;  // 1.5·2^23
-  const int64_t tasks = m * k / 8;
-  for (int64_t base = 0; base < tasks; base += blockDim.x) {
-    const int64_t t = base + threadIdx.x;
-    const bool on = t < tasks;
-    float v[8];
-    if (on) {
-      load_x(x, 8 * t, io, x_vec, v);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = 0.0f;
-    }
-    float amax = 0.0f, bad = 0.0f;  // bad: NaN when an element is NaN or infinite
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i])), bad = fmaf(v[i], 0.0f, bad);
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    bad += __shfl_xor_sync(0xffffffffu, bad, 1);
-    bad += __shfl_xor_sync(0xffffffffu, bad, 2);
-    if (!on) continue;
-    const float d = amax / (127.0f * dev::kQ8Ratio);  // dx
-    // Blocks whose largest |x| is under 1e-30 quantize to zero (127 / max
-    // would overflow for subnormal maxima).
-    const float inv_a = amax >= 1e-30f ? 127.0f / amax : 0.0f;
-    const float da = d * dev::kQ8Ratio, inv_b = inv_a * dev::kQ8Ratio;
-    uint32_t ba[8], bb[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float ra = fmaf(v[i], inv_a, kMagic);
-      const float rem = fmaf(-(ra - kMagic), da, v[i]);
-      ba[i] = __float_as_uint(ra);
-      bb[i] = __float_as_uint(fmaf(rem, inv_b, kMagic));
-    }
-    reinterpret_cast<uint2*>(xa)[t] = make_uint2(low_bytes(ba, 0), low_bytes(ba, 4));
-    reinterpret_cast<uint2*>(xb)[t] = make_uint2(low_bytes(bb, 0), low_bytes(bb, 4));
-    if ((t & 3) == 0) dx[t / 4] = d + bad;
-  }
-}
-
 // kAhead: weight units fetched ahead of the one in use (1 or 2). With 2, a
 // thread with at most two units per row has all its weight loads issued
 // before griddepcontrol.wait, so none of their DRAM latency follows the
@@ -190,10 +137,19 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 // 3072, and no faster in Gemma's decode) and Q6_K (12.1 / 11.7) did not
 // gain: their units are 16 and 32 weights behind 2-byte-aligned loads, whose
 // unpacking and addressing, not the dot products, dominate.
-bool quant_gemv_q8_applies(DType w_type, int64_t m, int64_t k) {
-  const std::string mode = env_string("RLX_CUDA_GEMV_Q8");
+namespace {
+std::string q8_mode() {
+  std::string mode = env_string("RLX_CUDA_GEMV_Q8");
   RLX_CHECK_AS(InvalidArgument, mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_GEMV_Q8='", mode,
                "' must be auto, 1 or 0");
+  return mode;
+}
+}  // namespace
+
+bool quant_gemv_q8_allowed() { return q8_mode() != "0"; }
+
+bool quant_gemv_q8_applies(DType w_type, int64_t m, int64_t k) {
+  const std::string mode = q8_mode();
   if (mode == "0" || q8_smem_bytes(m, k) > kQ8SmemMax) return false;
   bool on = false;
   dev::visit_gemv_unit(w_type, [&](auto u) { on = mode == "1" || decltype(u)::kQ8Default; });

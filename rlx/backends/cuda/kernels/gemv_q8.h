@@ -28,5 +28,8 @@ void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void
 // decoders (dev::GemvUnit) with kQ8Default, 1: every unit decoder, 0: none — and x's 2·m·k int8 values and scales fit the 40 KB of
 // shared memory the kernel stages them in (m·k ≤ 19,275).
 bool quant_gemv_q8_applies(DType w_type, int64_t m, int64_t k);
+// Whether RLX_CUDA_GEMV_Q8 allows int8 activations at all (not 0); throws
+// InvalidArgument for a value other than auto, 1 or 0.
+bool quant_gemv_q8_allowed();
 
 }  // namespace rlx::cuda
