@@ -703,6 +703,65 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
   unsetenv("RLX_CUDA_GEMV_Q8");
 }
 
+// The streaming m = 1 GEMV (gemv_stream.cu, forced by RLX_CUDA_GEMV_STREAM=1)
+// against float64, for every type it decodes: one chunk per row (K = 256),
+// rows of 12 and 16 chunks (a row's threads idle or not), 64 chunks (two per
+// thread), fewer rows than SMs, rows per CTA no multiple of its tile, CTAs of
+// several tiles (the stage ring refilled), and the three activation types,
+// x misaligned for its vector loads.
+TEST(CudaQuantGemv, StreamingKernelMatchesFloat64) {
+  SKIP_WITHOUT_GPU();
+  test::ScopedEnv on("RLX_CUDA_GEMV_STREAM", "1");
+  std::mt19937_64 rng(47);
+  struct Shape {
+    int64_t n, k;
+  };
+  const std::vector<Shape> shapes = {{1, 256}, {131, 256}, {7, 4096}, {300, 3072}, {1000, 4096}, {20000, 1024}, {64, 16384}};
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(str(dtype_name(t), " N=", sh.n, " K=", sh.k));
+      const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
+      ASSERT_EQ(cuda::quant_gemv_stream_unsupported(t, w256, 1, sh.n, sh.k), nullptr);
+      ASSERT_TRUE(cuda::quant_gemv_stream_applies(t, w256, 1, sh.n, sh.k));
+      EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::F32, 0, 0, rng), "");
+      EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::F16, 0, 1, rng), "") << "(x misaligned)";
+      EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::BF16, 0, 0, rng), "");
+    }
+  }
+}
+
+// Where the streaming kernel runs, and why not elsewhere.
+TEST(CudaQuantGemv, StreamingKernelWhereItApplies) {
+  SKIP_WITHOUT_GPU();
+  const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
+  // auto: 1 MB or more of weights at m = 1.
+  EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 4096, 4096));    // 9.4 MB
+  EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 1024, 3072));    // 1.8 MB
+  EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 640, 2048));    // 0.7 MB: a Gemma 3 270M layer
+  EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 2, 4096, 4096));
+  const auto why = [&](DType t, const void* w, int64_t m, int64_t n, int64_t k) {
+    const char* r = cuda::quant_gemv_stream_unsupported(t, w, m, n, k);
+    return std::string(r ? r : "");
+  };
+  EXPECT_NE(why(DType::Q4_K, w256, 2, 64, 4096).find("m is not 1"), std::string::npos);
+  EXPECT_NE(why(DType::Q2_K, w256, 1, 64, 4096).find("no streaming chunk decoder"), std::string::npos);
+  EXPECT_NE(why(DType::Q8_0, w256, 1, 64, 640).find("not a multiple of 256"), std::string::npos);
+  EXPECT_NE(why(DType::Q4_K, reinterpret_cast<const void*>(uintptr_t{264}), 1, 64, 4096).find("16-byte aligned"),
+            std::string::npos);
+  {
+    test::ScopedEnv off("RLX_CUDA_GEMV_STREAM", "0");
+    EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 4096, 4096));
+  }
+  {
+    test::ScopedEnv f32_x("RLX_CUDA_GEMV_Q8", "0");  // f32 activations asked for: no int8 kernel
+    EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 4096, 4096));
+  }
+  test::ScopedEnv bad("RLX_CUDA_GEMV_STREAM", "yes");
+  EXPECT_NE(test::error_of([&] { (void)cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 4096, 4096); })
+                .find("must be auto, 1 or 0"),
+            std::string::npos);
+}
+
 // A block of x whose largest |x| is subnormal (127 / max overflows) is taken
 // as zeros, not as the NaN bytes an infinite scale would make.
 TEST(CudaQuantGemv, Int8ActivationsTakeTinyBlocksAsZero) {
@@ -736,11 +795,13 @@ TEST(CudaQuantGemv, Int8ActivationsWhereTheyApply) {
   const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
   for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::IQ4_XS})
     EXPECT_TRUE(cuda::quant_gemv_uses_q8(t, w256, 1, 1024, 4096)) << dtype_name(t);
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q6_K})  // auto leaves them on f32 activations; 1 takes them too
-    EXPECT_FALSE(cuda::quant_gemv_uses_q8(t, w256, 1, 1024, 4096)) << dtype_name(t);
+  // auto leaves them on f32 activations in the unit kernels (under 1 MB, where
+  // the streaming kernel, int8 too, does not take them); 1 takes them too.
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q6_K})
+    EXPECT_FALSE(cuda::quant_gemv_uses_q8(t, w256, 1, 256, 4096)) << dtype_name(t);
   setenv("RLX_CUDA_GEMV_Q8", "1", 1);
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q6_K})
-    EXPECT_TRUE(cuda::quant_gemv_uses_q8(t, w256, 1, 1024, 4096)) << dtype_name(t);
+    EXPECT_TRUE(cuda::quant_gemv_uses_q8(t, w256, 1, 256, 4096)) << dtype_name(t);
   setenv("RLX_CUDA_GEMV_Q8", "yes", 1);
   EXPECT_NE(test::error_of([&] { (void)cuda::quant_gemv_uses_q8(DType::Q4_K, w256, 1, 1024, 4096); }).find("must be auto, 1 or 0"),
             std::string::npos);

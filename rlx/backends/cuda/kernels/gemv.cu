@@ -206,7 +206,8 @@ bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k) {
 }
 
 bool quant_gemv_uses_q8(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
-  return unit_kernel_takes(w_type, w, n, k) && quant_gemv_q8_applies(w_type, m, k);
+  return quant_gemv_stream_applies(w_type, w, m, n, k) ||
+         (unit_kernel_takes(w_type, w, n, k) && quant_gemv_q8_applies(w_type, m, k));
 }
 
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
@@ -218,6 +219,7 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
             dtype_name(w_type), "'s block of ", block);
   RLX_CHECK(n < (int64_t{1} << 31), "quantized gemv: N = ", n, " rows is too many");
   if (n == 0) return;
+  if (!glu && quant_gemv_stream_applies(w_type, w, m, n, k)) return launch_quant_gemv_stream(w_type, w, x_dtype, x, y, n, k, stream);
   const FloatKind io = float_kind(x_dtype, "quantized gemv");
   const IqTables t = tables_for_current_device();
   const int64_t row_bytes = dtype_bytes(w_type, k);

@@ -52,6 +52,18 @@ bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k);  /
 // plus f32 rounding, dx = max|x| / 31750 over each 32 elements of x.
 bool quant_gemv_uses_q8(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
 
+// The streaming m = 1 GEMV (gemv_stream.cu): same contract as
+// launch_quant_gemv for m = 1 without GLU, activations as two int8 levels
+// (the error bound of quant_gemv_uses_q8). launch_quant_gemv takes it where
+// quant_gemv_stream_applies (RLX_CUDA_GEMV_STREAM); _unsupported says why it
+// cannot run (nullptr: it can): m ≠ 1, a type without a chunk decoder (it
+// has Q4_0, Q5_0, Q8_0, Q4_K, Q5_K), K not a multiple of 256, rows or W not
+// 16-byte aligned.
+const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
+bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
+void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t n, int64_t k,
+                              cudaStream_t stream);
+
 // Large-matrix GEMV: weights streamed through shared memory by bulk async copies (sm_90+).
 // Same contract as launch_quant_gemv without GLU: y [m, n] = x [m, k] ·
 // W [n, k]ᵀ, 1 ≤ m ≤ kMaxGemvRows, f32 accumulation. A persistent grid (one

@@ -1,0 +1,430 @@
+// The streaming m = 1 GEMV for large quantized matrices (launch_quant_gemv_stream
+// in quant.h).
+//
+// Why: the unit kernels (gemv.cu, gemv_q8.cu) split a block into 16/32-weight
+// units over consecutive lanes. Their SASS for Q4_K runs ~370 instructions
+// per 64 weights: each unit decodes its block's scales again, and rows of a
+// group carry liveness predicates; at 4096² they reached 19-49% of the copy
+// bandwidth. Here a thread owns whole 256-element chunks of one row (one
+// K-quant block, or 8 blocks of 32): it decodes the scales once per chunk and
+// its loop has no row predicates, 340 instructions per Q4_K chunk (1.33 per
+// weight). Measured: quant_gemv_stream_applies and docs/performance.md.
+//
+// Layout: one CTA of 256 threads per SM owns a balanced, contiguous share of
+// the rows and walks it in tiles of `tr` whole rows. Tiles stream into a ring
+// of shared-memory stages by 16-byte cp.async copies, consecutive threads on
+// consecutive granules (coalesced), each row at a pitch ≡ 16 (mod 128) bytes
+// so that the 32 lanes of a warp, reading the same chunk of 32 rows with
+// 16-byte loads, hit every bank once. The first stage is requested before
+// griddepcontrol.wait (no kernel writes weights), so its DRAM latency
+// overlaps the kernel before; the others after x is quantized (see there). Thread t takes row t mod tr of a tile and the
+// chunks c ≡ t / tr (mod 256 / tr); the 256 / tr threads of a row meet in
+// shared memory.
+//
+// Activations: every CTA quantizes x into shared memory as gemv_q8.cu does
+// (two int8 levels per 32 elements, gemv_common.cuh), adding each block's
+// level sum for the bias and "− min" terms. All lanes of a warp read the same
+// activations (broadcast). Error bound: as quant_gemv_uses_q8 states.
+#include <algorithm>
+#include <string>
+
+#include "rlx/backends/cuda/kernels/quant.h"
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/cp_async.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/backends/cuda/device/quant_blocks.cuh"
+#include "rlx/backends/cuda/device/smem.cuh"
+#include "rlx/backends/cuda/kernels/gemv_common.cuh"
+#include "rlx/backends/cuda/kernels/gemv_q8.h"
+#include "rlx/core/env.h"
+
+namespace rlx::cuda {
+namespace {
+
+using namespace quant_detail;
+using dev::dp4a;
+using dev::f16_bits;
+using dev::q8x2;
+
+constexpr int kThreads = 256;
+constexpr int kChunk = 256;      // elements of a row a thread takes at a time
+constexpr int kMaxStages = 4;
+constexpr int64_t kSmemBudget = 200 * 1024;  // of the 227 KB an sm_90 CTA may opt into
+constexpr int64_t kTileMax = 96 * 1024;
+
+// The activations of one chunk in shared memory: a and b the two int8 levels,
+// dx and s (level sums) of its 8 blocks of 32.
+struct XChunk {
+  const int8_t* a;
+  const int8_t* b;
+  const float* dx;
+  const float* s;
+};
+
+__device__ __forceinline__ uint4 lds16(const void* p) { return *reinterpret_cast<const uint4*>(p); }
+
+// Words of a 16-byte-aligned run of kWords words, loaded 16 bytes at a time.
+template <int kWords>
+__device__ __forceinline__ void lds_words(const uint8_t* p, uint32_t (&r)[kWords]) {
+  static_assert(kWords % 4 == 0, "whole 16-byte loads");
+#pragma unroll
+  for (int i = 0; i < kWords / 4; ++i) {
+    const uint4 v = lds16(p + 16 * i);
+    r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
+  }
+}
+// The 32-bit word and the 16-bit half at even byte offset o of r (o is a
+// constant once the block loops are unrolled, so these are register picks).
+template <int N>
+__device__ __forceinline__ uint32_t word_at(const uint32_t (&r)[N], int o) {
+  return (o & 3) ? __byte_perm(r[o >> 2], r[(o >> 2) + 1], 0x5432) : r[o >> 2];
+}
+template <int N>
+__device__ __forceinline__ uint32_t half_at(const uint32_t (&r)[N], int o) {
+  return (o & 3) ? r[o >> 2] >> 16 : r[o >> 2] & 0xFFFFu;
+}
+
+// 16 activation bytes of level a and b at element e of the chunk, as words.
+__device__ __forceinline__ void x_words(const XChunk& x, int e, int (&a)[4], int (&b)[4]) {
+  const int4 va = *reinterpret_cast<const int4*>(x.a + e), vb = *reinterpret_cast<const int4*>(x.b + e);
+  a[0] = va.x, a[1] = va.y, a[2] = va.z, a[3] = va.w;
+  b[0] = vb.x, b[1] = vb.y, b[2] = vb.z, b[3] = vb.w;
+}
+
+// Σ q·x̃ over one 32-element block of 4-bit-or-wider quants: lo[k] holds
+// elements 4k.. and hi[k] elements 16 + 4k.. as bytes (non-negative, < 128);
+// bias z is subtracted through the block's level sum. Returns the two levels'
+// combined integer sum, as q8x2 gives it, minus z·s.
+__device__ __forceinline__ float block32(const uint32_t (&lo)[4], const uint32_t (&hi)[4], const XChunk& x, int e,
+                                         int z) {
+  int a0[4], b0[4], a1[4], b1[4];
+  x_words(x, e, a0, b0);
+  x_words(x, e + 16, a1, b1);
+  int a = 0, b = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a = dp4a(lo[k], a0[k], a), b = dp4a(lo[k], b0[k], b);
+    a = dp4a(hi[k], a1[k], a), b = dp4a(hi[k], b1[k], b);
+  }
+  return fmaf(static_cast<float>(-z), x.s[e / 32], q8x2(a, b));
+}
+
+template <DType T>
+struct StreamChunk;
+
+// Q4_0: 8 blocks of 18 bytes (f16 d, 16 bytes of nibbles: low → elements
+// 0..15, high → 16..31), 144 bytes, block i at byte 18i.
+template <>
+struct StreamChunk<DType::Q4_0> {
+  static constexpr int kBytes = 144;
+  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+    uint32_t r[36];
+    lds_words(w, r);
+    const uint32_t mk = 0x0F0F0F0Fu;
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      uint32_t lo[4], hi[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t q = word_at(r, 18 * i + 2 + 4 * k);
+        lo[k] = q & mk, hi[k] = (q >> 4) & mk;
+      }
+      acc = fmaf(f16_bits(half_at(r, 18 * i)) * x.dx[i], block32(lo, hi, x, 32 * i, 8), acc);
+    }
+    return acc;
+  }
+};
+
+// Q5_0: 8 blocks of 22 bytes (f16 d, u32 qh: bit j is element j's 5th bit,
+// 16 bytes of nibbles as Q4_0), 176 bytes, block i at byte 22i.
+template <>
+struct StreamChunk<DType::Q5_0> {
+  static constexpr int kBytes = 176;
+  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+    uint32_t r[44];
+    lds_words(w, r);
+    const uint32_t mk = 0x0F0F0F0Fu;
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t qh = word_at(r, 22 * i + 2);
+      uint32_t lo[4], hi[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t q = word_at(r, 22 * i + 6 + 4 * k);
+        lo[k] = (q & mk) | (dev::spread4((qh >> (4 * k)) & 0xF) << 4);
+        hi[k] = ((q >> 4) & mk) | (dev::spread4((qh >> (16 + 4 * k)) & 0xF) << 4);
+      }
+      acc = fmaf(f16_bits(half_at(r, 22 * i)) * x.dx[i], block32(lo, hi, x, 32 * i, 16), acc);
+    }
+    return acc;
+  }
+};
+
+// Q8_0: 8 blocks of 34 bytes (f16 d, 32 signed bytes), 272 bytes.
+template <>
+struct StreamChunk<DType::Q8_0> {
+  static constexpr int kBytes = 272;
+  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+    uint32_t r[68];
+    lds_words(w, r);
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      int a0[4], b0[4], a1[4], b1[4];
+      x_words(x, 32 * i, a0, b0);
+      x_words(x, 32 * i + 16, a1, b1);
+      int a = 0, b = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t q0 = word_at(r, 34 * i + 2 + 4 * k), q1 = word_at(r, 34 * i + 18 + 4 * k);
+        a = dp4a(q0, a0[k], a), b = dp4a(q0, b0[k], b);
+        a = dp4a(q1, a1[k], a), b = dp4a(q1, b1[k], b);
+      }
+      acc = fmaf(f16_bits(half_at(r, 34 * i)) * x.dx[i], q8x2(a, b), acc);
+    }
+    return acc;
+  }
+};
+
+// Q4_K and Q5_K: a 256-element block, head = f16 d, f16 dmin, 12 bytes of
+// 6-bit scales and mins; group g (64 elements) takes sub-blocks 2g (low
+// nibbles of qs bytes 32g..32g+31) and 2g + 1 (high nibbles).
+__device__ __forceinline__ float kquant_group(const uint4& head, int g, float s0, float s1, const XChunk& x) {
+  const float d = f16_bits(head.x), dmin = f16_bits(head.x >> 16);
+  float sc0, m0, sc1, m1;
+  dev::scale_min_k4_regs(2 * g, head.y, head.z, head.w, sc0, m0);
+  dev::scale_min_k4_regs(2 * g + 1, head.y, head.z, head.w, sc1, m1);
+  const int j = 2 * g;
+  return x.dx[j] * (d * sc0 * s0 - dmin * m0 * x.s[j]) + x.dx[j + 1] * (d * sc1 * s1 - dmin * m1 * x.s[j + 1]);
+}
+// Σ q·x̃ of 32 elements whose quants are the 8 words q (bytes < 128), at element e.
+__device__ __forceinline__ float sum32(const uint32_t (&q)[8], const XChunk& x, int e) {
+  int a0[4], b0[4], a1[4], b1[4];
+  x_words(x, e, a0, b0);
+  x_words(x, e + 16, a1, b1);
+  int a = 0, b = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a = dp4a(q[k], a0[k], a), b = dp4a(q[k], b0[k], b);
+    a = dp4a(q[4 + k], a1[k], a), b = dp4a(q[4 + k], b1[k], b);
+  }
+  return q8x2(a, b);
+}
+
+template <>
+struct StreamChunk<DType::Q4_K> {
+  static constexpr int kBytes = 144;
+  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+    const uint4 head = lds16(w);
+    const uint32_t mk = 0x0F0F0F0Fu;
+    float acc = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      uint32_t q[8];
+      lds_words(w + 16 + 32 * g, q);
+      uint32_t lo[8], hi[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) lo[k] = q[k] & mk, hi[k] = (q[k] >> 4) & mk;
+      acc += kquant_group(head, g, sum32(lo, x, 64 * g), sum32(hi, x, 64 * g + 32), x);
+    }
+    return acc;
+  }
+};
+
+// Q5_K: head, qh[32] (bit c of qh[l] is the 5th bit of element l of
+// sub-block c), qs[128] as Q4_K; 176 bytes.
+template <>
+struct StreamChunk<DType::Q5_K> {
+  static constexpr int kBytes = 176;
+  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+    const uint4 head = lds16(w);
+    uint32_t h[8];
+    lds_words(w + 16, h);
+    const uint32_t mk = 0x0F0F0F0Fu, one = 0x01010101u;
+    float acc = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      uint32_t q[8];
+      lds_words(w + 48 + 32 * g, q);
+      uint32_t lo[8], hi[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        lo[k] = (q[k] & mk) | (((h[k] >> (2 * g)) & one) << 4);
+        hi[k] = ((q[k] >> 4) & mk) | (((h[k] >> (2 * g + 1)) & one) << 4);
+      }
+      acc += kquant_group(head, g, sum32(lo, x, 64 * g), sum32(hi, x, 64 * g + 32), x);
+    }
+    return acc;
+  }
+};
+
+template <typename F>
+bool visit_stream_chunk(DType t, F&& f) {
+  switch (t) {
+#define RLX_SC(X) \
+  case DType::X: f(StreamChunk<DType::X>{}); return true;
+    RLX_SC(Q4_0) RLX_SC(Q5_0) RLX_SC(Q8_0) RLX_SC(Q4_K) RLX_SC(Q5_K)
+#undef RLX_SC
+    default: return false;
+  }
+}
+
+__device__ __forceinline__ void cp_async_wait_upto(int n) {
+  switch (n) {
+    case 0: dev::cp_async_wait<0>(); break;
+    case 1: dev::cp_async_wait<1>(); break;
+    case 2: dev::cp_async_wait<2>(); break;
+    default: dev::cp_async_wait<3>(); break;
+  }
+}
+
+struct StreamPlan {
+  int tr = 0, stages = 0, pitch = 0, grid = 0;
+  size_t smem = 0;
+};
+
+template <class C>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemv_stream_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int64_t n,
+                       int64_t k, int64_t row_bytes, int tr, int stages, int pitch, FloatKind io, bool x_vec) {
+  extern __shared__ int4 stream_smem[];
+  auto* smem = reinterpret_cast<uint8_t*>(stream_smem);
+  const int64_t stage_bytes = int64_t{tr} * pitch;
+  auto* xa = reinterpret_cast<int8_t*>(smem + stages * stage_bytes);
+  int8_t* xb = xa + k;
+  auto* dx = reinterpret_cast<float*>(xb + k);
+  float* xs = dx + k / 32;
+  float* red = xs + k / 32;  // [kThreads]
+
+  const int64_t r_begin = n * blockIdx.x / gridDim.x, r_end = n * (blockIdx.x + 1) / gridDim.x;
+  const int tiles = static_cast<int>((r_end - r_begin + tr - 1) / tr);
+  const auto g_row = static_cast<int>(row_bytes / 16);
+  // Tile t's rows into stage t mod stages; one commit group per call, empty
+  // past the last tile, so cp_async_wait_upto(stages − 1) means "tile t landed".
+  auto issue = [&](int t) {
+    if (t < tiles) {
+      const int64_t r0 = r_begin + int64_t{t} * tr;
+      const int rows = static_cast<int>(std::min<int64_t>(tr, r_end - r0));
+      const uint32_t st = dev::smem_u32(smem + (t % stages) * stage_bytes);
+      const uint8_t* src = w + r0 * row_bytes;
+      // A warp per row, its lanes on consecutive granules: coalesced, no division.
+      for (int row = threadIdx.x / 32; row < rows; row += kThreads / 32)
+        for (int j = threadIdx.x % 32; j < g_row; j += 32)
+          dev::cp_async_16(st + row * pitch + 16 * j, src + int64_t{row} * row_bytes + 16 * j, true);
+    }
+    dev::cp_async_commit();
+  };
+  // Only the first stage before the wait: with every stage in flight, x's
+  // loads queued behind the weights and the GEMV took longer (H200, CUDA
+  // graph of 4096² launches: Q4_K 5.64-5.72 µs against 5.03, Q8_0 8.33-8.36
+  // against 7.55; none before the wait: 6.65 and 8.73).
+  issue(0);
+  dev::pdl_wait();
+  quantize_x(x, 1, k, io, x_vec, xa, xb, dx, xs);
+  dev::pdl_trigger();
+  for (int t = 1; t < stages; ++t) issue(t);
+
+  const int chunks = static_cast<int>(k / kChunk);
+  const int slots = kThreads / tr;
+  const int my_row = threadIdx.x % tr, my_slot = threadIdx.x / tr;
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait_upto(stages - 1);
+    __syncthreads();  // the tile's bytes from every thread's copies (and x, the first time)
+    const int64_t r0 = r_begin + int64_t{t} * tr;
+    const int rows = static_cast<int>(std::min<int64_t>(tr, r_end - r0));
+    const uint8_t* row = smem + (t % stages) * stage_bytes + my_row * pitch;
+    float acc = 0.0f;
+    if (my_row < rows) {
+#pragma unroll 1
+      for (int c = my_slot; c < chunks; c += slots) {
+        const int e = c * kChunk;
+        acc += C::dot(row + c * C::kBytes, XChunk{xa + e, xb + e, dx + e / 32, xs + e / 32});
+      }
+    }
+    red[threadIdx.x] = acc;
+    __syncthreads();  // every thread is done with the stage and its partial sum is in red
+    issue(t + stages);
+    if (threadIdx.x < rows) {
+      float s = 0.0f;
+      for (int v = 0; v < slots; ++v) s += red[v * tr + threadIdx.x];
+      store_from_f32(y, r0 + threadIdx.x, s, io);
+    }
+  }
+}
+
+// Rows per tile: 256 / tr threads share a row, enough that each takes one
+// chunk where K allows (up to 32 per row); tiles of at most kTileMax bytes.
+// Stages: as many as fit the budget with x, up to 4 and the tiles a CTA has.
+// One CTA per SM.
+StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes) {
+  StreamPlan p;
+  const int64_t chunks = k / kChunk;
+  int slots = 1;
+  while (slots < 32 && slots < chunks) slots *= 2;
+  p.tr = kThreads / slots;
+  p.pitch = static_cast<int>((row_bytes + 127) / 128 * 128 + 16);
+  while (p.tr > 8 && int64_t{p.tr} * p.pitch > kTileMax) p.tr /= 2;
+  p.grid = static_cast<int>(std::min<int64_t>(sm_count(), n));
+  const int64_t rows_per_cta = (n + p.grid - 1) / p.grid;
+  const int64_t tiles = (rows_per_cta + p.tr - 1) / p.tr;
+  const size_t x_bytes = static_cast<size_t>(2 * k + 2 * (k / 32) * 4 + kThreads * 4);
+  const int64_t tile_bytes = int64_t{p.tr} * p.pitch;
+  p.stages = static_cast<int>(std::clamp<int64_t>((kSmemBudget - static_cast<int64_t>(x_bytes)) / tile_bytes, 0,
+                                                  std::min<int64_t>(kMaxStages, tiles)));
+  p.smem = static_cast<size_t>(p.stages * tile_bytes) + x_bytes;
+  return p;
+}
+
+}  // namespace
+
+const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
+  if (m != 1) return "m is not 1";
+  bool known = false;
+  visit_stream_chunk(w_type, [&](auto) { known = true; });
+  if (!known) return "no streaming chunk decoder for this type";
+  if (k % kChunk != 0) return "K is not a multiple of 256";
+  const int64_t row_bytes = dtype_bytes(w_type, k);
+  if (row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) return "rows are not 16-byte aligned";
+  if (n < 1 || n >= (int64_t{1} << 31) || row_bytes / 16 * 256 >= (int64_t{1} << 31)) return "too many rows";
+  if (plan_stream(n, k, row_bytes).stages < 1) return "a tile of rows and x do not fit in shared memory";
+  return nullptr;
+}
+
+// RLX_CUDA_GEMV_STREAM=auto takes the streaming kernel for m = 1 and 1 MB or
+// more of weights (H200, CUDA graphs, % of the 4.22 TB/s copy, against the
+// unit kernels: 4096² Q4_0 45.8 / 19.1%, Q5_0 50.1 / 28.6, Q8_0 56.4 / 49.3,
+// Q4_K 44.6 / 33.0, Q5_K 50.0 / 36.3; 1024 × 3072 Q4_K 13.0 / 11.9, Q8_0
+// 22.4 / 18.2). Gemma 3 270M's layers (under 1 MB) keep the unit kernels,
+// which were tuned on its decode; 1 takes it wherever it can run, 0 never; nor does
+// RLX_CUDA_GEMV_Q8=0, which asks for f32 activations.
+bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
+  const std::string mode = env_string("RLX_CUDA_GEMV_STREAM");
+  RLX_CHECK_AS(InvalidArgument, mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_GEMV_STREAM='", mode,
+               "' must be auto, 1 or 0");
+  if (mode == "0" || !quant_gemv_q8_allowed() || quant_gemv_stream_unsupported(w_type, w, m, n, k)) return false;
+  return mode == "1" || n * dtype_bytes(w_type, k) >= (int64_t{1} << 20);
+}
+
+void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t n, int64_t k,
+                              cudaStream_t stream) {
+  const char* why = quant_gemv_stream_unsupported(w_type, w, 1, n, k);
+  RLX_CHECK_AS(Unsupported, !why, "quantized gemv (streaming): ", dtype_name(w_type), " [", n, ", ", k, "]: ",
+               why ? why : "");
+  const FloatKind io = float_kind(x_dtype, "quantized gemv");
+  const int64_t row_bytes = dtype_bytes(w_type, k);
+  const StreamPlan p = plan_stream(n, k, row_bytes);
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  visit_stream_chunk(w_type, [&](auto c) {
+    auto kernel = gemv_stream_kernel<decltype(c)>;
+    RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmemBudget + 16 * 1024)));
+    kernel<<<p.grid, kThreads, p.smem, stream>>>(static_cast<const uint8_t*>(w), x, y, n, k, row_bytes, p.tr,
+                                                  p.stages, p.pitch, io, x_vec);
+  });
+  RLX_CUDA_CHECK_LAUNCH("DequantMatMul (streaming gemv)");
+}
+
+}  // namespace rlx::cuda
