@@ -50,6 +50,8 @@
 #include "bench/graph_timing.cuh"
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/encoder.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/dtype.h"
@@ -90,6 +92,47 @@ double time_per_call(const std::function<void(int)>& launch) {
 }
 
 using bench::time_per_call_graph;
+
+// Runs f with environment variable `name` set to `value`, then restores it.
+void with_env(const char* name, const char* value, const std::function<void()>& f) {
+  const char* user = std::getenv(name);
+  const std::string saved = user ? user : "";
+  setenv(name, value, 1);
+  f();
+  if (user) setenv(name, saved.c_str(), 1);
+  else unsetenv(name);
+}
+
+}  // namespace
+
+// The read-only ceiling of a GEMV row: the same weight bytes read once (16
+// bytes a load, four in flight per thread) and folded into one word, in the
+// same graph of programmatic launches. Named in rlx::cuda so the encoder gives
+// it programmatic edges, as it does the GEMVs: it triggers its dependents at
+// once and waits only before its (never taken) store, the most overlap a
+// kernel of the chain can have.
+namespace rlx::cuda {
+__global__ void __launch_bounds__(512) bench_read_only_kernel(const uint4* __restrict__ p, int64_t n16,
+                                                              uint32_t* out) {
+  dev::pdl_trigger();
+  uint32_t acc = 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const uint4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride),
+                d = __ldcs(p + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 a = __ldcs(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  dev::pdl_wait();
+  if (acc == 0x9E3779B9u && out) *out = acc;  // keeps the loads; practically never stores
+}
+}  // namespace rlx::cuda
+
+namespace {
 
 // Random weight bytes; every odd byte has its top two bits cleared, which
 // keeps the f16 scale fields (at even offsets in most layouts) finite and
@@ -321,14 +364,30 @@ int main(int argc, char** argv) {
         };
         const bool q8 = cuda::quant_gemv_uses_q8(t, w.copy(0), 1, N, K);
         graph_row(key + (q8 ? " int8 x (graph)" : " (graph)"));
-        if (q8) {  // the same kernel family on f32 activations (RLX_CUDA_GEMV_Q8=0)
-          const char* user = std::getenv("RLX_CUDA_GEMV_Q8");  // restored after the row
-          const std::string saved = user ? user : "";
-          setenv("RLX_CUDA_GEMV_Q8", "0", 1);
-          graph_row(key + " f32 x (graph)");
-          if (user) setenv("RLX_CUDA_GEMV_Q8", saved.c_str(), 1);
-          else unsetenv("RLX_CUDA_GEMV_Q8");
+        // The streaming kernel (gemv_stream.cu) and, beside it, the unit
+        // kernels it replaces at 4 MB+ (RLX_CUDA_GEMV_STREAM=0).
+        if (!cuda::quant_gemv_stream_unsupported(t, w.copy(0), 1, N, K)) {
+          const std::string stkey = str("gemv-stream ", N, "x", K, " m=1 ", dtype_name(t));
+          with_env("RLX_CUDA_GEMV_STREAM", "1", [&] {
+            if (const std::string bad = check_gemv(t, w.copy(0), N, K); !bad.empty()) {
+              std::printf("FAIL %s: %s\n", stkey.c_str(), bad.c_str());
+              ++failures;
+            }
+          });
+          report(stkey + " (graph)", 1, time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
+                   cuda::launch_quant_gemv_stream(t, w.copy(i), DType::F16, x, y, N, K, st);
+                 }));
+          with_env("RLX_CUDA_GEMV_STREAM", "0", [&] {
+            graph_row(key + (cuda::quant_gemv_uses_q8(t, w.copy(0), 1, N, K) ? " unit int8 x (graph)" : " unit (graph)"));
+          });
         }
+        report(str("read-only ", N, "x", K, " ", dtype_name(t), " bytes (graph)"), 1,
+               time_per_call_graph(w.copies, [&](int i, cudaStream_t st) {
+                 cuda::bench_read_only_kernel<<<cuda::current_sm_count() * 4, 512, 0, st>>>(
+                     reinterpret_cast<const uint4*>(w.copy(i)), static_cast<int64_t>(w.bytes / 16), nullptr);
+               }));
+        if (q8)  // the unit kernels on f32 activations (RLX_CUDA_GEMV_Q8=0)
+          with_env("RLX_CUDA_GEMV_Q8", "0", [&] { graph_row(key + " f32 x (graph)"); });
       }
       if (!cuda::quant_gemv_staged_supported(t)) continue;
       const std::string skey = str("gemv-staged ", N, "x", K, " m=1 ", dtype_name(t));
