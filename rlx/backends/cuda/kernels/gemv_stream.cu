@@ -398,8 +398,8 @@ const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m
 // unit kernels: 4096² Q4_0 45.8 / 19.1%, Q5_0 50.1 / 28.6, Q8_0 56.4 / 49.3,
 // Q4_K 44.6 / 33.0, Q5_K 50.0 / 36.3; 1024 × 3072 Q4_K 13.0 / 11.9, Q8_0
 // 22.4 / 18.2). Gemma 3 270M's layers (under 1 MB) keep the unit kernels,
-// which were tuned on its decode; 1 takes it wherever it can run, 0 never; nor does
-// RLX_CUDA_GEMV_Q8=0, which asks for f32 activations.
+// which were tuned on its decode. 1 takes it wherever it can run; 0 never,
+// nor does RLX_CUDA_GEMV_Q8=0, which asks for f32 activations.
 bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
   const std::string mode = env_string("RLX_CUDA_GEMV_STREAM");
   RLX_CHECK_AS(InvalidArgument, mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_GEMV_STREAM='", mode,
