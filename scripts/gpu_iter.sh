@@ -12,7 +12,7 @@
 # Gemma decode steps; gen, genab and trace use a synthetic stand-in without the file), decode (rlx_decode_bench: a Gemma
 # decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
 # attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
-# (rlx_bert_bench + torch peer), sanitize (memcheck), ncu (decode kernels).
+# (rlx_bert_bench + torch peer), report (their per-thunk times), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -106,6 +106,9 @@ for step in "$@"; do
           echo "$setting round $round rc=$? $(grep -E '^(minilm|bert)' "$log" | awk '{print $1, $4}' | tr '\n' ' ')"
         done
       done ;;
+    report)  # per-thunk times (RLX_DISPATCH_REPORT) of MiniLM and BERT-base at 256x128, CUDA graphs
+      RLX_DISPATCH_REPORT=1 timeout 200 "$B/bench/rlx_bert_bench" --shape 256x128 --graphs-only > "$OUT/report.log" 2>&1
+      echo "rc=$?"; grep -E '^(minilm|bert)' "$OUT/report.log" ;;
     minilm|bert)
       timeout 200 "$B/bench/rlx_bert_bench" > "$OUT/bert.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/bert.log" | tail -30
       timeout 300 python3 bench/bert_torch.py --compile > "$OUT/torch-bert.log" 2>&1; echo "torch rc=$?"
