@@ -35,6 +35,7 @@
 // mostly someone else's runs a grid of one wave instead, so the items it skips
 // cost a flag read each rather than a CTA launch each.
 #include <algorithm>
+#include <type_traits>
 
 #include "rlx/backends/cuda/kernels/attention.h"
 
@@ -47,6 +48,32 @@ namespace rlx::cuda {
 namespace {
 
 using namespace dev;
+
+// Softmax numerators in the 16-bit type itself: the exponent arguments of two
+// scores are rounded to T, and one ex2.approx.{f16,bf16}x2 gives both P
+// values already packed as the P·V MMA's A operand (half the MUFU work of two
+// exp2f, no separate pack). The row sums then come from the same rounded P,
+// by one more MMA against a B fragment of ones per 16 keys, instead of a
+// float add per score and a quad reduction. sm_90 (bf16x2 needs it); not the
+// D = 32 general variant (see prefill_item).
+constexpr bool kHalfExp = true;
+
+template <typename T>
+__device__ __forceinline__ uint32_t exp2_x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t y, x = pack2<T>(lo, hi);
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
+  } else {
+    asm("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(y) : "r"(x));
+  }
+  return y;
+#else
+  return pack2<T>(exp2f(lo), exp2f(hi));
+#endif
+}
+template <typename T>
+constexpr uint32_t kOnes2 = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;  // (1, 1) in T
 
 // Tile shape per head dim and variant (kGeneral: softcap / bias / key mask).
 //   kWarps  warps per CTA; MT: m16 fragments per warp (rows per warp / 16);
@@ -99,6 +126,8 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
   constexpr int DT = D / 8;   // output n8 tiles
   constexpr int KS = D / 16;  // k16 steps of Q·Kᵀ
   constexpr bool kQInRegs = P::kQInRegs;
+  // D = 32 general spills with the row-sum MMA's accumulators (128 registers).
+  constexpr bool kHalf = kHalfExp && !(kGeneral && D == 32);
 
   T* sQ = reinterpret_cast<T*>(smem);
   T* sKV = sQ + BM * S;  // stage s: K at sKV + s·2·BN·S, V BN·S after it
@@ -181,12 +210,14 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
 
   float acc[MT][DT][4];
   float row_m[MT][2], row_l[MT][2];
+  float lsum[kHalf ? MT : 1][4];  // kHalf: P·ones, rows g (0, 1) and g + 8 (2, 3)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt) acc[mt][dt][0] = acc[mt][dt][1] = acc[mt][dt][2] = acc[mt][dt][3] = 0.0f;
     row_m[mt][0] = row_m[mt][1] = -INFINITY;
     row_l[mt][0] = row_l[mt][1] = 0.0f;
+    if constexpr (kHalf) lsum[mt][0] = lsum[mt][1] = lsum[mt][2] = lsum[mt][3] = 0.0f;
   }
 
   const bool fold = !kGeneral && a.scale_log2 > 0.0f;
@@ -282,14 +313,24 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
         const float base = attn_row_base(m_new);
         const float alpha = exp2f(row_m[mt][rr] - base);
         row_m[mt][rr] = m_new;
-        float sum = 0.0f;
+        if constexpr (kHalf) {
+          // s[..][2rr] holds the packed pair's bits from here on.
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          s[mt][j][2 * rr] = exp2f(fmaf(s[mt][j][2 * rr], mul, -base));
-          s[mt][j][2 * rr + 1] = exp2f(fmaf(s[mt][j][2 * rr + 1], mul, -base));
-          sum += s[mt][j][2 * rr] + s[mt][j][2 * rr + 1];
+          for (int j = 0; j < NT; ++j)
+            s[mt][j][2 * rr] = __uint_as_float(
+                exp2_x2<T>(fmaf(s[mt][j][2 * rr], mul, -base), fmaf(s[mt][j][2 * rr + 1], mul, -base)));
+          lsum[mt][2 * rr] *= alpha;
+          lsum[mt][2 * rr + 1] *= alpha;
+        } else {
+          float sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            s[mt][j][2 * rr] = exp2f(fmaf(s[mt][j][2 * rr], mul, -base));
+            s[mt][j][2 * rr + 1] = exp2f(fmaf(s[mt][j][2 * rr + 1], mul, -base));
+            sum += s[mt][j][2 * rr] + s[mt][j][2 * rr + 1];
+          }
+          row_l[mt][rr] = row_l[mt][rr] * alpha + sum;  // per-lane partial; quad-reduced at the end
         }
-        row_l[mt][rr] = row_l[mt][rr] * alpha + sum;  // per-lane partial; quad-reduced at the end
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
           acc[mt][dt][2 * rr] *= alpha;
@@ -303,10 +344,18 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
       uint32_t pa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        if constexpr (kHalf) {
+          pa[mt][0] = __float_as_uint(s[mt][2 * kk][0]);
+          pa[mt][1] = __float_as_uint(s[mt][2 * kk][2]);
+          pa[mt][2] = __float_as_uint(s[mt][2 * kk + 1][0]);
+          pa[mt][3] = __float_as_uint(s[mt][2 * kk + 1][2]);
+          mma_16816<T>(lsum[mt], pa[mt], kOnes2<T>, kOnes2<T>);  // every column: the row's sum
+        } else {
+          pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
       }
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
@@ -329,7 +378,12 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      const float l = quad_sum(row_l[mt][rr]);
+      float l;
+      if constexpr (kHalf) {
+        l = lsum[mt][2 * rr];
+      } else {
+        l = quad_sum(row_l[mt][rr]);
+      }
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       T* srow = sQ + (w_row0 + mt * 16 + g + rr * 8) * S + 2 * t4;
 #pragma unroll
