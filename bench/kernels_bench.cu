@@ -1,6 +1,8 @@
 // Memory-bound kernel throughput: LayerNorm, RmsNorm (plain and residual-fused)
-// and Softmax over 4096-wide rows (32768 × 4096, f16 and f32), from the
-// launchers in rlx/backends/cuda/kernels. Peer: bench/kernels_torch.py on the
+// and Softmax over 4096-wide rows (32768 × 4096, f16 and f32), and the
+// encoders' post-LN (residual + LayerNorm at 384 and 768 columns) and GELU-erf
+// (1536 and 3072) at 256 × 128 tokens, from the launchers in
+// rlx/backends/cuda/kernels. Peer: bench/kernels_torch.py on the
 // same shapes. Inputs rotate over 3 buffer sets (each ≥ 256 MB, far beyond
 // the 60 MB L2), 10 warm-up launches, then 100 launches each timed with CUDA
 // events; the median is reported as GB/s (bytes = x read (+ residual read) +
@@ -18,6 +20,7 @@
 #include "bench/bench_cuda.cuh"
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/kernels/softmax.h"
 #include "rlx/core/dtype.h"
@@ -69,7 +72,8 @@ double time_median(const std::function<void(int)>& launch) {
 
 int main(int argc, char** argv) {
   if (const int rc = rlx::bench::no_options(argc, argv, "rlx_kernels_bench",
-                                            "LayerNorm, RMSNorm and softmax over 32768 x 4096 rows, in GB/s and % of the "
+                                            "LayerNorm, RMSNorm and softmax over 32768 x 4096 rows, and the BERT "
+                                            "encoders' residual LayerNorm and GELU-erf shapes, in GB/s and % of the "
                                             "4.22 TB/s copy; torch peer: bench/kernels_torch.py.");
       rc >= 0)
     return rc;
@@ -129,6 +133,55 @@ int main(int argc, char** argv) {
     }
     for (auto& s : sets)
       for (void* p : {s.x, s.r, s.y, s.s}) RLX_CUDA_CHECK(cudaFree(p));
+    RLX_CUDA_CHECK(cudaFree(gamma));
+    RLX_CUDA_CHECK(cudaFree(beta));
+  }
+  // The encoders' own shapes at 256 x 128 tokens (f16): the post-LN
+  // residual + LayerNorm (x, residual read, y written) at MiniLM's and
+  // BERT-base's widths, and the FFN's GELU-erf in place.
+  {
+    const int64_t rows = 32768;
+    const size_t cap = static_cast<size_t>(rows) * 3072;
+    Set sets[kSets];
+    for (int k = 0; k < kSets; ++k) {
+      void** ptrs[] = {&sets[k].x, &sets[k].r, &sets[k].y};
+      for (int j = 0; j < 3; ++j) {
+        RLX_CUDA_CHECK(cudaMalloc(ptrs[j], cap * 2));
+        fill_kernel<<<4096, 256>>>(static_cast<unsigned short*>(*ptrs[j]), cap, 31u * k + j, false);
+      }
+    }
+    void *gamma, *beta;
+    RLX_CUDA_CHECK(cudaMalloc(&gamma, 3072 * 2));
+    RLX_CUDA_CHECK(cudaMalloc(&beta, 3072 * 2));
+    fill_kernel<<<16, 256>>>(static_cast<unsigned short*>(gamma), 3072, 97, false);
+    fill_kernel<<<16, 256>>>(static_cast<unsigned short*>(beta), 3072, 96, false);
+    RLX_CUDA_CHECK(cudaDeviceSynchronize());
+    std::printf("\n%-36s %9s %9s %8s\n", "case (encoder shapes, f16)", "us", "GB/s", "of copy");
+    const rlx::DType h = rlx::DType::F16;
+    struct Case {
+      std::string name;
+      int64_t cols;
+      int tensors;
+      std::function<void(int)> fn;
+    };
+    std::vector<Case> cases;
+    for (int64_t cols : {384, 768})
+      cases.push_back({rlx::str("residual+layernorm f16 32768x", cols), cols, 3, [&, cols](int k) {
+                         rlx::cuda::launch_layer_norm(h, h, sets[k].x, sets[k].r, gamma, beta, sets[k].y, nullptr, rows,
+                                                      cols, 1e-12f, nullptr);
+                       }});
+    for (int64_t cols : {1536, 3072})
+      cases.push_back({rlx::str("gelu_erf in place f16 32768x", cols), cols, 2, [&, cols](int k) {
+                         rlx::cuda::launch_unary(rlx::UnaryFn::GeluErf, h, sets[k].y, sets[k].y, rows * cols, nullptr);
+                       }});
+    for (const auto& c : cases) {
+      const double ms = time_median(c.fn);
+      const double gbps = static_cast<double>(c.tensors) * static_cast<double>(rows * c.cols * 2) / (ms * 1e-3) / 1e9;
+      std::printf("%-36s %9.1f %9.0f %7.1f%%\n", c.name.c_str(), ms * 1e3, gbps, 100.0 * gbps / (rlx::bench::kCopyTBps * 1e3));
+      rlx::bench::json_line("kernels", c.name, gbps, "GB/s");
+    }
+    for (auto& s : sets)
+      for (void* p : {s.x, s.r, s.y}) RLX_CUDA_CHECK(cudaFree(p));
     RLX_CUDA_CHECK(cudaFree(gamma));
     RLX_CUDA_CHECK(cudaFree(beta));
   }
