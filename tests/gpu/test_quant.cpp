@@ -708,7 +708,10 @@ TEST(CudaQuantGemv, EveryAlignmentPhaseAndOddShapes) {
 // rows of 12 and 16 chunks (a row's threads idle or not), 64 chunks (two per
 // thread), fewer rows than SMs, rows per CTA no multiple of its tile, CTAs of
 // several tiles (the stage ring refilled), and the three activation types,
-// x misaligned for its vector loads.
+// x misaligned for its vector loads. Q6_K (K a multiple of 2048) and IQ4_XS
+// (512) take the same cases at the nearest K they allow: Q6_K rows of 8, 16,
+// 24 and 64 chunks (every 2-byte phase of a chunk mod 8 in each row), IQ4_XS
+// rows of 2 chunks instead of 1.
 TEST(CudaQuantGemv, StreamingKernelMatchesFloat64) {
   SKIP_WITHOUT_GPU();
   test::ScopedEnv on("RLX_CUDA_GEMV_STREAM", "1");
@@ -717,8 +720,15 @@ TEST(CudaQuantGemv, StreamingKernelMatchesFloat64) {
     int64_t n, k;
   };
   const std::vector<Shape> shapes = {{1, 256}, {131, 256}, {7, 4096}, {300, 3072}, {1000, 4096}, {20000, 1024}, {64, 16384}};
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
-    for (const Shape& sh : shapes) {
+  const std::vector<Shape> q6_k_shapes = {{1, 2048},    {131, 2048},   {7, 4096},   {300, 6144},
+                                          {1000, 4096}, {20000, 2048}, {64, 16384}};
+  const std::vector<Shape> iq4_xs_shapes = {{1, 512},     {131, 512},    {7, 4096},  {300, 3072},
+                                            {1000, 4096}, {20000, 1024}, {64, 16384}};
+  const auto shapes_of = [&](DType t) -> const std::vector<Shape>& {
+    return t == DType::Q6_K ? q6_k_shapes : t == DType::IQ4_XS ? iq4_xs_shapes : shapes;
+  };
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+    for (const Shape& sh : shapes_of(t)) {
       SCOPED_TRACE(str(dtype_name(t), " N=", sh.n, " K=", sh.k));
       const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
       ASSERT_EQ(cuda::quant_gemv_stream_unsupported(t, w256, 1, sh.n, sh.k), nullptr);
@@ -748,6 +758,29 @@ TEST(CudaQuantGemv, StreamingKernelWhereItApplies) {
   EXPECT_NE(why(DType::Q8_0, w256, 1, 64, 640).find("not a multiple of 256"), std::string::npos);
   EXPECT_NE(why(DType::Q4_K, reinterpret_cast<const void*>(uintptr_t{264}), 1, 64, 4096).find("16-byte aligned"),
             std::string::npos);
+  // Q6_K rows (210-byte blocks) are whole 16-byte granules only at K a
+  // multiple of 2048, IQ4_XS rows (136 bytes) at 512.
+  EXPECT_NE(why(DType::Q6_K, w256, 1, 64, 1024).find("Q6_K needs K a multiple of 2048"), std::string::npos);
+  EXPECT_NE(why(DType::Q6_K, w256, 1, 64, 6144 + 256).find("Q6_K needs K a multiple of 2048"), std::string::npos);
+  EXPECT_NE(why(DType::IQ4_XS, w256, 1, 64, 256).find("IQ4_XS needs K a multiple of 512"), std::string::npos);
+  EXPECT_NE(why(DType::IQ4_XS, w256, 1, 64, 4096 + 256).find("IQ4_XS needs K a multiple of 512"), std::string::npos);
+  EXPECT_EQ(why(DType::Q6_K, w256, 1, 64, 2048), "");
+  EXPECT_EQ(why(DType::IQ4_XS, w256, 1, 64, 512), "");
+  EXPECT_NE(why(DType::IQ4_XS, reinterpret_cast<const void*>(uintptr_t{264}), 1, 64, 4096).find("16-byte aligned"),
+            std::string::npos);
+  EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::Q6_K, w256, 1, 4096, 4096));    // 13.8 MB
+  EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::IQ4_XS, w256, 1, 4096, 4096));  // 8.9 MB
+  {
+    // Forced on, those shapes fall back to the unit kernels (still against float64).
+    test::ScopedEnv on("RLX_CUDA_GEMV_STREAM", "1");
+    EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q6_K, w256, 1, 64, 1024));
+    EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::IQ4_XS, w256, 1, 64, 256));
+    std::mt19937_64 rng(67);
+    EXPECT_EQ(check_direct_gemv(DType::Q6_K, 1, 300, 1024, DType::F32, 0, 0, rng), "");
+    EXPECT_EQ(check_direct_gemv(DType::Q6_K, 1, 300, 6144 + 256, DType::BF16, 0, 0, rng), "");
+    EXPECT_EQ(check_direct_gemv(DType::IQ4_XS, 1, 300, 256, DType::F32, 0, 0, rng), "");
+    EXPECT_EQ(check_direct_gemv(DType::IQ4_XS, 1, 300, 4096 + 256, DType::F16, 0, 0, rng), "");
+  }
   {
     test::ScopedEnv off("RLX_CUDA_GEMV_STREAM", "0");
     EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 4096, 4096));

@@ -21,6 +21,15 @@
 // chunks c ≡ t / tr (mod 256 / tr); the 256 / tr threads of a row meet in
 // shared memory.
 //
+// Types: Q4_0, Q5_0, Q8_0, Q4_K, Q5_K (chunks of 144, 176, 272 bytes: 16-byte
+// loads), IQ4_XS (136 bytes: chunks 8-byte aligned, 8-byte loads; K a
+// multiple of 512) and Q6_K (210 bytes: chunks only 2-byte aligned, read
+// through the aligned 8-byte words around them with a word select and a
+// funnel shift; K a multiple of 2048). K is what makes a row a whole number
+// of 16-byte granules for the tile copies. With 8-byte loads the 32 rows a
+// warp reads at a 16 (mod 128) pitch meet two to a bank: twice the
+// wavefronts of a 16-byte read per byte.
+//
 // Activations: every CTA quantizes x into shared memory as gemv_q8.cu does
 // (two int8 levels per 32 elements, gemv_common.cuh), adding each block's
 // level sum for the bias and "− min" terms. All lanes of a warp read the same
@@ -45,6 +54,7 @@ namespace {
 using namespace quant_detail;
 using dev::dp4a;
 using dev::f16_bits;
+using dev::IqTables;
 using dev::q8x2;
 
 constexpr int kThreads = 256;
@@ -110,15 +120,25 @@ __device__ __forceinline__ float block32(const uint32_t (&lo)[4], const uint32_t
   return fmaf(static_cast<float>(-z), x.s[e / 32], q8x2(a, b));
 }
 
+// StreamChunk<T>: kBytes, the chunk's bytes (256 elements); Ctx, what a
+// thread holds for the whole kernel (the IQ4_NL table for IQ4_XS), built by
+// context(tables) once, and dot(w, x, ctx): Σ w·x̃ over the chunk at w (shared
+// memory) with the activations x. Types without tables take NoTables.
 template <DType T>
 struct StreamChunk;
+
+struct NoTables {
+  static constexpr bool kTables = false;  // launch_quant_gemv_stream skips staging the tables
+  using Ctx = dev::NoCtx;
+  __device__ static Ctx context(const IqTables&) { return {}; }
+};
 
 // Q4_0: 8 blocks of 18 bytes (f16 d, 16 bytes of nibbles: low → elements
 // 0..15, high → 16..31), 144 bytes, block i at byte 18i.
 template <>
-struct StreamChunk<DType::Q4_0> {
+struct StreamChunk<DType::Q4_0> : NoTables {
   static constexpr int kBytes = 144;
-  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+  __device__ static float dot(const uint8_t* w, const XChunk& x, Ctx) {
     uint32_t r[36];
     lds_words(w, r);
     const uint32_t mk = 0x0F0F0F0Fu;
@@ -140,9 +160,9 @@ struct StreamChunk<DType::Q4_0> {
 // Q5_0: 8 blocks of 22 bytes (f16 d, u32 qh: bit j is element j's 5th bit,
 // 16 bytes of nibbles as Q4_0), 176 bytes, block i at byte 22i.
 template <>
-struct StreamChunk<DType::Q5_0> {
+struct StreamChunk<DType::Q5_0> : NoTables {
   static constexpr int kBytes = 176;
-  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+  __device__ static float dot(const uint8_t* w, const XChunk& x, Ctx) {
     uint32_t r[44];
     lds_words(w, r);
     const uint32_t mk = 0x0F0F0F0Fu;
@@ -165,9 +185,9 @@ struct StreamChunk<DType::Q5_0> {
 
 // Q8_0: 8 blocks of 34 bytes (f16 d, 32 signed bytes), 272 bytes.
 template <>
-struct StreamChunk<DType::Q8_0> {
+struct StreamChunk<DType::Q8_0> : NoTables {
   static constexpr int kBytes = 272;
-  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+  __device__ static float dot(const uint8_t* w, const XChunk& x, Ctx) {
     uint32_t r[68];
     lds_words(w, r);
     float acc = 0.0f;
@@ -215,9 +235,9 @@ __device__ __forceinline__ float sum32(const uint32_t (&q)[8], const XChunk& x, 
 }
 
 template <>
-struct StreamChunk<DType::Q4_K> {
+struct StreamChunk<DType::Q4_K> : NoTables {
   static constexpr int kBytes = 144;
-  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+  __device__ static float dot(const uint8_t* w, const XChunk& x, Ctx) {
     const uint4 head = lds16(w);
     const uint32_t mk = 0x0F0F0F0Fu;
     float acc = 0.0f;
@@ -237,9 +257,9 @@ struct StreamChunk<DType::Q4_K> {
 // Q5_K: head, qh[32] (bit c of qh[l] is the 5th bit of element l of
 // sub-block c), qs[128] as Q4_K; 176 bytes.
 template <>
-struct StreamChunk<DType::Q5_K> {
+struct StreamChunk<DType::Q5_K> : NoTables {
   static constexpr int kBytes = 176;
-  __device__ static float dot(const uint8_t* w, const XChunk& x) {
+  __device__ static float dot(const uint8_t* w, const XChunk& x, Ctx) {
     const uint4 head = lds16(w);
     uint32_t h[8];
     lds_words(w + 16, h);
@@ -261,12 +281,165 @@ struct StreamChunk<DType::Q5_K> {
   }
 };
 
+// Q6_K: 210 bytes, u8 ql[128] @0, u8 qh[64] @128, i8 scales[16] @192, f16 d
+// @208. Block j = 4n + g of the chunk (half n, group g; 32 elements): element l
+// is the low nibble (g ≥ 2: the high one) of ql[64n + 32(g % 2) + l] with bits
+// 2g, 2g + 1 of qh[32n + l] above it, a quant q in 0..63, and scale byte
+// 8n + 2g + l / 16: w = d·scale·(q − 32). Two scales per block of x, so the
+// bias goes through the level sums of each block's first 16 elements (Σa, Σb
+// by __dp4a with ones) and the block's level sum s for the other 16.
+// Chunks are 210 bytes apart, so only 2-byte aligned: every field is read
+// through the aligned 8-byte words that hold it (lds_raw8, word_a2).
+//
+// The phase of a 2-byte-aligned address p: off = p mod 8 (0, 2, 4, 6).
+struct Phase2 {
+  bool up;      // off ≥ 4: the wanted bytes start in the upper word of an 8-byte load
+  uint32_t sh;  // 8·(off mod 4): 0 or 16
+};
+// raw[] = the aligned 8-byte words from p (8-byte aligned) on.
+template <int N>
+__device__ __forceinline__ void lds_raw8(const uint8_t* p, uint32_t (&raw)[N]) {
+  static_assert(N % 2 == 0, "whole 8-byte loads");
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p + 8 * i);
+    raw[2 * i] = v.x, raw[2 * i + 1] = v.y;
+  }
+}
+// Word k (bytes 4k..4k + 3) of the run whose aligned 8-byte words are raw[]:
+// a select and a funnel shift (k is a constant once unrolled: registers only).
+template <int N>
+__device__ __forceinline__ uint32_t word_a2(const uint32_t (&raw)[N], int k, Phase2 ph) {
+  const uint32_t c0 = ph.up ? raw[k + 1] : raw[k], c1 = ph.up ? raw[k + 2] : raw[k + 1];
+  return __funnelshift_r(c0, c1, ph.sh);
+}
+
+template <>
+struct StreamChunk<DType::Q6_K> : NoTables {
+  static constexpr int kBytes = 210;
+  __device__ static float dot(const uint8_t* w, const XChunk& x, Ctx) {
+    // Rows start 16-byte aligned (the pitch), so w mod 8 is the chunk's
+    // offset mod 8; base = w − off stays a shared-memory pointer.
+    const int off = static_cast<int>(reinterpret_cast<uintptr_t>(w) & 7);
+    const uint8_t* base = w - off;
+    const Phase2 ph{off >= 4, 8u * static_cast<uint32_t>(off & 3)};
+    // Scales (bytes 192..207) and d (208..209): three 8-byte words from
+    // base + 192, which end at most 6 bytes past the chunk (inside the row's
+    // pitch, or the next chunk).
+    uint32_t rs[6];
+    lds_raw8(base + 192, rs);
+    const float d = f16_bits((ph.up ? rs[5] : rs[4]) >> ph.sh);
+    const uint32_t mk = 0x0F0F0F0Fu, m2 = 0x30303030u, ones = 0x01010101u, flip = 0x80808080u;
+    float acc = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      uint32_t rl[18], rh[10];  // ql[64n .. 64n + 64) and qh[32n .. 32n + 32), one 8-byte word more each
+      lds_raw8(base + 64 * n, rl);
+      lds_raw8(base + 128 + 32 * n, rh);
+      uint32_t ql[16], qh[8];  // each word once: groups g and g + 2 share ql, all four qh
+#pragma unroll
+      for (int k = 0; k < 16; ++k) ql[k] = word_a2(rl, k, ph);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) qh[k] = word_a2(rh, k, ph);
+      // Half n's 8 signed scales, bytes flipped to unsigned (byte_minus takes 128 off again).
+      const uint32_t sw[2] = {word_a2(rs, 2 * n, ph) ^ flip, word_a2(rs, 2 * n + 1, ph) ^ flip};
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        const int j = 4 * n + g;
+        uint32_t q[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const uint32_t l = ql[8 * (g % 2) + k], h = qh[k];
+          // bits 2g, 2g + 1 of each qh byte to bits 4, 5
+          const uint32_t hb = g < 2 ? h << (4 - 2 * g) : h >> (2 * g - 4);
+          q[k] = ((g >= 2 ? l >> 4 : l) & mk) | (hb & m2);
+        }
+        int a0[4], b0[4], a1[4], b1[4];
+        x_words(x, 32 * j, a0, b0);
+        x_words(x, 32 * j + 16, a1, b1);
+        int sa = 0, sb = 0;  // Σa, Σb over the block's first 16 elements
+#pragma unroll
+        for (int k = 0; k < 4; ++k) sa = dp4a(ones, a0[k], sa), sb = dp4a(ones, b0[k], sb);
+        // First 16: Σ (q − 32)·a. Last 16: Σ q·a + 32·Σ_first a, whose
+        // combined levels less 32·s are Σ (q − 32)·x̃ over the last 16.
+        int ia0 = -32 * sa, ib0 = -32 * sb, ia1 = 32 * sa, ib1 = 32 * sb;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          ia0 = dp4a(q[k], a0[k], ia0), ib0 = dp4a(q[k], b0[k], ib0);
+          ia1 = dp4a(q[4 + k], a1[k], ia1), ib1 = dp4a(q[4 + k], b1[k], ib1);
+        }
+        // Scales 8n + 2g and 8n + 2g + 1: bytes 2(g % 2), 2(g % 2) + 1 of word g / 2.
+        const float sc0 = dev::byte_minus(sw[g / 2], 2 * (g % 2), 128.0f);
+        const float sc1 = dev::byte_minus(sw[g / 2], 2 * (g % 2) + 1, 128.0f);
+        const float t0 = q8x2(ia0, ib0), t1 = fmaf(-32.0f, x.s[j], q8x2(ia1, ib1));
+        acc = fmaf(x.dx[j], fmaf(sc1, t1, sc0 * t0), acc);
+      }
+    }
+    return d * acc;
+  }
+};
+
+// IQ4_XS: 136 bytes, f16 d @0, u16 scales_h @2, u8 scales_l[4] @4, qs[128] @8;
+// block ib (32 elements): qs bytes 16ib + i hold elements i (low nibble) and
+// 16 + i (high), indices into kvalues_iq4nl; scale ls = nibble ib of scales_l
+// | bits 2ib, 2ib + 1 of scales_h above it: w = d·(ls − 32)·kvalues[idx].
+// Chunks are 136 bytes apart: 8-byte aligned, read by 8-byte loads. The table
+// is the one staged for the unit kernels (IqTables::kvalues_iq4nl), held in
+// four registers and indexed by byte permutes as GemvUnit<IQ4_XS> does, eight
+// nibbles at a time here.
+template <>
+struct StreamChunk<DType::IQ4_XS> {
+  static constexpr int kBytes = 136;
+  static constexpr bool kTables = true;
+  using Ctx = dev::GemvUnit<DType::IQ4_XS>::Ctx;
+  __device__ static Ctx context(const IqTables& t) { return dev::GemvUnit<DType::IQ4_XS>::context(t); }
+  // The table values of q's eight nibbles as signed bytes: lo those of the low
+  // nibbles (bytes 0..3 in order), hi those of the high ones. A selector nibble
+  // keeps bit 3 clear (set, it would replicate a sign): the low 3 bits of an
+  // index pick a byte of tab[0..1] and of tab[2..3], and its bit 3 then picks
+  // between the two.
+  __device__ static void lookup8(const Ctx& c, uint32_t q, uint32_t& lo, uint32_t& hi) {
+    const uint32_t i3 = q & 0x77777777u;
+    const uint32_t pick = 0x32103210u | ((q >> 1) & 0x44444444u);  // nibble i: i mod 4, + 4 for an index ≥ 8
+    // Nibbles 0..3 (bytes 0 and 1: low, high, low, high), then 4..7 (bytes 2, 3).
+    const uint32_t v0 =
+        __byte_perm(__byte_perm(c.tab[0], c.tab[1], i3), __byte_perm(c.tab[2], c.tab[3], i3), pick);
+    const uint32_t v1 = __byte_perm(__byte_perm(c.tab[0], c.tab[1], i3 >> 16),
+                                    __byte_perm(c.tab[2], c.tab[3], i3 >> 16), pick >> 16);
+    lo = __byte_perm(v0, v1, 0x6420);
+    hi = __byte_perm(v0, v1, 0x7531);
+  }
+  __device__ static float dot(const uint8_t* w, const XChunk& x, const Ctx& c) {
+    uint32_t r[34];
+    lds_raw8(w, r);
+    const uint32_t scales_h = r[0] >> 16, scales_l = r[1];
+    float acc = 0.0f;
+#pragma unroll
+    for (int ib = 0; ib < 8; ++ib) {
+      int a0[4], b0[4], a1[4], b1[4];
+      x_words(x, 32 * ib, a0, b0);
+      x_words(x, 32 * ib + 16, a1, b1);
+      int a = 0, b = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        uint32_t lo, hi;
+        lookup8(c, r[2 + 4 * ib + k], lo, hi);
+        a = dp4a(lo, a0[k], a), b = dp4a(lo, b0[k], b);
+        a = dp4a(hi, a1[k], a), b = dp4a(hi, b1[k], b);
+      }
+      const int ls = ((scales_l >> (4 * ib)) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+      acc = fmaf(x.dx[ib] * dev::i2f(ls - 32), q8x2(a, b), acc);
+    }
+    return f16_bits(r[0]) * acc;
+  }
+};
+
 template <typename F>
 bool visit_stream_chunk(DType t, F&& f) {
   switch (t) {
 #define RLX_SC(X) \
   case DType::X: f(StreamChunk<DType::X>{}); return true;
-    RLX_SC(Q4_0) RLX_SC(Q5_0) RLX_SC(Q8_0) RLX_SC(Q4_K) RLX_SC(Q5_K)
+    RLX_SC(Q4_0) RLX_SC(Q5_0) RLX_SC(Q8_0) RLX_SC(Q4_K) RLX_SC(Q5_K) RLX_SC(Q6_K) RLX_SC(IQ4_XS)
 #undef RLX_SC
     default: return false;
   }
@@ -289,7 +462,8 @@ struct StreamPlan {
 template <class C>
 __global__ void __launch_bounds__(kThreads, 1)
     gemv_stream_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int64_t n,
-                       int64_t k, int64_t row_bytes, int tr, int stages, int pitch, FloatKind io, bool x_vec) {
+                       int64_t k, int64_t row_bytes, int tr, int stages, int pitch, FloatKind io, bool x_vec,
+                       IqTables tables) {
   extern __shared__ int4 stream_smem[];
   auto* smem = reinterpret_cast<uint8_t*>(stream_smem);
   const int64_t stage_bytes = int64_t{tr} * pitch;
@@ -322,6 +496,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // graph of 4096² launches: Q4_K 5.64-5.72 µs against 5.03, Q8_0 8.33-8.36
   // against 7.55; none before the wait: 6.65 and 8.73).
   issue(0);
+  const typename C::Ctx ctx = C::context(tables);  // staged once per device, never written by a kernel
   dev::pdl_wait();
   quantize_x(x, 1, k, io, x_vec, xa, xb, dx, xs);
   dev::pdl_trigger();
@@ -341,7 +516,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
       for (int c = my_slot; c < chunks; c += slots) {
         const int e = c * kChunk;
-        acc += C::dot(row + c * C::kBytes, XChunk{xa + e, xb + e, dx + e / 32, xs + e / 32});
+        acc += C::dot(row + c * C::kBytes, XChunk{xa + e, xb + e, dx + e / 32, xs + e / 32}, ctx);
       }
     }
     red[threadIdx.x] = acc;
@@ -386,6 +561,12 @@ const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m
   visit_stream_chunk(w_type, [&](auto) { known = true; });
   if (!known) return "no streaming chunk decoder for this type";
   if (k % kChunk != 0) return "K is not a multiple of 256";
+  // Rows must be whole 16-byte granules (the tile copies): 8 Q6_K blocks
+  // (1,680 bytes) and 2 IQ4_XS blocks (272 bytes) are the fewest that are.
+  if (w_type == DType::Q6_K && k % 2048 != 0)
+    return "rows are not 16-byte aligned: Q6_K needs K a multiple of 2048 (8 blocks of 210 bytes)";
+  if (w_type == DType::IQ4_XS && k % 512 != 0)
+    return "rows are not 16-byte aligned: IQ4_XS needs K a multiple of 512 (2 blocks of 136 bytes)";
   const int64_t row_bytes = dtype_bytes(w_type, k);
   if (row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) return "rows are not 16-byte aligned";
   if (n < 1 || n >= (int64_t{1} << 31) || row_bytes / 16 * 256 >= (int64_t{1} << 31)) return "too many rows";
@@ -397,7 +578,8 @@ const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m
 // more of weights (H200, CUDA graphs, % of the 4.22 TB/s copy, against the
 // unit kernels: 4096² Q4_0 45.8 / 19.1%, Q5_0 50.1 / 28.6, Q8_0 56.4 / 49.3,
 // Q4_K 44.6 / 33.0, Q5_K 50.0 / 36.3; 1024 × 3072 Q4_K 13.0 / 11.9, Q8_0
-// 22.4 / 18.2). Gemma 3 270M's layers (under 1 MB) keep the unit kernels,
+// 22.4 / 18.2; Q6_K and IQ4_XS, whose unit kernels reached 31.5% and 23.4%
+// at 4096², not measured here yet). Gemma 3 270M's layers (under 1 MB) keep the unit kernels,
 // which were tuned on its decode. 1 takes it wherever it can run; 0 never,
 // nor does RLX_CUDA_GEMV_Q8=0, which asks for f32 activations.
 bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
@@ -418,11 +600,14 @@ void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const 
   const StreamPlan p = plan_stream(n, k, row_bytes);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   visit_stream_chunk(w_type, [&](auto c) {
-    auto kernel = gemv_stream_kernel<decltype(c)>;
+    using C = decltype(c);
+    auto kernel = gemv_stream_kernel<C>;
+    IqTables tables{};
+    if constexpr (C::kTables) tables = tables_for_current_device();
     RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSmemBudget + 16 * 1024)));
     kernel<<<p.grid, kThreads, p.smem, stream>>>(static_cast<const uint8_t*>(w), x, y, n, k, row_bytes, p.tr,
-                                                  p.stages, p.pitch, io, x_vec);
+                                                  p.stages, p.pitch, io, x_vec, tables);
   });
   RLX_CUDA_CHECK_LAUNCH("DequantMatMul (streaming gemv)");
 }

@@ -57,8 +57,9 @@ bool quant_gemv_uses_q8(DType w_type, const void* w, int64_t m, int64_t n, int64
 // (the error bound of quant_gemv_uses_q8). launch_quant_gemv takes it where
 // quant_gemv_stream_applies (RLX_CUDA_GEMV_STREAM); _unsupported says why it
 // cannot run (nullptr: it can): m ≠ 1, a type without a chunk decoder (it
-// has Q4_0, Q5_0, Q8_0, Q4_K, Q5_K), K not a multiple of 256, rows or W not
-// 16-byte aligned.
+// has Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS), K not a multiple of 256
+// (Q6_K: 2048, IQ4_XS: 512, for 16-byte-aligned rows), rows or W not 16-byte
+// aligned.
 const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
 bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
 void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t n, int64_t k,
