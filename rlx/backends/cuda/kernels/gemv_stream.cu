@@ -587,7 +587,11 @@ bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n
   RLX_CHECK_AS(InvalidArgument, mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_GEMV_STREAM='", mode,
                "' must be auto, 1 or 0");
   if (mode == "0" || !quant_gemv_q8_allowed() || quant_gemv_stream_unsupported(w_type, w, m, n, k)) return false;
-  return mode == "1" || n * dtype_bytes(w_type, k) >= (int64_t{1} << 20);
+  // IQ4_XS's chunk (table lookups, ~800 instructions) lost to the unit kernel
+  // at 1024 x 3072 (1.7 MB: 3.74 against 3.53 µs) and won at 4096² (8.9 MB:
+  // 6.16 against 9.02 µs) on the H200; the others win from 1 MB.
+  const int64_t min_bytes = w_type == DType::IQ4_XS ? int64_t{4} << 20 : int64_t{1} << 20;
+  return mode == "1" || n * dtype_bytes(w_type, k) >= min_bytes;
 }
 
 void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t n, int64_t k,
