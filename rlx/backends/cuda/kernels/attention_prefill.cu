@@ -11,7 +11,10 @@
 //                      K fragments by ldmatrix (non-transposed: K rows are n)
 //   S → logits         scale·log2e (or softcap·log2e·tanh, + bias, key mask);
 //                      positional masks only on tiles that cross a boundary
-//   online softmax     row max / sum across the quad by shuffles; O rescaled
+//   online softmax     row max across the quad by shuffles; O rescaled; P by
+//                      ex2.approx.{f16,bf16}x2 (two scores per instruction,
+//                      packed as the next MMA's operand), row sums by an MMA
+//                      of P against ones (see kHalfExp)
 //   O += P·V           P re-packed from the S accumulators as A fragments in
 //                      registers (no smem round trip), V by ldmatrix.trans
 // then O / l (0 when nothing was visible) is staged through the warp's own Q
