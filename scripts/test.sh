@@ -45,6 +45,12 @@ check() {
   return 1
 }
 T0=$SECONDS
+
+# 0. Packages (apt-get, pip): a clean machine has none of them.
+if [ "${RLX_SKIP_INSTALL:-0}" != 1 ]; then
+  step "install packages"
+  check "install packages" bash scripts/install_deps.sh || exit 1
+fi
 # build_logged DIR: cmake --build DIR, its output also kept in DIR/build-output.log.
 build_logged() {
   cmake --build "$1" -j "$JOBS" 2>&1 | tee "$1/build-output.log"
