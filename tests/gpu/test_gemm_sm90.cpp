@@ -1,9 +1,10 @@
 // rlx's Hopper GEMM (kernels/gemm_sm90.h) against a float64 reference, and
 // the lowering that picks it (GemmEngine::prefer_sm90) against the CPU backend.
 //
-// Kernel cases: f16 and bf16, every activation, with and without bias, shapes
-// that are not multiples of the 128 × 128 × 64 tiles (partial M, N and K
-// tiles, M = 1), padded leading dimensions. A and B hold random values in
+// Kernel cases, each run by every kernel (classic and ping-pong): f16 and
+// bf16, every activation, with and without bias, shapes that are not
+// multiples of the 128 × 128 × 64 tiles (partial M, N and K tiles, M = 1),
+// padded leading dimensions. A and B hold random values in
 // [-1, 1) rounded to the dtype, so the reference sees exactly the kernel's
 // operands; the output buffer is poisoned with 0xFF first, and the columns
 // of a padded C past N must stay poisoned. Tolerance |got − ref| ≤ tol·(1 +
@@ -65,6 +66,9 @@ struct Case {
   int64_t M, N, K, lda_pad = 0, ldc_pad = 0;
 };
 
+constexpr Sm90GemmKernel kKernels[] = {Sm90GemmKernel::Classic, Sm90GemmKernel::PingPong};
+
+// One problem, its float64 reference computed once, then every kernel on it.
 void run_case(DType dt, Activation act, bool with_bias, const Case& cs) {
   SCOPED_TRACE(testing::Message() << dtype_name(dt) << " " << activation_name(act) << " bias=" << with_bias << " M="
                                   << cs.M << " N=" << cs.N << " K=" << cs.K << " lda+" << cs.lda_pad << " ldc+"
@@ -75,11 +79,21 @@ void run_case(DType dt, Activation act, bool with_bias, const Case& cs) {
   for (auto& v : a) v = to_bits(dt, u(rng()));
   for (auto& v : b) v = to_bits(dt, u(rng()));
   for (auto& v : bias) v = to_bits(dt, u(rng()));
+  std::vector<double> ref(static_cast<size_t>(M * N)), arow(static_cast<size_t>(K)), bd(b.size());
+  for (size_t i = 0; i < b.size(); ++i) bd[i] = from_bits(dt, b[i]);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t k = 0; k < K; ++k) arow[static_cast<size_t>(k)] = from_bits(dt, a[static_cast<size_t>(i * lda + k)]);
+    for (int64_t j = 0; j < N; ++j) {
+      double s = with_bias ? from_bits(dt, bias[static_cast<size_t>(j)]) : 0.0;
+      const double* bj = bd.data() + j * K;
+      for (int64_t k = 0; k < K; ++k) s += arow[static_cast<size_t>(k)] * bj[k];
+      ref[static_cast<size_t>(i * N + j)] = act_ref(act, s);
+    }
+  }
   DevMem dA(a.size() * 2), dB(b.size() * 2), dC(static_cast<size_t>(M * ldc) * 2), dBias(bias.size() * 2);
   ASSERT_EQ(cudaMemcpy(dA.p, a.data(), a.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dB.p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dBias.p, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dC.p, 0xFF, static_cast<size_t>(M * ldc) * 2), cudaSuccess);
 
   GemmArgs g;
   g.dtype = dt;
@@ -90,28 +104,27 @@ void run_case(DType dt, Activation act, bool with_bias, const Case& cs) {
   g.C = dC.p, g.ldc = ldc;
   g.bias = with_bias ? dBias.p : nullptr;
   ASSERT_EQ(sm90_gemm_unsupported(g), nullptr);
-  launch_sm90_gemm(g, act, nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint16_t> c(static_cast<size_t>(M * ldc));
-  ASSERT_EQ(cudaMemcpy(c.data(), dC.p, c.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-
   const double tol = dt == DType::F16 ? 2e-3 : 1e-2;
-  int64_t bad = 0;
-  std::vector<double> arow(static_cast<size_t>(K));
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t k = 0; k < K; ++k) arow[static_cast<size_t>(k)] = from_bits(dt, a[static_cast<size_t>(i * lda + k)]);
-    for (int64_t j = 0; j < N; ++j) {
-      double s = with_bias ? from_bits(dt, bias[static_cast<size_t>(j)]) : 0.0;
-      for (int64_t k = 0; k < K; ++k) s += arow[static_cast<size_t>(k)] * from_bits(dt, b[static_cast<size_t>(j * K + k)]);
-      const double ref = act_ref(act, s), got = from_bits(dt, c[static_cast<size_t>(i * ldc + j)]);
-      if (!(std::fabs(got - ref) <= tol * (1.0 + std::fabs(ref))) && ++bad <= 5)
-        ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", want " << ref;
+  std::vector<uint16_t> c(static_cast<size_t>(M * ldc));
+  for (Sm90GemmKernel kernel : kKernels) {
+    SCOPED_TRACE(sm90_gemm_kernel_name(kernel));
+    ASSERT_EQ(cudaMemset(dC.p, 0xFF, static_cast<size_t>(M * ldc) * 2), cudaSuccess);
+    launch_sm90_gemm(g, act, nullptr, kernel);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(c.data(), dC.p, c.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        const double r = ref[static_cast<size_t>(i * N + j)], got = from_bits(dt, c[static_cast<size_t>(i * ldc + j)]);
+        if (!(std::fabs(got - r) <= tol * (1.0 + std::fabs(r))) && ++bad <= 5)
+          ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", want " << r;
+      }
+      for (int64_t j = N; j < ldc; ++j)
+        if (c[static_cast<size_t>(i * ldc + j)] != 0xFFFF && ++bad <= 5)
+          ADD_FAILURE() << "padding C[" << i << ", " << j << "] was written";
     }
-    for (int64_t j = N; j < ldc; ++j)
-      if (c[static_cast<size_t>(i * ldc + j)] != 0xFFFF && ++bad <= 5)
-        ADD_FAILURE() << "padding C[" << i << ", " << j << "] was written";
+    EXPECT_EQ(bad, 0) << bad << " bad values";
   }
-  EXPECT_EQ(bad, 0) << bad << " bad values";
 }
 
 TEST(GemmSm90, MatchesFloat64EveryActivationAndTile) {
@@ -123,13 +136,17 @@ TEST(GemmSm90, MatchesFloat64EveryActivationAndTile) {
       for (const Case& cs : shapes) run_case(dt, act, act != Activation::Relu || cs.M != 300, cs);
 }
 
-// Many tiles: a grid of 8 × 8 CTAs, and 33 row tiles of a thin N (a
-// persistent or ping-pong schedule gives each CTA several of these).
+// Many tiles: a grid of 8 × 8 tiles, 33 row tiles of a thin N, and more
+// tiles than two per SM (39 × 9 = 351 of them), so the persistent kernel
+// gives each CTA several and both consumers take turns, each reusing its
+// staging tile. K = 200 ends in a partial slab, fewer slabs than ring stages.
 TEST(GemmSm90, ManyTiles) {
   SKIP_WITHOUT_SM90();
   RLX_TRACE_SEED();
   run_case(DType::F16, Activation::GeluErf, true, {1000, 1000, 392});
   run_case(DType::BF16, Activation::Silu, true, {4100, 136, 64, 8, 8});
+  run_case(DType::F16, Activation::None, true, {4900, 1032, 200});
+  run_case(DType::BF16, Activation::GeluErf, false, {4900, 1032, 200, 0, 8});
 }
 
 TEST(GemmSm90, LongK) {
@@ -159,6 +176,9 @@ TEST(GemmSm90, RefusesWhatItCannotRun) {
   EXPECT_NE(sm90_gemm_unsupported(f), nullptr);
   f = g, f.batch = 2;
   EXPECT_NE(sm90_gemm_unsupported(f), nullptr);
+  f = g, f.M = 8000000, f.N = f.ldc = int64_t{1} << 20, f.K = f.lda = f.ldb = 4096;
+  EXPECT_NE(sm90_gemm_unsupported(f), nullptr);  // 62,500 · 8,192 tiles · 64 slabs: past the 32-bit slab count
+  f = g, f.batch = 2;
   EXPECT_THROW(launch_sm90_gemm(f, Activation::None, nullptr), Unsupported);
 }
 

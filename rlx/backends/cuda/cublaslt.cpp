@@ -366,36 +366,37 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
 }
 
 // cuBLASLt (its epilogue, then `act` as a unary kernel if it differs) against
-// the sm90 kernel with `act` fused, timed on scratch operands of the shape.
-bool GemmEngine::prefer_sm90(const GemmArgs& a, Activation act, std::string* note) {
+// rlx's sm90 kernels with `act` fused, timed on scratch operands of the shape.
+std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activation act, std::string* note) {
   auto say = [&](std::string s) {
     if (note) *note = std::move(s);
   };
   const std::string mode = env_string("RLX_CUDA_SM90_GEMM");
   RLX_CHECK(mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_SM90_GEMM must be auto, 1 or 0, not '", mode, "'");
-  if (mode == "0") return say("RLX_CUDA_SM90_GEMM=0"), false;
-  if (const char* why = sm90_gemm_unsupported(a)) return say(str("sm90 gemm: ", why)), false;
-  if (!sm90_gemm_available(device_)) return say("sm90 gemm: needs compute capability 9.0 and an sm_90a build"), false;
-  if (mode == "1") return say("RLX_CUDA_SM90_GEMM=1"), true;
-  // Where cuBLASLt's epilogue does everything, its GEMM alone measured 17-30%
-  // faster on BERT's shapes (H200): the sm90 kernel can only win by saving a pass.
-  if (act == a.act) return say("sm90 gemm: cuBLASLt applies the whole epilogue"), false;
+  if (mode == "0") return say("RLX_CUDA_SM90_GEMM=0"), std::nullopt;
+  if (const char* why = sm90_gemm_unsupported(a)) return say(str("sm90 gemm: ", why)), std::nullopt;
+  if (!sm90_gemm_available(device_))
+    return say("sm90 gemm: needs compute capability 9.0 and an sm_90a build"), std::nullopt;
+  if (mode == "1") return say("RLX_CUDA_SM90_GEMM=1"), Sm90GemmKernel::Auto;
   const double flops = 2.0 * static_cast<double>(a.M) * static_cast<double>(a.N) * static_cast<double>(a.K);
-  if (flops < kTuneFlops) return say("sm90 gemm: below 2 GFLOP, cuBLASLt kept"), false;
+  if (flops < kTuneFlops) return say("sm90 gemm: below 2 GFLOP, cuBLASLt kept"), std::nullopt;
   const std::string shape = str(static_cast<int>(a.dtype), ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",",
                                 a.ldc, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", static_cast<int>(act));
+  auto name = [](const std::optional<Sm90GemmKernel>& k) {
+    return k ? str("sm90 gemm (", sm90_gemm_kernel_name(*k), ")") : std::string("cuBLASLt");
+  };
   {
     std::lock_guard lock(mu_);
     if (auto it = sm90_choice_.find(shape); it != sm90_choice_.end())
-      return say(str(it->second ? "sm90 gemm" : "cuBLASLt", ": faster when this shape was first planned")),
-             it->second;
+      return say(str(name(it->second), ": fastest when this shape was first planned")), it->second;
   }
   Plan& p = get(a);
   DeviceGuard guard(device_);
   const int64_t e = dtype_size(a.dtype);
   Scratch A(static_cast<size_t>(a.M * a.lda * e)), B(static_cast<size_t>(a.N * a.ldb * e));
   Scratch C(static_cast<size_t>(a.M * a.ldc * e)), bias(static_cast<size_t>(a.N * e)), ws(workspace_bytes_);
-  if (!A.p || !B.p || !C.p || !bias.p || !ws.p) return say("sm90 gemm: no scratch memory to time it, cuBLASLt kept"), false;
+  if (!A.p || !B.p || !C.p || !bias.p || !ws.p)
+    return say("sm90 gemm: no scratch memory to time it, cuBLASLt kept"), std::nullopt;
   A.fill(a.dtype);
   B.fill(a.dtype);
   bias.fill(a.dtype);
@@ -405,27 +406,35 @@ bool GemmEngine::prefer_sm90(const GemmArgs& a, Activation act, std::string* not
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof bias.p));
   const float alpha = 1.0f, beta = 0.0f;
   const auto& algo = p.algos[static_cast<size_t>(p.chosen)];
-  const std::vector<double> t = time_candidates({
-      [&](cudaStream_t st) {
-        if (cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &algo, ws.p,
-                           workspace_bytes_, st) != CUBLAS_STATUS_SUCCESS)
-          return false;
-        if (act != a.act) launch_unary(activation_unary(act), a.dtype, C.p, C.p, a.M * a.N, st);
-        return true;
-      },
-      [&](cudaStream_t st) {
-        launch_sm90_gemm(s, act, st);
-        return true;
-      },
-  });
-  const bool win = t[1] < t[0];
+  // Candidate 0 is cuBLASLt; a kernel the device cannot place times as infinite.
+  const Sm90GemmKernel kernels[] = {Sm90GemmKernel::PingPong, Sm90GemmKernel::Classic};
+  std::vector<std::function<bool(cudaStream_t)>> launch = {[&](cudaStream_t st) {
+    if (cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &algo, ws.p,
+                       workspace_bytes_, st) != CUBLAS_STATUS_SUCCESS)
+      return false;
+    if (act != a.act) launch_unary(activation_unary(act), a.dtype, C.p, C.p, a.M * a.N, st);
+    return true;
+  }};
+  for (Sm90GemmKernel k : kernels)
+    launch.push_back([&, k](cudaStream_t st) {
+      try {
+        launch_sm90_gemm(s, act, st, k);
+      } catch (const Unsupported&) {
+        return false;
+      }
+      return true;
+    });
+  const std::vector<double> t = time_candidates(launch);
+  const size_t win = static_cast<size_t>(std::min_element(t.begin(), t.end()) - t.begin());
+  const std::optional<Sm90GemmKernel> choice =
+      win == 0 || !std::isfinite(t[win]) ? std::nullopt : std::optional(kernels[win - 1]);
   {
     std::lock_guard lock(mu_);
-    sm90_choice_[shape] = win;
+    sm90_choice_[shape] = choice;
   }
-  say(str(win ? "sm90 gemm" : "cuBLASLt", " measured faster: sm90 (", activation_name(act), " fused) ", t[1] * 1e3,
-          " us, cuBLASLt", act != a.act ? " + unary " : " ", t[0] * 1e3, " us"));
-  return win;
+  say(str(name(choice), " measured fastest: cuBLASLt", act != a.act ? " + unary " : " ", t[0] * 1e3, " us, sm90 (",
+          activation_name(act), " fused) ping-pong ", t[1] * 1e3, " us, classic ", t[2] * 1e3, " us"));
+  return choice;
 }
 
 void GemmEngine::plan(const GemmArgs& a) { (void)get(a); }

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +20,13 @@
 #include "rlx/ir/ops.h"
 
 namespace rlx::cuda {
+
+// rlx's Hopper GEMM kernels (kernels/gemm_sm90.h): Classic (a 128 × 128 tile
+// per CTA, two CTAs per SM, the thread issuing the copies also computing) and
+// PingPong (persistent and warp-specialized: a producer warpgroup, two
+// consumer warpgroups taking tiles in turn so one's epilogue overlaps the
+// other's MMAs). Auto: the launcher's default.
+enum class Sm90GemmKernel { Auto, Classic, PingPong };
 
 struct GemmArgs {
   DType dtype = DType::F32;  // A, B, C and bias storage
@@ -90,15 +98,14 @@ class GemmEngine {
   // itself, turns it off.
   void set_timed_choice(bool on);
 
-  // Whether rlx's Hopper GEMM (kernels/gemm_sm90.h) runs `a` with `act`
-  // fused, instead of cuBLASLt with a.act in its epilogue followed, when
+  // Which of rlx's Hopper GEMM kernels (kernels/gemm_sm90.h) runs `a` with
+  // `act` fused, or none: cuBLASLt with a.act in its epilogue followed, when
   // a.act != act, by `act` as a separate kernel. RLX_CUDA_SM90_GEMM (read on
-  // each call): auto, when cuBLASLt would need that separate kernel, times
-  // both on scratch operands the first time a shape of 2 GFLOP or more is
-  // planned and keeps the faster (everything else stays on cuBLASLt); 1
-  // always where the kernel applies; 0 never. `note` gets the reason, for the
-  // dispatch report.
-  bool prefer_sm90(const GemmArgs& a, Activation act, std::string* note = nullptr);
+  // each call): auto times cuBLASLt and rlx's kernels on scratch
+  // operands the first time a shape of 2 GFLOP or more is planned and keeps
+  // the fastest (smaller shapes stay on cuBLASLt); 1 always where a kernel
+  // applies; 0 never. `note` gets the reason, for the dispatch report.
+  std::optional<Sm90GemmKernel> prefer_sm90(const GemmArgs& a, Activation act, std::string* note = nullptr);
 
  private:
   struct Plan;
@@ -116,7 +123,7 @@ class GemmEngine {
   std::map<std::string, std::vector<int64_t>> tuned_;  // shape (no alignments) -> the measured winner's config
   GemmAlgoChooser chooser_;
   bool timed_choice_;
-  std::map<std::string, bool> sm90_choice_;  // shape + activations -> prefer_sm90's answer
+  std::map<std::string, std::optional<Sm90GemmKernel>> sm90_choice_;  // shape + activations -> prefer_sm90's answer
 };
 
 }  // namespace rlx::cuda

@@ -1,9 +1,9 @@
 // MatMul and FusedMatMulBiasAct → cuBLASLt. Batch dims broadcast numpy-style:
 // a shared 2-D B folds the batch into M (one large GEMM); equal or fully
 // broadcast batches become one strided-batched GEMM; anything else loops.
-// Epilogues cuBLASLt lacks (GELU-erf, SiLU) run as an in-place unary kernel,
-// unless rlx's Hopper GEMM (kernels/gemm_sm90.h), which fuses them, is
-// faster for the shape (GemmEngine::prefer_sm90).
+// Epilogues cuBLASLt lacks (GELU-erf, SiLU) run as an in-place unary kernel.
+// rlx's Hopper GEMM (kernels/gemm_sm90.h), which fuses any activation, takes
+// a single GEMM instead where it was timed faster (GemmEngine::prefer_sm90).
 #include <numeric>
 
 #include "rlx/backends/cuda/kernels/elementwise.h"
@@ -107,17 +107,19 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
   }
   // rlx's Hopper GEMM fuses any activation (cuBLASLt's epilogue lacks GELU-erf).
   std::string sm90_note;
-  if (calls.size() == 1 && (bias < 0 || bias_ok) && c.gemm.prefer_sm90(calls[0], act, &sm90_note)) {
-    const GemmArgs call = calls[0];
-    c.add(id, str("sm90 gemm ", GemmEngine::describe(call), " + ", activation_name(act), " fused [", sm90_note, "]"),
-          [call, act](cudaStream_t s) { launch_sm90_gemm(call, act, s); });
-    return;
+  if (calls.size() == 1 && (bias < 0 || bias_ok)) {
+    if (const auto kernel = c.gemm.prefer_sm90(calls[0], act, &sm90_note)) {
+      const GemmArgs call = calls[0];
+      c.add(id, str("sm90 gemm ", GemmEngine::describe(call), " + ", activation_name(act), " fused [", sm90_note, "]"),
+            [call, act, k = *kernel](cudaStream_t s) { launch_sm90_gemm(call, act, s, k); });
+      return;
+    }
   }
   for (const auto& call : calls) {
     c.gemm.plan(call);
     GemmEngine* engine = &c.gemm;
-    // Why the sm90 kernel did not take it, where it could have saved a pass.
-    const bool say_sm90 = call.act != act && !sm90_note.empty();
+    // Why the sm90 kernels did not take it.
+    const bool say_sm90 = !sm90_note.empty();
     c.add(id, str("cublasLt ", GemmEngine::describe(call), " [", c.gemm.choice_note(call), say_sm90 ? "; " : "",
                   say_sm90 ? sm90_note : std::string(), "]"),
           [engine, call](cudaStream_t s) { engine->run(call, s); });

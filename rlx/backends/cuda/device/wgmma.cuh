@@ -142,6 +142,69 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 #endif
 }
 
+// Warp-specialized kernels: a warpgroup hands registers back (producers) or
+// takes them (consumers); every thread of the warpgroup executes it, and
+// ptxas allocates the code after it within the new count.
+template <int kRegs>
+__device__ __forceinline__ void regs_dec() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void regs_inc() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+#endif
+}
+
+// TMA store: the box at element coordinates (c0 fastest, c1) of a 2-D tensor
+// map from shared memory (laid out as the map's swizzle says); elements past
+// the tensor's bounds are not written. Completion is tracked per thread in
+// bulk groups: commit them, then wait until their reads of shared memory are
+// done (the buffer may be rewritten) or until the writes are done.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(smem_u32(src))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_read_all() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_all() {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
+// Four 8 × 8 matrices of 16-bit pairs into shared memory: lanes 8m..8m+7
+// give the row addresses of matrix m, and register r[m] of lane l holds row
+// l / 4, columns 2·(l mod 4) and +1 of matrix m (the MMA accumulator layout).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
+
+// A barrier among `threads` threads (a multiple of 32) under id 1..15
+// (0 is __syncthreads'): lets one warpgroup synchronize without the others.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+#endif
+}
 
 constexpr int kWgmmaTileM = 128, kWgmmaTileN = 128, kWgmmaSlabK = 64;
 constexpr int kWgmmaOutStride = kWgmmaTileN + 8;  // staged C row, elements: conflict-free fragment writes

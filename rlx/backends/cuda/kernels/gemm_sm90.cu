@@ -1,8 +1,11 @@
-// rlx's Hopper GEMM: C[M, N] = act(A[M, K]·B[N, K]ᵀ + bias[N]), f16/bf16 in and
-// out, f32 accumulation in registers (wgmma), activation and bias applied to
-// the f32 accumulator before the one rounding to the output dtype.
+// rlx's Hopper GEMMs: C[M, N] = act(A[M, K]·B[N, K]ᵀ + bias[N]), f16/bf16 in and
+// out, f32 accumulation in registers (wgmma). Two kernels: the classic one
+// (below; activation and bias applied to the f32 accumulator before the one
+// rounding to the output dtype) and the persistent ping-pong kernel (further
+// down, its own description; the activation applied to the rounded sum, as
+// cuBLASLt plus a separate activation kernel would).
 //
-// Tiling. A CTA of two warpgroups owns a 128 × 128 tile of C; warpgroup w
+// Classic tiling. A CTA of two warpgroups owns a 128 × 128 tile of C; warpgroup w
 // computes rows 64w..64w+63 with wgmma m64n128k16, both reading the same B
 // tile from shared memory. K advances in slabs of 64 (128 bytes of a row: one
 // 128-byte swizzle atom), four k16 steps each. Three stages of 32 KB: two
@@ -35,6 +38,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -146,21 +150,214 @@ __global__ void __launch_bounds__(kThreads, 2)
   store_c_tile(reinterpret_cast<const T*>(smem), C, ldc, m0, n0, M, N, tid, kThreads);
 }
 
+// ---- Ping-pong kernel: persistent, warp-specialized -----------------------
+//
+// One CTA per SM (384 threads) walks a strided share of the C tiles. Warpgroup
+// 0 is the producer: one thread issues every slab's TMA copies into a ring of
+// kPpStages stages, running ahead across tiles; the warpgroup gives its
+// registers to the consumers (setmaxnreg: 24 against 240). Warpgroups 1 and 2 are consumers
+// that take the CTA's tiles in turn (tile j to consumer j mod 2), each
+// computing a whole 128 × 128 tile (two wgmma m64n128k16 per k16 step, 128
+// accumulators per thread). An order barrier hands the tensor cores from one
+// consumer to the other once it has issued its tile's last wgmma, so one
+// consumer's epilogue runs while the other's MMAs do. Because main loops
+// strictly alternate, slabs are consumed in the order the producer issued
+// them, and one ring with parity waits is safe (tile j's slabs are ring
+// positions j·nk .. j·nk + nk − 1).
+//
+// Epilogue: accumulators plus bias rounded in pairs, the activation on those,
+// written by stmatrix into the consumer's own staging tile (two 64-column
+// halves, 128-byte swizzle: conflict-free) and stored by TMA, which clips
+// rows past M and columns past N and runs while the consumer goes on. (Stores
+// straight from the fragments, 4 bytes per lane over 8 rows, cost 0.61-0.85×
+// cuBLASLt's time on BERT's shapes against 0.95× at K = 3072, H200.)
+constexpr int kPpThreads = 384, kPpTile = 128;
+constexpr int kPpSlabBytes = kPpTile * kBK * 2;  // one operand's slab, or a 64-column half of C: 16 KB
+constexpr int kPpStageBytes = 2 * kPpSlabBytes;
+constexpr int kPpStages = 5;
+constexpr int kPpStagingBytes = 2 * kPpSlabBytes;  // one consumer's C tile
+constexpr int kPpProducerRegs = 24, kPpConsumerRegs = 240;  // 128·24 + 256·240 ≤ 65,536
+// Stages, two staging tiles, 2·kPpStages + 2 mbarriers, slack to align to 1024 bytes.
+constexpr int kPpSmemBytes = kPpStages * kPpStageBytes + 2 * kPpStagingBytes + (2 * kPpStages + 2) * 8 + 1024;
+
+// The epilogue in two steps. First the accumulators plus bias are rounded to
+// T in pairs (pre[p]: fragment values 2p, 2p + 1, at row g (+8 for odd p),
+// columns 8·(p / 2) + 2·t4 and +1 of the warp's 16 rows), which frees half of
+// the registers: the activation then runs with room for many independent
+// chains (with it applied to the f32 accumulators in place, a warp per
+// scheduler latency-bound on the Horner chains, GELU-erf added 0.6× a MiniLM
+// FFN GEMM's time, H200). Rounding first also makes the fused result the one
+// cuBLASLt plus the separate activation kernel gives.
 template <typename T>
+__device__ __forceinline__ void pp_round_pre(const float (&acc)[64], uint32_t (&pre)[32], const uint32_t (&bias2)[16]) {
+#pragma unroll
+  for (int p = 0; p < 32; ++p) {
+    const float2 b = unpack2<T>(bias2[p / 2]);
+    pre[p] = pack2<T>(acc[2 * p] + b.x, acc[2 * p + 1] + b.y);
+  }
+}
+
+template <typename T, Activation kAct>
+__device__ __forceinline__ uint32_t pp_act2(uint32_t v) {
+  if constexpr (kAct == Activation::None) {
+    return v;
+  } else {
+    const float2 x = unpack2<T>(v);
+    return pack2<T>(epilogue_act<kAct>(x.x), epilogue_act<kAct>(x.y));
+  }
+}
+
+// One 64-row half of a consumer's tile (rows 64·half + 16·warp + ...) into the
+// staging tile at `stage` (shared address) by stmatrix: two 64-column halves
+// of 128 rows × 128 bytes, 16-byte chunk c of row r at c ^ (r mod 8).
+template <typename T, Activation kAct>
+__device__ __forceinline__ void pp_stage_half(uint32_t (&pre)[32], uint32_t stage, int half, int warp, int lane) {
+  const int m = lane >> 3, i = lane & 7;
+  const int row = 64 * half + 16 * warp + i + 8 * (m & 1);  // the row this lane addresses for stmatrix
+#pragma unroll
+  for (int j = 0; j < kPpTile / 8; j += 2) {  // column groups j and j + 1: four 8 × 8 matrices
+    // Keeps the compiler from starting this group's activations before the
+    // previous stmatrix (ptxas may still reorder; its spill report, 0-452
+    // bytes per instance, was the same without it).
+    asm volatile("" : "+r"(pre[2 * j]), "+r"(pre[2 * j + 1]), "+r"(pre[2 * j + 2]), "+r"(pre[2 * j + 3]));
+    const int cb = j + (m >> 1);              // this lane's matrix: its column group = 16-byte chunk
+    const uint32_t addr =
+        stage + static_cast<uint32_t>((cb >> 3) * kPpSlabBytes + row * 128 + (((cb & 7) ^ (row & 7)) << 4));
+    stmatrix_x4(addr, pp_act2<T, kAct>(pre[2 * j]), pp_act2<T, kAct>(pre[2 * j + 1]),
+                pp_act2<T, kAct>(pre[2 * j + 2]), pp_act2<T, kAct>(pre[2 * j + 3]));
+  }
+}
+
+template <typename T, Activation kAct>
+__global__ void __launch_bounds__(kPpThreads, 1)
+    gemm_pp_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                   const __grid_constant__ CUtensorMap map_c, const T* __restrict__ bias, int M, int N, int K) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = dev::smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  unsigned char* staging = smem + kPpStages * kPpStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + 2 * kPpStagingBytes);
+  uint64_t* empty = full + kPpStages;
+  uint64_t* order = empty + kPpStages;  // order[c]: consumer c may start its next main loop
+
+  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7;
+  const int tiles_n = (N + kPpTile - 1) / kPpTile, tiles = (M + kPpTile - 1) / kPpTile * tiles_n;
+  const int nk = (K + kBK - 1) / kBK, ctas = static_cast<int>(gridDim.x);
+  if (tid == 0) {
+    for (int s = 0; s < kPpStages; ++s) {
+      dev::mbar_init(&full[s], 1);
+      dev::mbar_init(&empty[s], 4);  // the consuming warpgroup's warps
+    }
+    dev::mbar_init(&order[0], 1);
+    dev::mbar_init(&order[1], 1);
+    dev::mbar_fence_init();
+  }
+  __syncthreads();
+  dev::pdl_begin();  // A may be the previous kernel's output
+
+  if (wg == 0) {
+    regs_dec<kPpProducerRegs>();
+    if (tid == 0) {
+      int it = 0;
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += ctas) {
+        const int n0 = t % tiles_n * kPpTile, m0 = t / tiles_n * kPpTile;  // column block fastest
+        for (int kb = 0; kb < nk; ++kb, ++it) {
+          const int s = it % kPpStages;
+          dev::mbar_wait(&empty[s], ((it / kPpStages) & 1) ^ 1);
+          unsigned char* st = smem + s * kPpStageBytes;
+          dev::mbar_arrive_expect_tx(&full[s], kPpStageBytes);
+          tma_load_2d(st, &map_a, kb * kBK, m0, &full[s]);
+          tma_load_2d(st + kPpSlabBytes, &map_b, kb * kBK, n0, &full[s]);
+        }
+      }
+    }
+  } else {
+    regs_inc<kPpConsumerRegs>();
+    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+    const bool leader = (tid & 127) == 0;
+    const uint32_t stage_c = dev::smem_u32(staging + c * kPpStagingBytes);
+    float acc0[64], acc1[64];
+    int done = 0;  // tiles this consumer finished
+    for (int t = static_cast<int>(blockIdx.x) + c * ctas, j = c; t < tiles; t += 2 * ctas, j += 2, ++done) {
+      if (c == 1 || done > 0) dev::mbar_wait(&order[c], static_cast<uint32_t>((c == 0 ? done - 1 : done) & 1));
+      const int it0 = j * nk;
+      for (int kb = 0; kb < nk; ++kb) {
+        const int it = it0 + kb, s = it % kPpStages;
+        dev::mbar_wait(&full[s], static_cast<uint32_t>(it / kPpStages) & 1);
+        const uint32_t st = dev::smem_u32(smem + s * kPpStageBytes);
+        const uint64_t da0 = wgmma_desc(st), da1 = wgmma_desc(st + kPpSlabBytes / 2);
+        const uint64_t db = wgmma_desc(st + kPpSlabBytes);
+        wgmma_fence();
+        pin(acc0);
+        pin(acc1);
+#pragma unroll
+        for (int k = 0; k < kBK / 16; ++k) {  // +32 bytes per k16 step = +2 in the descriptor
+          wgmma_m64n128k16<T>(acc0, da0 + 2 * k, db + 2 * k, kb > 0 || k > 0);
+          wgmma_m64n128k16<T>(acc1, da1 + 2 * k, db + 2 * k, kb > 0 || k > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the previous slab's wgmmas are done: release its stage
+        pin(acc0);
+        pin(acc1);
+        if (kb > 0 && lane == 0) dev::mbar_arrive(&empty[(it - 1) % kPpStages]);
+      }
+      if (leader) dev::mbar_arrive(&order[c ^ 1]);  // the other consumer's MMAs may start
+      wgmma_wait<0>();
+      pin(acc0);
+      pin(acc1);
+      if (lane == 0) dev::mbar_arrive(&empty[(it0 + nk - 1) % kPpStages]);
+
+      const int n0 = t % tiles_n * kPpTile, m0 = t / tiles_n * kPpTile;
+      uint32_t bias2[16] = {}, pre0[32], pre1[32];  // bias pairs at columns n0 + 8j + 2·t4
+      if (bias != nullptr)
+#pragma unroll
+        for (int jb = 0; jb < 16; ++jb) {
+          const int col = n0 + 8 * jb + 2 * (lane & 3);
+          if (col < N) bias2[jb] = *reinterpret_cast<const uint32_t*>(bias + col);  // N % 8 == 0: col + 1 < N
+        }
+      pp_round_pre<T>(acc0, pre0, bias2);
+      pp_round_pre<T>(acc1, pre1, bias2);
+      if (leader) bulk_wait_read_all();  // the staging tile's previous store has read it
+      named_barrier_sync(1 + c, 128);
+      pp_stage_half<T, kAct>(pre0, stage_c, 0, warp, lane);
+      pp_stage_half<T, kAct>(pre1, stage_c, 1, warp, lane);
+      dev::fence_proxy_async_smem();  // the stmatrix writes, before the TMA engine reads them
+      named_barrier_sync(1 + c, 128);
+      if (leader) {
+        tma_store_2d(&map_c, staging + c * kPpStagingBytes, n0, m0);
+        tma_store_2d(&map_c, staging + c * kPpStagingBytes + kPpSlabBytes, n0 + kBK, m0);
+        bulk_commit();
+      }
+    }
+    if (leader) bulk_wait_all();  // C is written before the grid completes
+  }
+}
+
+template <typename T, bool kPingPong>
 const void* kernel_for(Activation act) {
+  auto pick = [](auto kernel) -> const void* { return reinterpret_cast<const void*>(kernel); };
   switch (act) {
-    case Activation::None: return reinterpret_cast<const void*>(&gemm_sm90_kernel<T, Activation::None>);
-    case Activation::GeluErf: return reinterpret_cast<const void*>(&gemm_sm90_kernel<T, Activation::GeluErf>);
-    case Activation::GeluTanh: return reinterpret_cast<const void*>(&gemm_sm90_kernel<T, Activation::GeluTanh>);
-    case Activation::Relu: return reinterpret_cast<const void*>(&gemm_sm90_kernel<T, Activation::Relu>);
-    case Activation::Silu: return reinterpret_cast<const void*>(&gemm_sm90_kernel<T, Activation::Silu>);
+#define RLX_SM90_CASE(A)                                                    \
+  case Activation::A:                                                       \
+    if constexpr (kPingPong) return pick(&gemm_pp_kernel<T, Activation::A>); \
+    else return pick(&gemm_sm90_kernel<T, Activation::A>);
+    RLX_SM90_CASE(None)
+    RLX_SM90_CASE(GeluErf)
+    RLX_SM90_CASE(GeluTanh)
+    RLX_SM90_CASE(Relu)
+    RLX_SM90_CASE(Silu)
+#undef RLX_SM90_CASE
   }
   return nullptr;
 }
 
-const void* kernel_for(DType t, Activation act) {
-  return t == DType::F16 ? kernel_for<__half>(act) : kernel_for<__nv_bfloat16>(act);
+const void* kernel_for(DType t, Activation act, Sm90GemmKernel k) {
+  const bool f16 = t == DType::F16;
+  if (k == Sm90GemmKernel::Classic) return f16 ? kernel_for<__half, false>(act) : kernel_for<__nv_bfloat16, false>(act);
+  return f16 ? kernel_for<__half, true>(act) : kernel_for<__nv_bfloat16, true>(act);
 }
+
+int smem_bytes_of(Sm90GemmKernel k) { return k == Sm90GemmKernel::Classic ? kSmemBytes : kPpSmemBytes; }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -244,6 +441,9 @@ const char* sm90_gemm_unsupported(const GemmArgs& a) {
   if ((a.M + kBM - 1) / kBM > 65535 || a.M > (int64_t{1} << 31) - kBM || a.N > (int64_t{1} << 30) ||
       a.K > (int64_t{1} << 30))
     return "too large";
+  // The persistent kernel counts tiles × K slabs in 32 bits.
+  if ((a.M + kBM - 1) / kBM * ((a.N + kBN - 1) / kBN) * ((a.K + kBK - 1) / kBK) >= (int64_t{1} << 31))
+    return "too large (tiles × K slabs ≥ 2^31)";
   if (a.K % 8 || a.N % 8 || a.lda % 8 || a.ldb % 8 || a.ldc % 8) return "K, N or a leading dimension not a multiple of 8";
   if (a.lda < a.K || a.ldb < a.K || a.ldc < a.N) return "a leading dimension is shorter than its row";
   if (!aligned16(a.A) || !aligned16(a.B) || !aligned16(a.C)) return "an operand is not 16-byte aligned";
@@ -258,29 +458,61 @@ bool sm90_gemm_available(int device) {
   if (auto it = known.find(device); it != known.end()) return it->second;
   DeviceGuard guard(device);
   bool ok = sm90_device(device);
-  for (DType t : {DType::F16, DType::BF16})
-    for (Activation act : {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
-      ok = ok && sm90_kernel_loads(kernel_for(t, act), kSmemBytes);
+  for (Sm90GemmKernel k : {Sm90GemmKernel::Classic, Sm90GemmKernel::PingPong})
+    for (DType t : {DType::F16, DType::BF16})
+      for (Activation act :
+           {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
+        ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k));
   known[device] = ok;
   return ok;
 }
 
-void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream) {
+const char* sm90_gemm_kernel_name(Sm90GemmKernel k) {
+  switch (k) {
+    case Sm90GemmKernel::Auto: return "auto";
+    case Sm90GemmKernel::Classic: return "classic";
+    case Sm90GemmKernel::PingPong: return "ping-pong";
+  }
+  return "?";
+}
+
+void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream, Sm90GemmKernel kernel) {
   if (const char* why = sm90_gemm_unsupported(a))
     throw Unsupported(str("sm90 gemm: ", GemmEngine::describe(a), ": ", why));
-  const dim3 grid(static_cast<unsigned>((a.N + kBN - 1) / kBN), static_cast<unsigned>((a.M + kBM - 1) / kBM));
-  // Parameters: (CUtensorMap, CUtensorMap, T*, int64_t, const T*, int, int, int).
-  CUtensorMap map_a = tile_map(a, a.A, a.M, a.lda, kBM), map_b = tile_map(a, a.B, a.N, a.ldb, kBN);
-  void* C = a.C;
+  if (kernel == Sm90GemmKernel::Auto) kernel = Sm90GemmKernel::PingPong;
   const void* bias = a.bias;
-  int64_t ldc = a.ldc;
   int M = static_cast<int>(a.M), N = static_cast<int>(a.N), K = static_cast<int>(a.K);
-  void* args[] = {&map_a, &map_b, &C, &ldc, &bias, &M, &N, &K};
-  const cudaError_t err = cudaLaunchKernel(kernel_for(a.dtype, act), grid, dim3(kThreads), args, kSmemBytes, stream);
+  cudaLaunchConfig_t cfg{};
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes_of(kernel));
+  cfg.stream = stream;
+  cudaError_t err;
+  if (kernel == Sm90GemmKernel::Classic) {
+    cfg.gridDim = dim3(static_cast<unsigned>((a.N + kBN - 1) / kBN), static_cast<unsigned>((a.M + kBM - 1) / kBM));
+    cfg.blockDim = dim3(kThreads);
+    // Parameters: (CUtensorMap, CUtensorMap, T*, int64_t, const T*, int, int, int).
+    CUtensorMap map_a = tile_map(a, a.A, a.M, a.lda, kBM), map_b = tile_map(a, a.B, a.N, a.ldb, kBN);
+    void* C = a.C;
+    int64_t ldc = a.ldc;
+    void* args[] = {&map_a, &map_b, &C, &ldc, &bias, &M, &N, &K};
+    err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, act, kernel), args);
+  } else {
+    // Persistent: a CTA per SM at most, each walking a strided share of the tiles.
+    int device = 0;
+    RLX_CUDA_CHECK(cudaGetDevice(&device));
+    const int64_t tiles = (a.M + kPpTile - 1) / kPpTile * ((a.N + kPpTile - 1) / kPpTile);
+    cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, device_props(device).sm_count)));
+    cfg.blockDim = dim3(kPpThreads);
+    // Parameters: (CUtensorMap A, B, C, const T* bias, int, int, int); C is
+    // stored in 64-column × 128-row boxes, the layout of a slab map.
+    CUtensorMap map_a = tile_map(a, a.A, a.M, a.lda, kPpTile), map_b = tile_map(a, a.B, a.N, a.ldb, kPpTile);
+    CUtensorMap map_c = sm90_slab_map(a.dtype, a.C, a.M, a.N, a.ldc, kPpTile, str("sm90 gemm ", GemmEngine::describe(a)));
+    void* args[] = {&map_a, &map_b, &map_c, &bias, &M, &N, &K};
+    err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, act, kernel), args);
+  }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    throw DeviceError(str("sm90 gemm ", GemmEngine::describe(a), " (", activation_name(act),
-                          "): launch failed: ", cudaGetErrorString(err)));
+    throw DeviceError(str("sm90 gemm ", GemmEngine::describe(a), " (", activation_name(act), ", ",
+                          sm90_gemm_kernel_name(kernel), "): launch failed: ", cudaGetErrorString(err)));
   }
 }
 

@@ -26,10 +26,14 @@ const char* sm90_gemm_unsupported(const GemmArgs& a);
 // also raises the kernel's shared-memory limit).
 bool sm90_gemm_available(int device);
 
+// The kernel variants (Sm90GemmKernel, declared in cublaslt.h) by name.
+const char* sm90_gemm_kernel_name(Sm90GemmKernel k);
+
 // Asynchronous on `stream`; a.act is ignored in favour of `act`. Throws
-// Unsupported for a problem sm90_gemm_unsupported() refuses and DeviceError
-// naming the problem if the launch fails.
-void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream);
+// Unsupported for a problem sm90_gemm_unsupported() refuses (or a kernel the
+// device cannot place) and DeviceError naming the problem if the launch fails.
+void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream,
+                      Sm90GemmKernel kernel = Sm90GemmKernel::Auto);
 
 // Shared with the quantized wgmma GEMM (qgemm_sm90.cu):
 // whether `device` is compute capability 9.0 and the driver encodes tensor maps;
