@@ -2,6 +2,8 @@
 // the shapes that matter: square 4096/8192 and the BERT projections at
 // 256×128 tokens. Random data, inputs rotated across buffers larger than L2,
 // CUDA events, median of 30 runs. Peer: bench/gemm_torch.py (torch.matmul).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -10,6 +12,8 @@
 #include "bench/bench_util.h"
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/core/error.h"
 #include "rlx/core/half.h"
@@ -84,6 +88,82 @@ void candidates(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]
   }
 }
 
+// rlx's Hopper GEMMs against cuBLASLt on the embedding models' linear layers
+// (f16, bias; the FFN up projection also with GELU-erf, which cuBLASLt runs
+// as a separate pass): each kernel's median and its largest difference from
+// cuBLASLt's output, |got − ref| / (1 + |ref|), over every 7th element.
+template <size_t N>
+void sm90_kernels(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]) {
+  if (!sm90_gemm_available(0)) {
+    std::printf("\nsm90 kernels: not available on this device/build; skipped\n");
+    return;
+  }
+  const Sm90GemmKernel kernels[] = {Sm90GemmKernel::Classic, Sm90GemmKernel::PingPong};
+  std::printf("\nsm90 GEMM kernels vs cuBLASLt (f16, bias; ms, TFLOP/s, speed-up, max diff)\n");
+  for (const GemmShape& s : shapes) {
+    if (s.M != 32768) continue;
+    const int64_t e = 2, rot = 4;
+    DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e * rot)), b(0, static_cast<size_t>(s.K * s.N * e)),
+        c(0, static_cast<size_t>(s.M * s.N * e)), ref(0, static_cast<size_t>(s.M * s.N * e)),
+        bias(0, static_cast<size_t>(s.N * e));
+    fill_random(a, DType::F16);
+    fill_random(b, DType::F16);
+    fill_random(bias, DType::F16);
+    const bool up = std::string(s.what).find("ffn1") != std::string::npos;
+    for (Activation act : {Activation::None, Activation::GeluErf}) {
+      if (act == Activation::GeluErf && !up) continue;
+      auto args = [&](int i, void* out) {
+        GemmArgs g;
+        g.dtype = DType::F16;
+        g.M = s.M, g.N = s.N, g.K = s.K;
+        g.trans_b = true;
+        g.A = static_cast<char*>(a.data()) + (i % rot) * s.M * s.K * e, g.lda = s.K;
+        g.B = b.data(), g.ldb = s.K;
+        g.C = out, g.ldc = s.N;
+        g.bias = bias.data();
+        return g;
+      };
+      auto cublas = [&](int i, void* out) {
+        engine.run(args(i, out), stream.get());
+        if (act != Activation::None)
+          launch_unary(activation_unary(act), DType::F16, out, out, s.M * s.N, stream.get());
+      };
+      engine.plan(args(0, ref.data()));
+      const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+      const double ms_ref = median_ms(stream, [&](int i) { cublas(i, c.data()); });
+      std::printf("  %-16s %-8s cuBLASLt%s %8.4f ms %6.1f TFLOP/s\n", s.what, activation_name(act),
+                  act == Activation::None ? "        " : " + unary", ms_ref, flop / (ms_ref * 1e-3) / 1e12);
+      bench::json_line("gemm_sm90", str(s.what, " ", activation_name(act), " cublaslt"), ms_ref, "ms");
+      cublas(0, ref.data());
+      std::vector<uint16_t> want(static_cast<size_t>(s.M * s.N)), got(want.size());
+      ref.download(want.data(), want.size() * 2);
+      for (Sm90GemmKernel k : kernels) {
+        double ms = 0;
+        try {
+          ms = median_ms(stream, [&](int i) { launch_sm90_gemm(args(i, c.data()), act, stream.get(), k); });
+          RLX_CUDA_CHECK(cudaMemset(c.data(), 0xFF, c.size()));
+          launch_sm90_gemm(args(0, c.data()), act, stream.get(), k);
+          stream.synchronize();
+        } catch (const Error& err) {
+          std::printf("  %-16s %-8s %-26s failed: %s\n", s.what, activation_name(act), sm90_gemm_kernel_name(k),
+                      err.what());
+          continue;
+        }
+        c.download(got.data(), got.size() * 2);
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); i += 7) {
+          const double r = f16_to_f32(want[i]), v = f16_to_f32(got[i]);
+          const double d = std::fabs(v - r) / (1.0 + std::fabs(r));
+          worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+        }
+        std::printf("  %-16s %-8s %-26s %8.4f ms %6.1f TFLOP/s %5.2fx  max diff %.2e\n", s.what, activation_name(act),
+                    sm90_gemm_kernel_name(k), ms, flop / (ms * 1e-3) / 1e12, ms_ref / ms, worst);
+        bench::json_line("gemm_sm90", str(s.what, " ", activation_name(act), " ", sm90_gemm_kernel_name(k)), ms, "ms");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,7 +180,8 @@ int main(int argc, char** argv) {
   Stream stream;
   const GemmShape shapes[] = {{8192, 8192, 8192, "square"},      {4096, 4096, 4096, "square"},
                           {32768, 1152, 384, "minilm qkv"},  {32768, 1536, 384, "minilm ffn1"},
-                          {32768, 384, 1536, "minilm ffn2"}, {32768, 2304, 768, "bert-base qkv"},
+                          {32768, 384, 1536, "minilm ffn2"}, {32768, 384, 384, "minilm attn-out"},
+                          {32768, 2304, 768, "bert-base qkv"}, {32768, 768, 768, "bert-base attn-out"},
                           {32768, 3072, 768, "bert-base ffn1"}, {32768, 768, 3072, "bert-base ffn2"}};
   std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s (cuBLAS 8192^3, measured)\n", bench::kGemmBf16Tflops);
   for (DType t : {DType::BF16, DType::F16}) {
@@ -136,6 +217,7 @@ int main(int argc, char** argv) {
       bench::json_line("gemm", key, tflops, "TFLOP/s");
     }
   }
+  sm90_kernels(engine, stream, shapes);
   candidates(engine, stream, shapes);
   return 0;
 }

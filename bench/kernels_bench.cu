@@ -174,6 +174,13 @@ int main(int argc, char** argv) {
       cases.push_back({rlx::str("gelu_erf in place f16 32768x", cols), cols, 2, [&, cols](int k) {
                          rlx::cuda::launch_unary(rlx::UnaryFn::GeluErf, h, sets[k].y, sets[k].y, rows * cols, nullptr);
                        }});
+    // A device copy moving the same bytes as each case (read + write): the
+    // ceiling at these sizes, launch ramp and tail included.
+    for (int64_t cols : {576, 1536})
+      cases.push_back({rlx::str("copy f16 32768x", cols, " (same bytes)"), cols, 2, [&, cols](int k) {
+                         RLX_CUDA_CHECK(cudaMemcpyAsync(sets[k].y, sets[k].x, static_cast<size_t>(rows * cols * 2),
+                                                        cudaMemcpyDeviceToDevice, nullptr));
+                       }});
     for (const auto& c : cases) {
       const double ms = time_median(c.fn);
       const double gbps = static_cast<double>(c.tensors) * static_cast<double>(rows * c.cols * 2) / (ms * 1e-3) / 1e9;

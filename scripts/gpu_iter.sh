@@ -12,7 +12,8 @@
 # Gemma decode steps; gen, genab and trace use a synthetic stand-in without the file), decode (rlx_decode_bench: a Gemma
 # decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
 # attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
-# (rlx_bert_bench + torch peer), report (their per-thunk times), sanitize (memcheck), ncu (decode kernels).
+# (rlx_bert_bench + torch peer), report (their per-thunk times), gemm (rlx_gemm_bench: cuBLASLt and rlx's sm90
+# kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -35,7 +36,7 @@ GEMMA=${RLX_GEMMA_GGUF:---synthetic}
 
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
-  rlx_bert_bench rlx_attention_bench rlx_decode_bench rlx_grid_sync_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
+  rlx_bert_bench rlx_attention_bench rlx_decode_bench rlx_grid_sync_bench rlx_gemm_bench rlx_kernels_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 # A/B steps: "base" runs a command as it is, VAR=VAL runs it with that setting;
@@ -113,6 +114,11 @@ for step in "$@"; do
       timeout 200 "$B/bench/rlx_bert_bench" > "$OUT/bert.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/bert.log" | tail -30
       timeout 300 python3 bench/bert_torch.py --compile > "$OUT/torch-bert.log" 2>&1; echo "torch rc=$?"
       python3 bench/compare.py "$OUT/bert.log" "$OUT/torch-bert.log" 2>&1 | tail -30 ;;
+    gemm)  # cuBLASLt on square and BERT shapes, rlx's sm90 kernels against it, torch.matmul peer
+      timeout 300 "$B/bench/rlx_gemm_bench" > "$OUT/gemm.log" 2>&1; echo "rc=$?"
+      grep -v '^{' "$OUT/gemm.log" | grep -vE '^  .* rank [0-9]+ ' | tail -45
+      timeout 200 python3 bench/gemm_torch.py > "$OUT/torch-gemm.log" 2>&1; echo "torch rc=$?"
+      grep -v '^{' "$OUT/torch-gemm.log" | tail -12 ;;
     sanitize)
       RLX_SANITIZE_LIMIT=${RLX_SANITIZE_LIMIT:-150} scripts/gpu_sanitize.sh "$OUT/sanitize" memcheck ;;
     ncu)
