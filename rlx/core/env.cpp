@@ -51,7 +51,7 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_GEMM_TUNE", EnvType::Bool, "1",
        "The first time a GEMM of 2 GFLOP or more is planned, time cuBLASLt's candidates on scratch operands of its shape and keep the fastest (0: the heuristic's first choice)."},
       {"RLX_CUDA_SM90_GEMM", EnvType::String, "auto",
-       "f16/bf16 Linear layers (A[M,K]·W[N,K]ᵀ + bias, any activation) on rlx's Hopper wgmma GEMM (persistent, warp-specialized) with the activation fused: auto (the first time a shape of 2 GFLOP or more is planned, timed against cuBLASLt, plus a separate activation kernel where cuBLASLt's epilogue lacks it, e.g. GELU-erf or SiLU; the fastest is kept; smaller shapes stay on cuBLASLt), 1 always where it applies, 0 never."},
+       "f16/bf16 Linear layers (A[M,K]·W[N,K]ᵀ + bias, any activation) on rlx's Hopper wgmma GEMM (persistent, warp-specialized) with the activation fused: auto (the first time a shape of 2 GFLOP or more is planned, timed against cuBLASLt, plus a separate activation kernel where cuBLASLt's epilogue lacks it, e.g. GELU-erf or SiLU; without such an activation only at K ≤ 512; the fastest is kept; other shapes stay on cuBLASLt), 1 always where it applies, 0 never."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},
       {"RLX_CALIBRATE", EnvType::String, "off",

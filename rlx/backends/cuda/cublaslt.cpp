@@ -367,6 +367,10 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
 
 // cuBLASLt (its epilogue, then `act` as a unary kernel if it differs) against
 // rlx's sm90 kernels with `act` fused, timed on scratch operands of the shape.
+// Without an activation to save, the ping-pong kernel won this timing on the
+// H200 only at K = 384 (MiniLM's QKV and attention-out projections; it lost
+// at K = 768, 1536 and 3072), so longer K is not timed: planning stays short.
+constexpr int64_t kSm90PlainMaxK = 512;
 std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activation act, std::string* note) {
   auto say = [&](std::string s) {
     if (note) *note = std::move(s);
@@ -380,6 +384,8 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
   if (mode == "1") return say("RLX_CUDA_SM90_GEMM=1"), Sm90GemmKernel::Auto;
   const double flops = 2.0 * static_cast<double>(a.M) * static_cast<double>(a.N) * static_cast<double>(a.K);
   if (flops < kTuneFlops) return say("sm90 gemm: below 2 GFLOP, cuBLASLt kept"), std::nullopt;
+  if (act == a.act && a.K > kSm90PlainMaxK)
+    return say(str("sm90 gemm: cuBLASLt kept (no separate pass to save, K > ", kSm90PlainMaxK, ")")), std::nullopt;
   const std::string shape = str(static_cast<int>(a.dtype), ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",",
                                 a.ldc, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", static_cast<int>(act));
   auto name = [](const std::optional<Sm90GemmKernel>& k) {

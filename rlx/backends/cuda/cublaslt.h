@@ -102,9 +102,9 @@ class GemmEngine {
   // `act` fused, or none: cuBLASLt with a.act in its epilogue followed, when
   // a.act != act, by `act` as a separate kernel. RLX_CUDA_SM90_GEMM (read on
   // each call): auto times cuBLASLt and rlx's kernels on scratch
-  // operands the first time a shape of 2 GFLOP or more is planned and keeps
-  // the fastest (smaller shapes stay on cuBLASLt); 1 always where a kernel
-  // applies; 0 never. `note` gets the reason, for the dispatch report.
+  // operands the first time a shape of 2 GFLOP or more is planned (without
+  // an activation to fuse, only at K ≤ 512) and keeps the fastest (other
+  // shapes stay on cuBLASLt); 1 always where a kernel applies; 0 never. `note` gets the reason, for the dispatch report.
   std::optional<Sm90GemmKernel> prefer_sm90(const GemmArgs& a, Activation act, std::string* note = nullptr);
 
  private:
