@@ -2,12 +2,13 @@
 // (kernels/gemm_sm90.cu: f16/bf16 operands by TMA; kernels/qgemm_sm90.cu:
 // GGUF weights dequantized into shared memory by a producer warpgroup).
 //
-// Both keep the same tile contract: a 128 × 128 C tile per CTA, two consumer
-// warpgroups each computing 64 rows with wgmma m64n128k16, K in slabs of 64
-// (one 128-byte swizzle atom per row), A and B K-major in shared memory with
-// the 128-byte swizzle (16-byte chunk c of row r at c ^ (r mod 8), stages
-// 1024-byte aligned), then the C tile staged through shared memory and
-// written with 16-byte stores.
+// All of them compute 128 × 128 C tiles with wgmma m64n128k16, K in slabs of
+// 64 (one 128-byte swizzle atom per row), A and B K-major in shared memory
+// with the 128-byte swizzle (16-byte chunk c of row r at c ^ (r mod 8),
+// stages 1024-byte aligned). The classic and quantized GEMMs split a CTA's
+// tile between two consumer warpgroups (64 rows each) and write it with
+// 16-byte stores from a staged copy; the ping-pong GEMM gives each consumer
+// warpgroup whole tiles and stores them by TMA (stmatrix, tma_store_2d).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
