@@ -68,53 +68,65 @@ __device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, b
 __device__ __forceinline__ uint32_t low_bytes(const uint32_t (&b)[8], int o) {
   return __byte_perm(__byte_perm(b[o], b[o + 1], 0x0040), __byte_perm(b[o + 2], b[o + 3], 0x0040), 0x5410);
 }
+
+// kAhead: rounds whose loads a thread issues together (x comes from L2 right
+// after griddepcontrol.wait, so each round's load is a full round trip).
+template <int kAhead = 1>
 __device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, FloatKind io, bool x_vec, int8_t* xa,
                                            int8_t* xb, float* dx, float* xs = nullptr) {
   constexpr float kMagic = 12582912.0f;  // 1.5·2^23
   constexpr int kMagicBits = 0x4B400000;
   const int64_t tasks = m * k / 8;
-  for (int64_t base = 0; base < tasks; base += blockDim.x) {
-    const int64_t t = base + threadIdx.x;
-    const bool on = t < tasks;
-    float v[8];
-    if (on) {
-      load_x(x, 8 * t, io, x_vec, v);
-    } else {
+  for (int64_t base0 = 0; base0 < tasks; base0 += kAhead * blockDim.x) {
+    float va[kAhead][8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = 0.0f;
-    }
-    float amax = 0.0f, bad = 0.0f;  // bad: NaN when an element is NaN or infinite
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t t = base0 + u * blockDim.x + threadIdx.x;
+      if (t < tasks) {
+        load_x(x, 8 * t, io, x_vec, va[u]);
+      } else {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i])), bad = fmaf(v[i], 0.0f, bad);
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    bad += __shfl_xor_sync(0xffffffffu, bad, 1);
-    bad += __shfl_xor_sync(0xffffffffu, bad, 2);
-    const float d = amax / (127.0f * dev::kQ8Ratio);  // dx
-    // Blocks whose largest |x| is under 1e-30 quantize to zero (127 / max
-    // would overflow for subnormal maxima).
-    const float inv_a = amax >= 1e-30f ? 127.0f / amax : 0.0f;
-    const float da = d * dev::kQ8Ratio, inv_b = inv_a * dev::kQ8Ratio;
-    uint32_t ba[8], bb[8];
-    int level_sum = 0;  // kQ8Ratio·Σa + Σb over the thread's 8 elements
+        for (int i = 0; i < 8; ++i) va[u][i] = 0.0f;
+      }
+    }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float ra = fmaf(v[i], inv_a, kMagic);
-      const float rem = fmaf(-(ra - kMagic), da, v[i]);
-      ba[i] = __float_as_uint(ra);
-      bb[i] = __float_as_uint(fmaf(rem, inv_b, kMagic));
-      level_sum += dev::kQ8Ratio * (static_cast<int>(ba[i]) - kMagicBits) + (static_cast<int>(bb[i]) - kMagicBits);
-    }
-    if (xs) {  // xs is the same pointer in every thread: the branch is uniform
-      level_sum += __shfl_xor_sync(0xffffffffu, level_sum, 1);
-      level_sum += __shfl_xor_sync(0xffffffffu, level_sum, 2);
-    }
-    if (!on) continue;
-    reinterpret_cast<uint2*>(xa)[t] = make_uint2(low_bytes(ba, 0), low_bytes(ba, 4));
-    reinterpret_cast<uint2*>(xb)[t] = make_uint2(low_bytes(bb, 0), low_bytes(bb, 4));
-    if ((t & 3) == 0) {
-      dx[t / 4] = d + bad;
-      if (xs) xs[t / 4] = static_cast<float>(level_sum);
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t t = base0 + u * blockDim.x + threadIdx.x;
+      const bool on = t < tasks;
+      const float (&v)[8] = va[u];
+      float amax = 0.0f, bad = 0.0f;  // bad: NaN when an element is NaN or infinite
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i])), bad = fmaf(v[i], 0.0f, bad);
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      bad += __shfl_xor_sync(0xffffffffu, bad, 1);
+      bad += __shfl_xor_sync(0xffffffffu, bad, 2);
+      const float d = amax / (127.0f * dev::kQ8Ratio);  // dx
+      // Blocks whose largest |x| is under 1e-30 quantize to zero (127 / max
+      // would overflow for subnormal maxima).
+      const float inv_a = amax >= 1e-30f ? 127.0f / amax : 0.0f;
+      const float da = d * dev::kQ8Ratio, inv_b = inv_a * dev::kQ8Ratio;
+      uint32_t ba[8], bb[8];
+      int level_sum = 0;  // kQ8Ratio·Σa + Σb over the thread's 8 elements
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float ra = fmaf(v[i], inv_a, kMagic);
+        const float rem = fmaf(-(ra - kMagic), da, v[i]);
+        ba[i] = __float_as_uint(ra);
+        bb[i] = __float_as_uint(fmaf(rem, inv_b, kMagic));
+        level_sum += dev::kQ8Ratio * (static_cast<int>(ba[i]) - kMagicBits) + (static_cast<int>(bb[i]) - kMagicBits);
+      }
+      if (xs) {  // xs is the same pointer in every thread: the branch is uniform
+        level_sum += __shfl_xor_sync(0xffffffffu, level_sum, 1);
+        level_sum += __shfl_xor_sync(0xffffffffu, level_sum, 2);
+      }
+      if (!on) continue;
+      reinterpret_cast<uint2*>(xa)[t] = make_uint2(low_bytes(ba, 0), low_bytes(ba, 4));
+      reinterpret_cast<uint2*>(xb)[t] = make_uint2(low_bytes(bb, 0), low_bytes(bb, 4));
+      if ((t & 3) == 0) {
+        dx[t / 4] = d + bad;
+        if (xs) xs[t / 4] = static_cast<float>(level_sum);
+      }
     }
   }
 }

@@ -10,16 +10,27 @@
 // its loop has no row predicates, 340 instructions per Q4_K chunk (1.33 per
 // weight). Measured: quant_gemv_stream_applies and docs/performance.md.
 //
-// Layout: one CTA of 256 threads per SM owns a balanced, contiguous share of
-// the rows and walks it in tiles of `tr` whole rows. Tiles stream into a ring
-// of shared-memory stages by 16-byte cp.async copies, consecutive threads on
-// consecutive granules (coalesced), each row at a pitch ≡ 16 (mod 128) bytes
-// so that the 32 lanes of a warp, reading the same chunk of 32 rows with
-// 16-byte loads, hit every bank once. The first stage is requested before
-// griddepcontrol.wait (no kernel writes weights), so its DRAM latency
-// overlaps the kernel before; the others after x is quantized (see there). Thread t takes row t mod tr of a tile and the
-// chunks c ≡ t / tr (mod 256 / tr); the 256 / tr threads of a row meet in
-// shared memory.
+// Layout: a CTA of 256 threads per SM owns a balanced, contiguous share of
+// the rows and walks it in tiles of `tr` whole rows, each row at a pitch ≡ 16
+// (mod 128) bytes so that the 32 lanes of a warp, reading the same chunk of
+// 32 rows with 16-byte loads, hit every bank once. Thread t takes row t mod tr
+// of a tile and the chunks c ≡ t / tr (mod 256 / tr); the 256 / tr threads of
+// a row meet in shared memory.
+//
+// The chain of GEMVs in a decode graph (programmatic launches): what stands
+// between a GEMV and the copy rate is the part after griddepcontrol.wait
+// (x, the dots, the store), which no weight traffic can overlap within one
+// kernel. So the kernel lets the next one in at once (launch_dependents on
+// entry), a CTA fits twice in an SM's shared memory (kSmemBudget), and every
+// stage is requested before the wait: the next GEMV's weights stream in while
+// this one computes. The tiles come by bulk copies (cp.async.bulk, one per
+// row, counted on the stage's mbarrier) rather than 16-byte cp.async, whose
+// requests queued x's loads behind the weights. H200, CUDA graph of 4096²
+// GEMVs, each change undone alone (docs/performance.md, session 24): Q4_K
+// 4.64 µs against 5.84 (cp.async), 5.47 (trigger after x) and 5.43 (only the
+// first stage before the wait). Rows too long for two stages of 8 rows in
+// that budget take one CTA per SM (kSmemMax) and a ring refilled as tiles
+// are done.
 //
 // Types: Q4_0, Q5_0, Q8_0, Q4_K, Q5_K (chunks of 144, 176, 272 bytes: 16-byte
 // loads), IQ4_XS (136 bytes: chunks 8-byte aligned, 8-byte loads; K a
@@ -40,7 +51,7 @@
 #include "rlx/backends/cuda/kernels/quant.h"
 
 #include "rlx/backends/cuda/cuda_check.h"
-#include "rlx/backends/cuda/device/cp_async.cuh"
+#include "rlx/backends/cuda/device/bulk_copy.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/smem.cuh"
@@ -60,9 +71,10 @@ using dev::q8x2;
 constexpr int kThreads = 256;
 constexpr int kChunk = 256;      // elements of a row a thread takes at a time
 constexpr int kMaxStages = 4;
-constexpr int64_t kSmemBudget = 200 * 1024;  // of the 227 KB an sm_90 CTA may opt into
+// Two CTAs fit in an SM's 228 KB (each also reserves 1 KB).
+constexpr int64_t kSmemBudget = 112 * 1024;
+constexpr int64_t kSmemMax = 200 * 1024;  // of the 227 KB an sm_90 CTA may opt into: one CTA per SM
 constexpr int64_t kTileMax = 96 * 1024;
-
 // The activations of one chunk in shared memory: a and b the two int8 levels,
 // dx and s (level sums) of its 8 blocks of 32.
 struct XChunk {
@@ -445,27 +457,22 @@ bool visit_stream_chunk(DType t, F&& f) {
   }
 }
 
-__device__ __forceinline__ void cp_async_wait_upto(int n) {
-  switch (n) {
-    case 0: dev::cp_async_wait<0>(); break;
-    case 1: dev::cp_async_wait<1>(); break;
-    case 2: dev::cp_async_wait<2>(); break;
-    default: dev::cp_async_wait<3>(); break;
-  }
-}
-
 struct StreamPlan {
   int tr = 0, stages = 0, pitch = 0, grid = 0;
   size_t smem = 0;
 };
 
+// Shared memory: the stages' mbarriers, then the stages, then x.
+constexpr int kBarBytes = 128;
+
 template <class C>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 2)
     gemv_stream_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int64_t n,
                        int64_t k, int64_t row_bytes, int tr, int stages, int pitch, FloatKind io, bool x_vec,
                        IqTables tables) {
   extern __shared__ int4 stream_smem[];
-  auto* smem = reinterpret_cast<uint8_t*>(stream_smem);
+  auto* bars = reinterpret_cast<uint64_t*>(stream_smem);
+  auto* smem = reinterpret_cast<uint8_t*>(stream_smem) + kBarBytes;
   const int64_t stage_bytes = int64_t{tr} * pitch;
   auto* xa = reinterpret_cast<int8_t*>(smem + stages * stage_bytes);
   int8_t* xb = xa + k;
@@ -473,41 +480,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* xs = dx + k / 32;
   float* red = xs + k / 32;  // [kThreads]
 
+  dev::pdl_trigger();  // the next GEMV's CTAs may become resident and request their weights now
   const int64_t r_begin = n * blockIdx.x / gridDim.x, r_end = n * (blockIdx.x + 1) / gridDim.x;
   const int tiles = static_cast<int>((r_end - r_begin + tr - 1) / tr);
-  const auto g_row = static_cast<int>(row_bytes / 16);
-  // Tile t's rows into stage t mod stages; one commit group per call, empty
-  // past the last tile, so cp_async_wait_upto(stages − 1) means "tile t landed".
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) dev::mbar_init(&bars[s], 1);
+    dev::mbar_fence_init();
+  }
+  __syncthreads();
+  // Tile t's rows into stage t mod stages: warp 0 requests a copy per row,
+  // counted on the stage's mbarrier. Nothing past the last tile.
   auto issue = [&](int t) {
-    if (t < tiles) {
-      const int64_t r0 = r_begin + int64_t{t} * tr;
-      const int rows = static_cast<int>(std::min<int64_t>(tr, r_end - r0));
-      const uint32_t st = dev::smem_u32(smem + (t % stages) * stage_bytes);
-      const uint8_t* src = w + r0 * row_bytes;
-      // A warp per row, its lanes on consecutive granules: coalesced, no division.
-      for (int row = threadIdx.x / 32; row < rows; row += kThreads / 32)
-        for (int j = threadIdx.x % 32; j < g_row; j += 32)
-          dev::cp_async_16(st + row * pitch + 16 * j, src + int64_t{row} * row_bytes + 16 * j, true);
-    }
-    dev::cp_async_commit();
+    if (threadIdx.x >= 32 || t >= tiles) return;
+    const int64_t r0 = r_begin + int64_t{t} * tr;
+    const int rows = static_cast<int>(std::min<int64_t>(tr, r_end - r0));
+    uint8_t* st = smem + (t % stages) * stage_bytes;
+    const uint8_t* src = w + r0 * row_bytes;
+    if (threadIdx.x == 0) dev::mbar_arrive_expect_tx(&bars[t % stages], static_cast<uint32_t>(rows * row_bytes));
+    __syncwarp();
+    for (int row = threadIdx.x; row < rows; row += 32)
+      dev::bulk_copy_g2s(st + row * pitch, src + int64_t{row} * row_bytes, static_cast<uint32_t>(row_bytes),
+                         &bars[t % stages]);
   };
-  // Only the first stage before the wait: with every stage in flight, x's
-  // loads queued behind the weights and the GEMV took longer (H200, CUDA
-  // graph of 4096² launches: Q4_K 5.64-5.72 µs against 5.03, Q8_0 8.33-8.36
-  // against 7.55; none before the wait: 6.65 and 8.73).
-  issue(0);
+  for (int t = 0; t < stages; ++t) issue(t);  // weights: no kernel writes them
   const typename C::Ctx ctx = C::context(tables);  // staged once per device, never written by a kernel
   dev::pdl_wait();
-  quantize_x(x, 1, k, io, x_vec, xa, xb, dx, xs);
-  dev::pdl_trigger();
-  for (int t = 1; t < stages; ++t) issue(t);
+  quantize_x<2>(x, 1, k, io, x_vec, xa, xb, dx, xs);
 
   const int chunks = static_cast<int>(k / kChunk);
   const int slots = kThreads / tr;
   const int my_row = threadIdx.x % tr, my_slot = threadIdx.x / tr;
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait_upto(stages - 1);
-    __syncthreads();  // the tile's bytes from every thread's copies (and x, the first time)
+    __syncthreads();  // x, the first time; red is free again after
+    dev::mbar_wait(&bars[t % stages], static_cast<uint32_t>((t / stages) & 1));
     const int64_t r0 = r_begin + int64_t{t} * tr;
     const int rows = static_cast<int>(std::min<int64_t>(tr, r_end - r0));
     const uint8_t* row = smem + (t % stages) * stage_bytes + my_row * pitch;
@@ -521,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     red[threadIdx.x] = acc;
     __syncthreads();  // every thread is done with the stage and its partial sum is in red
-    issue(t + stages);
+    issue(t + stages);  // every thread is done with stage t mod stages
     if (threadIdx.x < rows) {
       float s = 0.0f;
       for (int v = 0; v < slots; ++v) s += red[v * tr + threadIdx.x];
@@ -531,25 +536,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Rows per tile: 256 / tr threads share a row, enough that each takes one
-// chunk where K allows (up to 32 per row); tiles of at most kTileMax bytes.
-// Stages: as many as fit the budget with x, up to 4 and the tiles a CTA has.
-// One CTA per SM.
-StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes) {
+// chunk where K allows (up to 32 per row); tiles small enough for two stages
+// where 8 rows allow it. Stages: as many as fit the budget with x, up to 4 and
+// the tiles a CTA has. Within kSmemBudget a CTA fits twice in an SM, so the
+// next GEMV's CTA can be resident, its weights in flight, while this one
+// computes; rows too long for two stages there take the larger budget.
+StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes, int64_t budget = kSmemBudget) {
   StreamPlan p;
   const int64_t chunks = k / kChunk;
   int slots = 1;
   while (slots < 32 && slots < chunks) slots *= 2;
   p.tr = kThreads / slots;
   p.pitch = static_cast<int>((row_bytes + 127) / 128 * 128 + 16);
-  while (p.tr > 8 && int64_t{p.tr} * p.pitch > kTileMax) p.tr /= 2;
+  const size_t x_bytes = static_cast<size_t>(2 * k + 2 * (k / 32) * 4 + kThreads * 4);
+  const int64_t room = budget - kBarBytes - static_cast<int64_t>(x_bytes);
+  while (p.tr > 8 && int64_t{p.tr} * p.pitch > std::min(kTileMax, room / 2)) p.tr /= 2;
   p.grid = static_cast<int>(std::min<int64_t>(sm_count(), n));
   const int64_t rows_per_cta = (n + p.grid - 1) / p.grid;
   const int64_t tiles = (rows_per_cta + p.tr - 1) / p.tr;
-  const size_t x_bytes = static_cast<size_t>(2 * k + 2 * (k / 32) * 4 + kThreads * 4);
   const int64_t tile_bytes = int64_t{p.tr} * p.pitch;
-  p.stages = static_cast<int>(std::clamp<int64_t>((kSmemBudget - static_cast<int64_t>(x_bytes)) / tile_bytes, 0,
-                                                  std::min<int64_t>(kMaxStages, tiles)));
-  p.smem = static_cast<size_t>(p.stages * tile_bytes) + x_bytes;
+  p.stages = static_cast<int>(std::clamp<int64_t>(room / tile_bytes, 0, std::min<int64_t>(kMaxStages, tiles)));
+  p.smem = static_cast<size_t>(kBarBytes + p.stages * tile_bytes) + x_bytes;
+  // (Taking the larger budget also where 8-row tiles leave threads without a
+  // chunk, K = 4096 for Q8_0 and Q6_K, measured 7.74 / 8.29 µs against
+  // 7.81 / 7.80 on the H200: not done.)
+  if (budget == kSmemBudget && p.stages < std::min<int64_t>(2, tiles)) return plan_stream(n, k, row_bytes, kSmemMax);
   return p;
 }
 
@@ -575,21 +586,21 @@ const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m
 }
 
 // RLX_CUDA_GEMV_STREAM=auto takes the streaming kernel for m = 1 and 1 MB or
-// more of weights (H200, CUDA graphs, % of the 4.22 TB/s copy, against the
-// unit kernels: 4096² Q4_0 45.8 / 19.1%, Q5_0 50.1 / 28.6, Q8_0 56.4 / 49.3,
-// Q4_K 44.6 / 33.0, Q5_K 50.0 / 36.3; 1024 × 3072 Q4_K 13.0 / 11.9, Q8_0
-// 22.4 / 18.2; Q6_K and IQ4_XS, whose unit kernels reached 31.5% and 23.4%
-// at 4096², not measured here yet). Gemma 3 270M's layers (under 1 MB) keep the unit kernels,
-// which were tuned on its decode. 1 takes it wherever it can run; 0 never,
-// nor does RLX_CUDA_GEMV_Q8=0, which asks for f32 activations.
+// more of weights (H200, CUDA graphs, session 24, % of the 4.22 TB/s copy,
+// against the unit kernels: 4096² Q4_0 51.1 / 19.0%, Q4_K 48.2 / 33.1, Q5_K
+// 54.0 / 36.4, Q6_K 42.6 / 31.6, Q8_0 54.4 / 49.3, IQ4_XS 36.3 / 23.4;
+// 1024 × 3072 Q4_0 14.7 / 5.7, Q4_K 14.2 / 11.9, Q8_0 28.5 / 12.4). Gemma 3
+// 270M's layers (under 1 MB) keep the unit kernels, which were tuned on its
+// decode. 1 takes it wherever it can run; 0 never, nor does
+// RLX_CUDA_GEMV_Q8=0, which asks for f32 activations.
 bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
   const std::string mode = env_string("RLX_CUDA_GEMV_STREAM");
   RLX_CHECK_AS(InvalidArgument, mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_GEMV_STREAM='", mode,
                "' must be auto, 1 or 0");
   if (mode == "0" || !quant_gemv_q8_allowed() || quant_gemv_stream_unsupported(w_type, w, m, n, k)) return false;
   // IQ4_XS's chunk (table lookups, ~800 instructions) lost to the unit kernel
-  // at 1024 x 3072 (1.7 MB: 3.74 against 3.53 µs) and won at 4096² (8.9 MB:
-  // 6.16 against 9.02 µs) on the H200; the others win from 1 MB.
+  // at 1024 x 3072 (1.7 MB: 3.71 against 3.52 µs) and won at 4096² (8.9 MB:
+  // 5.83 against 9.05 µs) on the H200; the others win from 1 MB.
   const int64_t min_bytes = w_type == DType::IQ4_XS ? int64_t{4} << 20 : int64_t{1} << 20;
   return mode == "1" || n * dtype_bytes(w_type, k) >= min_bytes;
 }
@@ -609,7 +620,7 @@ void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const 
     IqTables tables{};
     if constexpr (C::kTables) tables = tables_for_current_device();
     RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kSmemBudget + 16 * 1024)));
+                                        static_cast<int>(kSmemMax + 16 * 1024)));
     kernel<<<p.grid, kThreads, p.smem, stream>>>(static_cast<const uint8_t*>(w), x, y, n, k, row_bytes, p.tr,
                                                   p.stages, p.pitch, io, x_vec, tables);
   });
