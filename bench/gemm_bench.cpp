@@ -167,11 +167,19 @@ void sm90_kernels(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (const int rc = rlx::bench::no_options(argc, argv, "rlx_gemm_bench",
-                                            "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16/tf32, "
-                                            "TFLOP/s beside the bf16 limit; torch peer: bench/gemm_torch.py.");
-      rc >= 0)
-    return rc;
+  // --only sm90: just rlx's Hopper kernels against cuBLASLt (for iterating on them).
+  const char* kUsage =
+      "usage: rlx_gemm_bench [--only sm90]\n"
+      "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16, TFLOP/s beside the bf16 limit,\n"
+      "then rlx's sm90 kernels against cuBLASLt (--only sm90: just those); torch peer: bench/gemm_torch.py.\n";
+  bool sm90_only = false;
+  if (argc == 3 && std::string(argv[1]) == "--only" && std::string(argv[2]) == "sm90") {
+    sm90_only = true;
+  } else if (argc > 1) {
+    const bool help = std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help";
+    std::fputs(kUsage, help ? stdout : stderr);
+    return help ? 0 : 2;
+  }
   if (device_count() == 0) {
     std::printf("gemm_bench: no CUDA device; skipped\n");
     return 0;
@@ -184,7 +192,7 @@ int main(int argc, char** argv) {
                           {32768, 2304, 768, "bert-base qkv"}, {32768, 768, 768, "bert-base attn-out"},
                           {32768, 3072, 768, "bert-base ffn1"}, {32768, 768, 3072, "bert-base ffn2"}};
   std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s (cuBLAS 8192^3, measured)\n", bench::kGemmBf16Tflops);
-  for (DType t : {DType::BF16, DType::F16}) {
+  for (DType t : sm90_only ? std::vector<DType>{} : std::vector<DType>{DType::BF16, DType::F16}) {
     for (const GemmShape& s : shapes) {
       const int64_t e = 2;
       const int rot = s.M * s.K * e < (256 << 20) ? 4 : 1;  // rotate A when small enough to cache
@@ -218,6 +226,6 @@ int main(int argc, char** argv) {
     }
   }
   sm90_kernels(engine, stream, shapes);
-  candidates(engine, stream, shapes);
+  if (!sm90_only) candidates(engine, stream, shapes);
   return 0;
 }
