@@ -75,6 +75,7 @@ constexpr int kMaxStages = 4;
 constexpr int64_t kSmemBudget = 112 * 1024;
 constexpr int64_t kSmemMax = 200 * 1024;  // of the 227 KB an sm_90 CTA may opt into: one CTA per SM
 constexpr int64_t kTileMax = 96 * 1024;
+
 // The activations of one chunk in shared memory: a and b the two int8 levels,
 // dx and s (level sums) of its 8 blocks of 32.
 struct XChunk {
