@@ -505,7 +505,7 @@ void dispatch_storage(DType t, const char* op, F&& f, bool allow_small_int = tru
 template <typename T>
 __device__ __forceinline__ compute_t<T> unary_apply(UnaryFn fn, compute_t<T> x) {
   if constexpr (sizeof(T) == 2) {
-    if (fn == UnaryFn::GeluErf) return dev::gelu_erf_16bit(x);
+    if (fn == UnaryFn::GeluErf) return dev::gelu_erf_16bit<T>(x);
   }
   return unary_op<compute_t<T>>(fn, x);
 }

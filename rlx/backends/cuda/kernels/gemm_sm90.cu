@@ -66,9 +66,9 @@ constexpr int kOutStride = kWgmmaOutStride;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
 static_assert(kBM * kOutStride * 2 <= kStages * kStageBytes, "the staged C tile reuses the stages");
 
-template <Activation A>
+template <typename T, Activation A>
 __device__ __forceinline__ float epilogue_act(float x) {
-  if constexpr (A == Activation::GeluErf) return dev::gelu_erf_16bit(x);
+  if constexpr (A == Activation::GeluErf) return dev::gelu_erf_16bit<T>(x);
   else if constexpr (A == Activation::GeluTanh) return dev::gelu_tanh_f32(x);
   else if constexpr (A == Activation::Relu) return x < 0.0f ? 0.0f : x;  // NaN passes, as the unary kernel
   else if constexpr (A == Activation::Silu) return x * dev::sigmoid_f32(x);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint32_t* sC = reinterpret_cast<uint32_t*>(smem);
   stage_c_tile<T>(acc, sC, wg, warp, lane, [&](float v, int col) {
     const float b = bias != nullptr && n0 + col < N ? to_f32(bias[n0 + col]) : 0.0f;
-    return epilogue_act<kAct>(v + b);
+    return epilogue_act<T, kAct>(v + b);
   });
   __syncthreads();
   store_c_tile(reinterpret_cast<const T*>(smem), C, ldc, m0, n0, M, N, tid, kThreads);
@@ -208,7 +208,7 @@ __device__ __forceinline__ uint32_t pp_act2(uint32_t v) {
     return v;
   } else {
     const float2 x = unpack2<T>(v);
-    return pack2<T>(epilogue_act<kAct>(x.x), epilogue_act<kAct>(x.y));
+    return pack2<T>(epilogue_act<T, kAct>(x.x), epilogue_act<T, kAct>(x.y));
   }
 }
 
