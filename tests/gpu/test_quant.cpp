@@ -719,11 +719,14 @@ TEST(CudaQuantGemv, StreamingKernelMatchesFloat64) {
   struct Shape {
     int64_t n, k;
   };
-  const std::vector<Shape> shapes = {{1, 256}, {131, 256}, {7, 4096}, {300, 3072}, {1000, 4096}, {20000, 1024}, {64, 16384}};
+  // 3000 × 4096 and 6000 × 2048 give a CTA (of 132) more rows than one tile
+  // and at most two: the doubled one-stage tile, partly filled.
+  const std::vector<Shape> shapes = {{1, 256},     {131, 256},    {7, 4096},   {300, 3072}, {1000, 4096},
+                                     {20000, 1024}, {64, 16384}, {3000, 4096}, {6000, 2048}};
   const std::vector<Shape> q6_k_shapes = {{1, 2048},    {131, 2048},   {7, 4096},   {300, 6144},
                                           {1000, 4096}, {20000, 2048}, {64, 16384}};
-  const std::vector<Shape> iq4_xs_shapes = {{1, 512},     {131, 512},    {7, 4096},  {300, 3072},
-                                            {1000, 4096}, {20000, 1024}, {64, 16384}};
+  const std::vector<Shape> iq4_xs_shapes = {{1, 512},      {131, 512},  {7, 4096},   {300, 3072}, {1000, 4096},
+                                            {20000, 1024}, {64, 16384}, {3000, 4096}, {6000, 2048}};
   const auto shapes_of = [&](DType t) -> const std::vector<Shape>& {
     return t == DType::Q6_K ? q6_k_shapes : t == DType::IQ4_XS ? iq4_xs_shapes : shapes;
   };
