@@ -13,7 +13,9 @@
 #include "rlx/backends/cuda/cublaslt.h"
 #include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/kernels/elementwise.h"
+#include "rlx/backends/cuda/kernels/gemm_ln_sm90.h"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
+#include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/core/error.h"
 #include "rlx/core/half.h"
@@ -164,6 +166,73 @@ void sm90_kernels(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[
   }
 }
 
+// The N = 384 projections followed by a residual LayerNorm (MiniLM's
+// attention-out and FFN down): the fused sm90 kernel against what runs
+// without it, the cuBLASLt GEMM (bias epilogue) then the residual norm
+// kernel; A and R rotated over 4 buffers. Max diff: fused against unfused,
+// every 7th element, relative to 1 + |unfused|.
+void gemm_ln(GemmEngine& engine, Stream& stream) {
+  if (!sm90_gemm_ln_available(0)) {
+    std::printf("\nsm90 GEMM + LayerNorm: not available on this device/build; skipped\n");
+    return;
+  }
+  std::printf("\nsm90 GEMM + bias + residual + LayerNorm (f16) vs cuBLASLt GEMM + layer_norm kernel (ms)\n");
+  const GemmShape shapes[] = {{32768, 384, 384, "minilm attn-out"}, {32768, 384, 1536, "minilm ffn2"}};
+  for (const GemmShape& s : shapes) {
+    const int64_t e = 2, rot = 4;
+    DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e * rot)), w(0, static_cast<size_t>(s.K * s.N * e)),
+        r(0, static_cast<size_t>(s.M * s.N * e * rot)), x(0, static_cast<size_t>(s.M * s.N * e)),
+        y(0, static_cast<size_t>(s.M * s.N * e)), y_ref(0, static_cast<size_t>(s.M * s.N * e)),
+        bias(0, static_cast<size_t>(s.N * e)), gamma(0, static_cast<size_t>(s.N * e)), beta(0, static_cast<size_t>(s.N * e));
+    for (DeviceBuffer* b : {&a, &w, &r, &bias, &gamma, &beta}) fill_random(*b, DType::F16);
+    auto A = [&](int i) { return static_cast<const char*>(a.data()) + (i % rot) * s.M * s.K * e; };
+    auto R = [&](int i) { return static_cast<const char*>(r.data()) + (i % rot) * s.M * s.N * e; };
+    auto unfused = [&](int i, void* out) {
+      GemmArgs g;
+      g.dtype = DType::F16;
+      g.M = s.M, g.N = s.N, g.K = s.K;
+      g.trans_b = true;
+      g.A = A(i), g.lda = s.K;
+      g.B = w.data(), g.ldb = s.K;
+      g.C = x.data(), g.ldc = s.N;
+      g.bias = bias.data();
+      engine.run(g, stream.get());
+      launch_layer_norm(DType::F16, DType::F16, x.data(), R(i), gamma.data(), beta.data(), out, nullptr, s.M, s.N,
+                        1e-12f, stream.get());
+    };
+    auto fused = [&](int i, void* out) {
+      GemmLnArgs g;
+      g.dtype = g.param_dtype = DType::F16;
+      g.A = A(i), g.W = w.data(), g.bias = bias.data(), g.R = R(i);
+      g.gamma = gamma.data(), g.beta = beta.data(), g.Y = out;
+      g.M = s.M, g.N = s.N, g.K = s.K, g.eps = 1e-12f;
+      launch_sm90_gemm_ln(g, stream.get());
+    };
+    const double ms_ref = median_ms(stream, [&](int i) { unfused(i, y.data()); });
+    const double ms = median_ms(stream, [&](int i) { fused(i, y.data()); });
+    unfused(0, y_ref.data());
+    RLX_CUDA_CHECK(cudaMemset(y.data(), 0xFF, y.size()));
+    fused(0, y.data());
+    stream.synchronize();
+    std::vector<uint16_t> want(static_cast<size_t>(s.M * s.N)), got(want.size());
+    y_ref.download(want.data(), want.size() * 2);
+    y.download(got.data(), got.size() * 2);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i += 7) {
+      const double rv = f16_to_f32(want[i]), v = f16_to_f32(got[i]);
+      const double d = std::fabs(v - rv) / (1.0 + std::fabs(rv));
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    }
+    // Bytes a perfect fused kernel moves: A, W, R read and Y written once.
+    const double bytes = double(e) * (double(s.M) * s.K + double(s.N) * s.K + 2.0 * double(s.M) * s.N);
+    std::printf("  %-16s %5lldx%lldx%lld  unfused %8.4f ms   fused %8.4f ms  %5.2fx  (%.0f%% of copy for its bytes)  max diff %.2e\n",
+                s.what, static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), ms_ref, ms,
+                ms_ref / ms, 100.0 * bytes / (ms * 1e-3) / (bench::kCopyTBps * 1e12), worst);
+    bench::json_line("gemm_ln", str(s.what, " unfused"), ms_ref, "ms");
+    bench::json_line("gemm_ln", str(s.what, " fused"), ms, "ms");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,7 +240,8 @@ int main(int argc, char** argv) {
   const char* kUsage =
       "usage: rlx_gemm_bench [--only sm90]\n"
       "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16, TFLOP/s beside the bf16 limit,\n"
-      "then rlx's sm90 kernels against cuBLASLt (--only sm90: just those); torch peer: bench/gemm_torch.py.\n";
+      "then rlx's sm90 kernels against cuBLASLt, and the fused GEMM + residual LayerNorm against GEMM then norm\n"
+      "(--only sm90: just those); torch peer: bench/gemm_torch.py.\n";
   bool sm90_only = false;
   if (argc == 3 && std::string(argv[1]) == "--only" && std::string(argv[2]) == "sm90") {
     sm90_only = true;
@@ -226,6 +296,7 @@ int main(int argc, char** argv) {
     }
   }
   sm90_kernels(engine, stream, shapes);
+  gemm_ln(engine, stream);
   if (!sm90_only) candidates(engine, stream, shapes);
   return 0;
 }

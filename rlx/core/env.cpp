@@ -42,6 +42,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: one launch for a decode layer's Q rope and its K (rope) and V cache writes."},
       {"RLX_CUDA_FUSE_EMBED_NORM", EnvType::Bool, "1",
        "CUDA lowering: one launch for an embedding layer's gathers (up to 4 tables), their sum and its LayerNorm."},
+      {"RLX_CUDA_FUSE_GEMM_LN", EnvType::Bool, "1",
+       "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512) and the residual LayerNorm that "
+       "is its only reader as one sm90 kernel (MiniLM's attention-out projection and norm)."},
       {"RLX_CUDA_GEMV_GLU", EnvType::Bool, "1",
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",

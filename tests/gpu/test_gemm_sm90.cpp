@@ -25,13 +25,17 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/sm90_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
 
 using namespace rlx;
 using namespace rlx::cuda;
+using rlx::test::DevMem;
+using rlx::test::from_bits;
 using rlx::test::rng;
+using rlx::test::to_bits;
 using rlx::test::ScopedEnv;
 
 bool have_sm90() {
@@ -40,9 +44,6 @@ bool have_sm90() {
 }
 #define SKIP_WITHOUT_SM90() \
   if (!have_sm90()) GTEST_SKIP() << "no compute capability 9.0 device (or no sm_90a build)"
-
-uint16_t to_bits(DType t, float v) { return t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v); }
-double from_bits(DType t, uint16_t h) { return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h); }
 
 double act_ref(Activation a, double x) {
   switch (a) {
@@ -54,13 +55,6 @@ double act_ref(Activation a, double x) {
   }
   return x;
 }
-
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(size_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~DevMem() { cudaFree(p); }
-  DevMem(const DevMem&) = delete;
-};
 
 struct Case {
   int64_t M, N, K, lda_pad = 0, ldc_pad = 0;

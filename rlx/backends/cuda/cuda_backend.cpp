@@ -39,19 +39,24 @@ struct DeviceContext {
   }
 };
 
-// The backend-agnostic plan, plus the Narrows attention reads in place as views.
-// Where persistent segments may form, a program whose intermediates add up
+// The backend-agnostic plan, plus the Narrows attention reads in place and
+// the residual LayerNorms fused into the projection before them
+// (gemm_ln_fuses: their output is written into the projection's block) as
+// views. Where persistent segments may form, a program whose intermediates add up
 // to at most kNoReuseBytes (a decode step: rows of one token) gives every
 // tensor its own block: the persistent kernel runs the ops of several nodes
 // between two grid barriers, and a block reused within that stretch would
 // be written by one CTA while another still reads it (a barrier per reuse).
 constexpr int64_t kNoReuseBytes = int64_t{64} << 20;
-MemoryPlan plan_cuda_memory(const Graph& g) {
+MemoryPlan plan_cuda_memory(const Graph& g, int device) {
   const auto users = g.users();
   ExtraViews extra;
-  extra.is_view = [&](NodeId id) { return narrow_folds_into_attention(g, users, id); };
-  extra.offset = [&](NodeId id) {
+  extra.is_view = [&](NodeId id) {
+    return narrow_folds_into_attention(g, users, id) || gemm_ln_fuses(g, users, id, device);
+  };
+  extra.offset = [&](NodeId id) -> int64_t {
     const Node& n = g.node(id);
+    if (n.op != OpKind::Narrow) return 0;  // a fused norm: the whole block
     return n.attr<NarrowAttrs>().start * dtype_size(n.type.dtype);
   };
   MemoryPlan plan = plan_memory(g, 256, extra);
@@ -62,7 +67,7 @@ MemoryPlan plan_cuda_memory(const Graph& g) {
 class CudaProgram final : public Program {
  public:
   CudaProgram(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers, DeviceContext& dc)
-      : graph_(g), dc_(dc), plan_(plan_cuda_memory(g)),
+      : graph_(g), dc_(dc), plan_(plan_cuda_memory(g, dc.index)),
         encoder_(opts.cuda_graphs, [this](NodeId id) { return graph_.describe(id); }) {
     DeviceGuard guard(dc.index);
     if (verbose()) std::cerr << plan_.to_string(graph_);

@@ -209,6 +209,14 @@ bool is_program_input(LowerCtx& c, NodeId s);
 // passes this to the memory planner so they become views of their source.
 bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
 
+// A FusedMatMulBiasAct without activation and the FusedResidualLayerNorm that
+// is its only reader, as one sm90 kernel (lower_gemm_ln.cpp): whether the
+// norm `ln` takes that form on `device` (the memory plan then makes it a view
+// of the projection's block), and the lowering of the projection that emits
+// both (false: lower it as usual).
+bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device);
+bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
+
 void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
                             bool variadic = false, std::string custom_name = {});
 // Registers for f32, f16 and bf16 (every F32 in the signature replaced).

@@ -1,0 +1,309 @@
+// GEMM + bias + residual + LayerNorm for N ≤ 384 (gemm_ln_sm90.h).
+//
+// A CTA of two warpgroups owns 128 rows and all N = 128·NB columns of Y:
+// warpgroup w computes rows 64w..64w+63 with NB wgmma m64n128k16 per k16 step
+// (NB·64 accumulators a thread, 192 at N = 384). K advances in slabs of 64 as
+// in the classic GEMM (gemm_sm90.cu): thread 0 issues each slab as TMA copies
+// of A's 128 rows and W's N rows (128-byte swizzle, out-of-bounds rows zero)
+// into one of three stages counted on its `full` mbarrier; every warp
+// arrives on the stage's `empty` mbarrier once its wgmmas have read it.
+//
+// Epilogue: R's rows (prefetched into L2 when the CTA started) copied into
+// the freed stages, bias and R added to the accumulators, each row's mean and
+// variance (two passes over the registers, f32) from the four threads of a
+// quad that hold it, the normalized row times gamma plus beta rounded to T
+// and staged over R's copy, then written with 16-byte stores. R is read
+// before a barrier and Y written after it, by the same CTA for the same rows,
+// so Y may be R.
+#include "rlx/backends/cuda/kernels/gemm_ln_sm90.h"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <map>
+#include <mutex>
+#include <type_traits>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/device/bulk_copy.cuh"
+#include "rlx/backends/cuda/device/cp_async.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/backends/cuda/device/smem.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/device/wgmma.cuh"
+#include "rlx/backends/cuda/kernels/gemm_sm90.h"
+#include "rlx/core/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+using namespace dev;
+
+constexpr int kBM = 128, kBK = 64, kThreads = 256, kWarps = kThreads / 32, kStages = 3;
+constexpr int kSlabBytes = kBM * kBK * 2;  // 16 KB: A's slab, or 128 rows of W's
+
+template <int NB>
+struct LnShape {
+  static constexpr int N = 128 * NB;
+  static constexpr int kStageBytes = (1 + NB) * kSlabBytes;
+  static constexpr int kOutStride = N + 8;  // staged Y row, elements: conflict-free fragment writes
+  // Stages, 2·kStages mbarriers, bias/gamma/beta as f32, slack to align the stages to 1024 bytes.
+  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 3 * N * 4 + 1024;
+  static_assert(kBM * kOutStride * 2 <= kStages * kStageBytes, "the staged Y tile reuses the stages");
+};
+
+struct LnKernelArgs {
+  const void* bias;
+  const void* R;
+  const void* gamma;
+  const void* beta;
+  void* Y;
+  int M, K;
+  float eps;
+  int params_f32;
+};
+
+template <typename T>
+__device__ __forceinline__ float param_at(const void* p, int c, int is_f32) {
+  return is_f32 ? static_cast<const float*>(p)[c] : to_f32(static_cast<const T*>(p)[c]);
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+template <typename T, int NB>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_ln_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
+                   const LnKernelArgs p) {
+  using S = LnShape<NB>;
+  constexpr int N = S::N;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * S::kStageBytes);
+  uint64_t* empty = full + kStages;
+  float* s_bias = reinterpret_cast<float*>(empty + kStages);
+  float* s_gamma = s_bias + N;
+  float* s_beta = s_gamma + N;
+
+  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int m0 = static_cast<int>(blockIdx.x) * kBM;
+  const int rows = min(kBM, p.M - m0);
+  const int nk = (p.K + kBK - 1) / kBK;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kWarps);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+  pdl_begin();  // A and R may be earlier kernels' outputs
+
+  auto issue = [&](int kb) {
+    const int s = kb % kStages;
+    unsigned char* st = smem + s * S::kStageBytes;
+    mbar_arrive_expect_tx(&full[s], S::kStageBytes);
+    tma_load_2d(st, &map_a, kb * kBK, m0, &full[s]);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) tma_load_2d(st + (1 + nb) * kSlabBytes, &map_w, kb * kBK, nb * 128, &full[s]);
+  };
+  if (tid == 0) {
+    for (int kb = 0; kb < kStages && kb < nk; ++kb) issue(kb);
+    prefetch_l2(static_cast<const T*>(p.R) + static_cast<int64_t>(m0) * N, static_cast<uint32_t>(rows * N * 2));
+  }
+  for (int c = tid; c < N; c += kThreads) {
+    s_bias[c] = p.bias != nullptr ? to_f32(static_cast<const T*>(p.bias)[c]) : 0.0f;
+    s_gamma[c] = param_at<T>(p.gamma, c, p.params_f32);
+    s_beta[c] = param_at<T>(p.beta, c, p.params_f32);
+  }
+
+  float acc[NB][64];
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[nb][i] = 0.0f;
+
+  for (int kb = 0; kb < nk; ++kb) {
+    const int s = kb % kStages;
+    mbar_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1);
+    const uint32_t st = smem_u32(smem + s * S::kStageBytes);
+    const uint64_t da = wgmma_desc(st + static_cast<uint32_t>(wg * 64 * 128));
+    wgmma_fence();
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) pin(acc[nb]);
+#pragma unroll
+    for (int k = 0; k < kBK / 16; ++k)  // +32 bytes per k16 step = +2 in the descriptor's address field
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+        wgmma_m64n128k16<T>(acc[nb], da + 2 * k, wgmma_desc(st + static_cast<uint32_t>((1 + nb) * kSlabBytes)) + 2 * k,
+                            kb > 0 || k > 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // the previous slab's group is done: release its stage
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) pin(acc[nb]);
+    if (kb > 0) {
+      const int ps = (kb - 1) % kStages;
+      if (lane == 0) mbar_arrive(&empty[ps]);
+      if (tid == 0 && kb - 1 + kStages < nk) {
+        mbar_wait(&empty[ps], static_cast<uint32_t>((kb - 1) / kStages) & 1);
+        issue(kb - 1 + kStages);
+      }
+    }
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) pin(acc[nb]);
+  __syncthreads();  // every wgmma has read its stages (reused below); the parameters are staged
+
+  // R's rows (L2-warm) into the first stage region by 16-byte cp.async, in
+  // the staged layout (rows of kOutStride elements), so each thread then
+  // reads its fragments' residuals without a register per load in flight;
+  // each thread later writes its normalized values over the same addresses.
+  constexpr int kChunks = N / 8;
+  const T* R = static_cast<const T*>(p.R);
+  const uint32_t s_tile = smem_u32(smem);
+  for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    const bool ok = r < rows;
+    cp_async_16(s_tile + static_cast<uint32_t>((r * S::kOutStride + c) * 2),
+                R + static_cast<int64_t>(m0 + (ok ? r : 0)) * N + c, ok);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Fragment 4j + 2h + e of acc[nb]: row 16·warp + g + 8h of the warpgroup's
+  // 64, column 128·nb + 8j + 2·t4 + e.
+  uint32_t* sY = reinterpret_cast<uint32_t*>(smem);
+  const int g = lane >> 2, t4 = lane & 3;
+  const int row0 = wg * 64 + warp * 16 + g;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint32_t* srow = sY + (row0 + 8 * h) * S::kOutStride / 2;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int c = 128 * nb + 8 * j + 2 * t4;
+        const float2 res = unpack2<T>(srow[c / 2]);
+        float& x0 = acc[nb][4 * j + 2 * h];
+        float& x1 = acc[nb][4 * j + 2 * h + 1];
+        x0 += s_bias[c] + res.x;
+        x1 += s_bias[c + 1] + res.y;
+        sum += x0 + x1;
+      }
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float mean = sum * (1.0f / N);
+    float sq = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float d = acc[nb][4 * j + 2 * h + e] - mean;
+          sq = fmaf(d, d, sq);
+        }
+    sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+    const float rstd = rsqrtf(sq * (1.0f / N) + p.eps);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int c = 128 * nb + 8 * j + 2 * t4;
+        const float y0 = (acc[nb][4 * j + 2 * h] - mean) * rstd * s_gamma[c] + s_beta[c];
+        const float y1 = (acc[nb][4 * j + 2 * h + 1] - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1];
+        srow[c / 2] = pack2<T>(y0, y1);  // over this thread's own residual pair
+      }
+  }
+  __syncthreads();  // Y is staged
+
+  const T* sYt = reinterpret_cast<const T*>(smem);
+  T* Y = static_cast<T*>(p.Y);
+  for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    if (r < rows)
+      *reinterpret_cast<uint4*>(Y + static_cast<int64_t>(m0 + r) * N + c) =
+          *reinterpret_cast<const uint4*>(sYt + r * S::kOutStride + c);
+  }
+}
+
+template <typename T>
+const void* kernel_for(int nb) {
+  switch (nb) {
+    case 1: return reinterpret_cast<const void*>(gemm_ln_kernel<T, 1>);
+    case 2: return reinterpret_cast<const void*>(gemm_ln_kernel<T, 2>);
+    default: return reinterpret_cast<const void*>(gemm_ln_kernel<T, 3>);
+  }
+}
+const void* kernel_for(DType t, int nb) { return t == DType::F16 ? kernel_for<__half>(nb) : kernel_for<__nv_bfloat16>(nb); }
+int smem_bytes_of(int nb) {
+  return nb == 1 ? LnShape<1>::kSmemBytes : nb == 2 ? LnShape<2>::kSmemBytes : LnShape<3>::kSmemBytes;
+}
+
+bool aligned(const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; }
+
+}  // namespace
+
+const char* sm90_gemm_ln_unsupported(const GemmLnArgs& a) {
+  if (a.dtype != DType::F16 && a.dtype != DType::BF16) return "dtype is not f16/bf16";
+  if (a.param_dtype != a.dtype && a.param_dtype != DType::F32) return "gamma/beta are neither the dtype nor f32";
+  if (a.N != 128 && a.N != 256 && a.N != 384) return "N is not 128, 256 or 384";
+  if (a.M <= 0 || a.K <= 0) return "empty";
+  if (a.K % 8 != 0) return "K is not a multiple of 8";
+  if (a.M > (int64_t{1} << 31) - kBM || a.K > (int64_t{1} << 30)) return "too large";
+  if (a.A == nullptr || a.W == nullptr || a.R == nullptr || a.gamma == nullptr || a.beta == nullptr || a.Y == nullptr)
+    return "a required operand is null";
+  if (!aligned(a.A, 16) || !aligned(a.W, 16) || !aligned(a.R, 16) || !aligned(a.Y, 16))
+    return "A, W, R or Y is not 16-byte aligned";
+  const uintptr_t pe = a.param_dtype == DType::F32 ? 4 : 2;
+  if (!aligned(a.gamma, pe) || !aligned(a.beta, pe) || (a.bias != nullptr && !aligned(a.bias, 2)))
+    return "bias, gamma or beta is misaligned";
+  return nullptr;
+}
+
+bool sm90_gemm_ln_available(int device) {
+  static std::mutex mu;
+  static std::map<int, bool> known;
+  std::lock_guard lock(mu);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  DeviceGuard guard(device);
+  bool ok = sm90_device(device);
+  for (int nb = 1; nb <= 3; ++nb)
+    for (DType t : {DType::F16, DType::BF16}) ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb));
+  known[device] = ok;
+  return ok;
+}
+
+void launch_sm90_gemm_ln(const GemmLnArgs& a, cudaStream_t stream) {
+  const std::string what = str("sm90 gemm + layer_norm ", dtype_name(a.dtype), " M=", a.M, " N=", a.N, " K=", a.K);
+  if (const char* why = sm90_gemm_ln_unsupported(a)) throw Unsupported(str(what, ": ", why));
+  const int nb = static_cast<int>(a.N / 128);
+  CUtensorMap map_a = sm90_slab_map(a.dtype, a.A, a.M, a.K, a.K, kBM, what);
+  CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, a.N, a.K, a.K, 128, what);
+  LnKernelArgs k{a.bias, a.R, a.gamma, a.beta, a.Y, static_cast<int>(a.M), static_cast<int>(a.K), a.eps,
+                 a.param_dtype == DType::F32 ? 1 : 0};
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>((a.M + kBM - 1) / kBM));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes_of(nb));
+  cfg.stream = stream;
+  void* args[] = {&map_a, &map_w, &k};
+  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, nb), args);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
+  }
+}
+
+}  // namespace rlx::cuda
