@@ -22,7 +22,7 @@ namespace rlx::cuda {
 // K = 1536. Longer K keeps the two kernels.
 constexpr int64_t kGemmLnMaxK = 512;
 
-bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device) {
+bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln) {
   const Node& n = g.node(ln);
   if (n.op != OpKind::FusedResidualLayerNorm || n.inputs.size() != 4) return false;
   const NodeId p = n.inputs[0], r = n.inputs[1], gamma = n.inputs[2], beta = n.inputs[3];
@@ -57,8 +57,11 @@ bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users
   // norm's params after P; a State may still be written in between).
   for (NodeId s : {r, gamma, beta})
     if (s > p && (!g.node(s).is_leaf() || g.node(s).op == OpKind::State)) return false;
-  if (!env_bool("RLX_CUDA_FUSE_GEMM_LN")) return false;
-  return sm90_gemm_ln_available(device);
+  return true;
+}
+
+bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device) {
+  return gemm_ln_pattern(g, users, ln) && env_bool("RLX_CUDA_FUSE_GEMM_LN") && sm90_gemm_ln_available(device);
 }
 
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id) {
