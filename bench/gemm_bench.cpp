@@ -183,7 +183,8 @@ void gemm_ln(GemmEngine& engine, Stream& stream) {
     DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e * rot)), w(0, static_cast<size_t>(s.K * s.N * e)),
         r(0, static_cast<size_t>(s.M * s.N * e * rot)), x(0, static_cast<size_t>(s.M * s.N * e)),
         y(0, static_cast<size_t>(s.M * s.N * e)), y_ref(0, static_cast<size_t>(s.M * s.N * e)),
-        bias(0, static_cast<size_t>(s.N * e)), gamma(0, static_cast<size_t>(s.N * e)), beta(0, static_cast<size_t>(s.N * e));
+        bias(0, static_cast<size_t>(s.N * e)), gamma(0, static_cast<size_t>(s.N * e)),
+        beta(0, static_cast<size_t>(s.N * e));
     for (DeviceBuffer* b : {&a, &w, &r, &bias, &gamma, &beta}) fill_random(*b, DType::F16);
     auto A = [&](int i) { return static_cast<const char*>(a.data()) + (i % rot) * s.M * s.K * e; };
     auto R = [&](int i) { return static_cast<const char*>(r.data()) + (i % rot) * s.M * s.N * e; };
@@ -225,9 +226,11 @@ void gemm_ln(GemmEngine& engine, Stream& stream) {
     }
     // Bytes a perfect fused kernel moves: A, W, R read and Y written once.
     const double bytes = double(e) * (double(s.M) * s.K + double(s.N) * s.K + 2.0 * double(s.M) * s.N);
-    std::printf("  %-16s %5lldx%lldx%lld  unfused %8.4f ms   fused %8.4f ms  %5.2fx  (%.0f%% of copy for its bytes)  max diff %.2e\n",
-                s.what, static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), ms_ref, ms,
-                ms_ref / ms, 100.0 * bytes / (ms * 1e-3) / (bench::kCopyTBps * 1e12), worst);
+    std::printf(
+        "  %-16s %5lldx%lldx%lld  unfused %8.4f ms   fused %8.4f ms  %5.2fx  (%.0f%% of copy for its bytes)  "
+        "max diff %.2e\n",
+        s.what, static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), ms_ref, ms,
+        ms_ref / ms, 100.0 * bytes / (ms * 1e-3) / (bench::kCopyTBps * 1e12), worst);
     bench::json_line("gemm_ln", str(s.what, " unfused"), ms_ref, "ms");
     bench::json_line("gemm_ln", str(s.what, " fused"), ms, "ms");
   }

@@ -72,11 +72,12 @@ void run_case(DType dt, const Case& cs) {
 
   std::vector<double> ref(static_cast<size_t>(M * N)), row(static_cast<size_t>(N)), wd(w.size());
   for (size_t i = 0; i < w.size(); ++i) wd[i] = from_bits(dt, w[i]);
+  auto at = [](const std::vector<uint16_t>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
   for (int64_t i = 0; i < M; ++i) {
     double mean = 0.0;
     for (int64_t j = 0; j < N; ++j) {
-      double s = (cs.bias ? from_bits(dt, bias[static_cast<size_t>(j)]) : 0.0) + from_bits(dt, r[static_cast<size_t>(i * N + j)]);
-      for (int64_t k = 0; k < K; ++k) s += from_bits(dt, a[static_cast<size_t>(i * K + k)]) * wd[static_cast<size_t>(j * K + k)];
+      double s = (cs.bias ? from_bits(dt, at(bias, j)) : 0.0) + from_bits(dt, at(r, i * N + j));
+      for (int64_t k = 0; k < K; ++k) s += from_bits(dt, at(a, i * K + k)) * wd[static_cast<size_t>(j * K + k)];
       row[static_cast<size_t>(j)] = s;
       mean += s;
     }
@@ -85,7 +86,8 @@ void run_case(DType dt, const Case& cs) {
     for (double s : row) var += (s - mean) * (s - mean);
     var /= static_cast<double>(N);
     for (int64_t j = 0; j < N; ++j)
-      ref[static_cast<size_t>(i * N + j)] = (row[static_cast<size_t>(j)] - mean) / std::sqrt(var + eps) * gamma[static_cast<size_t>(j)] +
+      ref[static_cast<size_t>(i * N + j)] = (row[static_cast<size_t>(j)] - mean) / std::sqrt(var + eps) *
+                                                gamma[static_cast<size_t>(j)] +
                                             beta[static_cast<size_t>(j)];
   }
 

@@ -41,7 +41,8 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
   if ((pt != t && pt != DType::F32) || g.node(beta).type.dtype != pt) return false;
   for (NodeId s : {ln, p, r, a, w, bias, gamma, beta})
     if (!is_static(g.node(s).type.shape)) return false;
-  const auto yd = static_dims(n.type.shape), wd = static_dims(g.node(w).type.shape), ad = static_dims(g.node(a).type.shape);
+  const auto yd = static_dims(n.type.shape), wd = static_dims(g.node(w).type.shape);
+  const auto ad = static_dims(g.node(a).type.shape);
   if (yd.empty() || wd.size() != 2 || ad.size() != yd.size()) return false;
   const int64_t N = yd.back(), K = wd[1];
   if (wd[0] != N || ad.back() != K || K % 8 != 0 || K > kGemmLnMaxK || (N != 128 && N != 256 && N != 384)) return false;

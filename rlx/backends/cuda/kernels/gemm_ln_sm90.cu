@@ -246,7 +246,9 @@ const void* kernel_for(int nb) {
     default: return reinterpret_cast<const void*>(gemm_ln_kernel<T, 3>);
   }
 }
-const void* kernel_for(DType t, int nb) { return t == DType::F16 ? kernel_for<__half>(nb) : kernel_for<__nv_bfloat16>(nb); }
+const void* kernel_for(DType t, int nb) {
+  return t == DType::F16 ? kernel_for<__half>(nb) : kernel_for<__nv_bfloat16>(nb);
+}
 int smem_bytes_of(int nb) {
   return nb == 1 ? LnShape<1>::kSmemBytes : nb == 2 ? LnShape<2>::kSmemBytes : LnShape<3>::kSmemBytes;
 }

@@ -559,7 +559,8 @@ StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes, int64_t budget =
   const int64_t room = budget - kBarBytes - static_cast<int64_t>(x_bytes);
   p.grid = static_cast<int>(std::min<int64_t>(sm_count(), n));
   const int64_t rows_per_cta = (n + p.grid - 1) / p.grid;
-  if (p.tr < kThreads && rows_per_cta > p.tr && rows_per_cta <= 2 * p.tr && 2 * int64_t{p.tr} * p.pitch <= std::min(kTileMax, room))
+  if (p.tr < kThreads && rows_per_cta > p.tr && rows_per_cta <= 2 * p.tr &&
+      2 * int64_t{p.tr} * p.pitch <= std::min(kTileMax, room))
     p.tr *= 2;
   else
     while (p.tr > 8 && int64_t{p.tr} * p.pitch > std::min(kTileMax, room / 2)) p.tr /= 2;
