@@ -101,7 +101,11 @@ int main(int argc, char** argv) {
   // Sentence-embedding shapes (MiniLM: 12 heads × D 32; BERT-base: 12 × 64)
   // read straight out of a fused QKV buffer, without a mask, with a padding
   // key mask (all keys kept, so the work is equal) and with per-sequence
-  // lengths (kv_len, realistic lengths: tiles past each length are skipped).
+  // lengths (kv_len, realistic lengths: tiles past each length are skipped);
+  // then the same bytes head-major (Q, K, V each [B·H, L, D], contiguous per
+  // head: the layout a QKV projection could write), to show what the fused
+  // layout's 2·D-byte pieces of every row cost. % of copy: Q, K, V read and
+  // O written once (every key; the kv_len rows read fewer).
   std::printf("\n%-44s %4s %4s %9s %9s  %s\n", "embedding shapes (fused QKV)", "B", "H", "ms", "TFLOP/s", "path");
   for (int D : {32, 64}) {
     const int B = 256, H = 12, L = 128;
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> h_lens(B);
     for (int b = 0; b < B; ++b) h_lens[b] = 8 + (b * 37) % 121;  // 8..128, mean ≈ 68
     RLX_CUDA_CHECK(cudaMemcpy(lens, h_lens.data(), B * sizeof(int32_t), cudaMemcpyHostToDevice));
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 4; ++variant) {
       rlx::cuda::AttentionParams p;
       p.dtype = rlx::DType::F16;
       p.B = B;
@@ -134,6 +138,14 @@ int main(int argc, char** argv) {
       p.out = o;
       if (variant == 1) p.key_mask = mask;
       if (variant == 2) p.kv_len = lens;
+      if (variant == 3) {  // head-major: B·H sequences of one head each, same bytes
+        p.B = B * H;
+        p.H = p.Hkv = 1;
+        p.set_dense_strides();
+        const size_t block = static_cast<size_t>(B) * H * L * D;
+        p.k = static_cast<__half*>(qkv) + block;
+        p.v = static_cast<__half*>(qkv) + 2 * block;
+      }
       const double ms = time_attention(p, nullptr);
       double flops = 4.0 * B * H * static_cast<double>(L) * L * D;
       if (variant == 2) {
@@ -141,11 +153,12 @@ int main(int argc, char** argv) {
         for (int b = 0; b < B; ++b) flops += 4.0 * H * static_cast<double>(L) * h_lens[b] * D;
       }
       const double tf = flops / (ms * 1e-3) / 1e12;
-      const char* vname[] = {"no mask", "key mask", "kv_len"};
+      const char* vname[] = {"no mask", "key mask", "kv_len", "head-major"};
+      const double copy_pct = 100.0 * 8.0 * B * H * L * D / (ms * 1e-3) / (rlx::bench::kCopyTBps * 1e12);
       char key[128];
       std::snprintf(key, sizeof key, "embed f16 D%d B%d H%d L%d %s", D, B, H, L, vname[variant]);
-      std::printf("%-44s %4d %4d %9.4f %9.1f  %s\n", key, B, H, ms, tf,
-                  rlx::cuda::attention_path_name(rlx::cuda::attention_path(p)));
+      std::printf("%-44s %4d %4d %9.4f %9.1f  %s, %.0f%% of copy\n", key, B, H, ms, tf,
+                  rlx::cuda::attention_path_name(rlx::cuda::attention_path(p)), copy_pct);
       rlx::bench::json_line("attention", key, ms, "ms");
     }
     RLX_CUDA_CHECK(cudaFree(qkv));
