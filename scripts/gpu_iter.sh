@@ -13,7 +13,8 @@
 # decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
 # attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
 # (rlx_bert_bench + torch peer), report (their per-thunk times), gemm (rlx_gemm_bench: cuBLASLt and rlx's sm90
-# kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels).
+# kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
+# attention kernel's instruction mix and source counters).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -123,6 +124,9 @@ for step in "$@"; do
       RLX_SANITIZE_LIMIT=${RLX_SANITIZE_LIMIT:-150} scripts/gpu_sanitize.sh "$OUT/sanitize" memcheck ;;
     ncu)
       scripts/gpu_profile.sh "$OUT/ncu" > "$OUT/ncu.log" 2>&1; echo "rc=$?"; tail -40 "$OUT/ncu.log" ;;
+    ncuattn)  # the D = 32 attention kernel: instruction mix and source counters (gpu_profile.sh attention)
+      scripts/gpu_profile.sh "$OUT/ncu" attention > "$OUT/ncu.log" 2>&1; echo "rc=$?"
+      grep -A40 -E "Section: (Instruction Statistics|Source Counters)" "$OUT/ncu/ncu-attention-d32.txt" | head -90 ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -6,9 +6,11 @@
 #            serializes kernels, so these exclude launch gaps: compare their
 #            sum with the graph-replayed token time), then the decode
 #            attention and GEMV kernels in detail;
-# bert:      MiniLM 256x128 attention prefill, GELU and layer norm in detail.
+# bert:      MiniLM 256x128 attention prefill, GELU and layer norm in detail;
+# attention: the D = 32 prefill kernel at MiniLM's shape (rlx_attention_bench,
+#            no mask) with its instruction mix and per-source-line counters.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert]}
+OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention]}
 shift
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -31,6 +33,12 @@ for w in $what; do
       timeout 200 "$NCU" --clock-control none --kernel-name regex:"attn_prefill_kernel|unary_kernel|norm" \
         --launch-skip 30 --launch-count 3 $SECTIONS $B/bench/rlx_bert_bench --model minilm-l6 --shape 256x128 --graphs-only \
         > "$OUT/ncu-bert-kernels.txt" 2>&1
+      ;;
+    attention)
+      timeout 200 "$NCU" --clock-control none --kernel-name-base demangled \
+        --kernel-name regex:'attn_prefill_kernel<__half, [^,]*32, [^>]*(0|false)>' --launch-skip 5 --launch-count 1 \
+        $SECTIONS --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters \
+        --print-details all $B/bench/rlx_attention_bench > "$OUT/ncu-attention-d32.txt" 2>&1
       ;;
   esac
 done
