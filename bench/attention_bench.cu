@@ -102,6 +102,8 @@ int main(int argc, char** argv) {
   // read straight out of a fused QKV buffer, without a mask, with a padding
   // key mask (all keys kept, so the work is equal) and with per-sequence
   // lengths (kv_len, realistic lengths: tiles past each length are skipped);
+  // the padding mask as an encoder's later layers run it (key_mask_scratch
+  // with the lengths ready: the mask-free kernel, rows as lengths);
   // then the same bytes head-major (Q, K, V each [B·H, L, D], contiguous per
   // head: the layout a QKV projection could write), to show what the fused
   // layout's 2·D-byte pieces of every row cost. % of copy: Q, K, V read and
@@ -113,7 +115,9 @@ int main(int argc, char** argv) {
     void* qkv = nullptr;
     uint8_t* mask = nullptr;
     int32_t* lens = nullptr;
+    int32_t* scratch = nullptr;
     RLX_CUDA_CHECK(cudaMalloc(&qkv, n * 2));
+    RLX_CUDA_CHECK(cudaMalloc(&scratch, rlx::cuda::key_mask_scratch_ints(B) * sizeof(int32_t)));
     RLX_CUDA_CHECK(cudaMalloc(&mask, static_cast<size_t>(B) * L));
     RLX_CUDA_CHECK(cudaMalloc(&lens, B * sizeof(int32_t)));
     fill(qkv, n, rlx::DType::F16, 7);
@@ -121,7 +125,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> h_lens(B);
     for (int b = 0; b < B; ++b) h_lens[b] = 8 + (b * 37) % 121;  // 8..128, mean ≈ 68
     RLX_CUDA_CHECK(cudaMemcpy(lens, h_lens.data(), B * sizeof(int32_t), cudaMemcpyHostToDevice));
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       rlx::cuda::AttentionParams p;
       p.dtype = rlx::DType::F16;
       p.B = B;
@@ -138,6 +142,12 @@ int main(int argc, char** argv) {
       p.out = o;
       if (variant == 1) p.key_mask = mask;
       if (variant == 2) p.kv_len = lens;
+      if (variant == 4) {
+        p.key_mask = mask;
+        p.key_mask_scratch = scratch;
+        rlx::cuda::launch_attention(p, nullptr, nullptr);  // the first layer: lengths and flags
+        p.key_mask_lengths_ready = true;
+      }
       if (variant == 3) {  // head-major: B·H sequences of one head each, same bytes
         p.B = B * H;
         p.H = p.Hkv = 1;
@@ -153,7 +163,7 @@ int main(int argc, char** argv) {
         for (int b = 0; b < B; ++b) flops += 4.0 * H * static_cast<double>(L) * h_lens[b] * D;
       }
       const double tf = flops / (ms * 1e-3) / 1e12;
-      const char* vname[] = {"no mask", "key mask", "kv_len", "head-major"};
+      const char* vname[] = {"no mask", "key mask", "kv_len", "head-major", "key mask, lengths"};
       const double copy_pct = 100.0 * 8.0 * B * H * L * D / (ms * 1e-3) / (rlx::bench::kCopyTBps * 1e12);
       char key[128];
       std::snprintf(key, sizeof key, "embed f16 D%d B%d H%d L%d %s", D, B, H, L, vname[variant]);
@@ -164,6 +174,7 @@ int main(int argc, char** argv) {
     RLX_CUDA_CHECK(cudaFree(qkv));
     RLX_CUDA_CHECK(cudaFree(mask));
     RLX_CUDA_CHECK(cudaFree(lens));
+    RLX_CUDA_CHECK(cudaFree(scratch));
   }
 
   // Decode: one query per sequence over a KV cache of Lk tokens.

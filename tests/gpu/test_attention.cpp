@@ -84,7 +84,7 @@ struct Case {
   bool bias_storage = false;      // bias in the storage dtype instead of f32
   bool mask_batch0_all = false;   // custom mask hides every key of batch 0
   bool mask_prefix_even = false;  // custom mask: even batches keep a prefix of keys (right padding)
-  bool mask_scratch = false;      // give the launch key_mask_scratch (padded batches take lengths, gated)
+  bool mask_scratch = false;      // give the launch key_mask_scratch (prefix masks become lengths)
   int expect_path = -1;           // AttentionPath to assert, or -1
 
   std::string name() const {
@@ -581,10 +581,10 @@ TEST(AttentionGpu, DecodeStableRowsReadEarly) {
 }
 
 // Embedding-model shapes (every key in one or two tiles), many CTAs, fused
-// QKV, and the right-padded key masks that a launch with key_mask_scratch
-// turns into lengths (those batches run gated on the fast variant, the
-// others on the general one).
-TEST(AttentionGpu, EmbeddingShapesAndGatedKeyMasks) {
+// QKV, and key masks given with key_mask_scratch: the mask-free kernel takes
+// the right-padded rows as lengths and masks the others per score (up to
+// their last kept key), a fully masked row included.
+TEST(AttentionGpu, EmbeddingShapesAndPaddingKeyMasks) {
   SKIP_WITHOUT_GPU();
   for (DType dt : {DType::F16, DType::BF16})
     for (int D : {32, 64}) {
@@ -621,7 +621,23 @@ TEST(AttentionGpu, EmbeddingShapesAndGatedKeyMasks) {
       c.mask_prefix_even = true;
       c.mask_scratch = true;
       run_case(c, fresh_seed());
+      c.Lq = c.Lk = 77;  // partial key tiles
+      c.mask_batch0_all = true;
+      run_case(c, fresh_seed());
     }
+  for (int D : {128, 256}) {  // several key tiles per row
+    Case c;
+    c.D = D;
+    c.B = 6;
+    c.H = c.Hkv = 2;
+    c.Lq = 70;
+    c.Lk = 200;
+    c.mask = Mask::Custom;
+    c.mask_prefix_even = true;
+    c.mask_scratch = true;
+    c.expect_path = kPrefill;
+    run_case(c, fresh_seed());
+  }
 }
 
 TEST(AttentionGpu, BiasBroadcastAndDtype) {

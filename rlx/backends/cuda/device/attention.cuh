@@ -47,11 +47,12 @@ struct AttnArgs {
   int kv_len_b_stride;      // 1, or 0 when one length serves every batch
   bool kv_len_ready;        // kv_len may be read before pdl_wait (AttentionParams)
   const int32_t* kv_stable; // K/V rows below *kv_stable may be read before pdl_wait, or null
-  // Gate (device int32 [B], or null): the prefill kernel skips batch b unless
-  // (gate[b] != 0) == gate_run_if_nonzero. Lets two variants be captured and
-  // the data pick one per batch at run time (a right-padded key mask → lengths).
-  const int32_t* gate;
-  int gate_run_if_nonzero;
+  // Prefill (device int32 [B], or null): with it the mask-free kernel takes a
+  // key mask, applied per score only in batch rows b with key_mask_rows[b] != 0
+  // (kept keys not a prefix; kv_len then ends at the last kept key); the
+  // other rows' masks are prefixes, given by kv_len alone.
+  const int32_t* key_mask_rows;
+  bool grid_mhb;  // prefill: the grid is (m-tiles, H, B), one work item per CTA
   // Split-KV decode: partial results [rows][splits][D] and (m, l) pairs, and
   // one arrival counter per CTA row group (zeroed before each launch): the
   // last split of a group to finish merges the group's partials.

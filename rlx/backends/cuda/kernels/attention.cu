@@ -226,8 +226,9 @@ dev::AttnArgs make_args(const AttentionParams& p) {
   return a;
 }
 
-// Per row b of a key mask: lens[b] = number of kept keys, and not_prefix[b] =
-// 1 when the kept keys are not exactly the prefix [0, lens[b]), else 0.
+// Per row b of a key mask: not_prefix[b] = 1 when the kept keys are not
+// exactly a prefix [0, n), else 0; lens[b] = n for a prefix, else one past the
+// last kept key (the keys the kernel must look at).
 __global__ void __launch_bounds__(256) key_mask_lengths_kernel(const uint8_t* mask, int64_t b_stride, int Lk,
                                                                int32_t* lens, int32_t* not_prefix) {
   dev::pdl_begin();
@@ -252,8 +253,9 @@ __global__ void __launch_bounds__(256) key_mask_lengths_kernel(const uint8_t* ma
   if (count) atomicAdd(&total, count);
   __syncthreads();
   if (threadIdx.x == 0) {
-    lens[blockIdx.x] = total;
-    not_prefix[blockIdx.x] = last_kept > first_zero ? 1 : 0;
+    const bool prefix = last_kept < first_zero;
+    lens[blockIdx.x] = prefix ? total : last_kept + 1;
+    not_prefix[blockIdx.x] = prefix ? 0 : 1;
   }
 }
 
@@ -360,15 +362,10 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
                                                                                   p.Lk, lens, flag);
           RLX_CUDA_CHECK_LAUNCH("attention (key mask lengths)");
         }
-        dev::AttnArgs fast = a;  // right-padded: lengths, no per-element mask
-        fast.key_mask = nullptr;
-        fast.kv_len = lens;
-        fast.kv_len_b_stride = 1;
-        fast.gate = flag;
-        fast.gate_run_if_nonzero = 0;
-        detail::launch_attention_prefill(p.dtype, fast, stream);
-        a.gate = flag;
-        a.gate_run_if_nonzero = 1;
+        // The mask-free kernel: lengths for every row, the mask per score in the flagged ones.
+        a.kv_len = lens;
+        a.kv_len_b_stride = 1;
+        a.key_mask_rows = flag;
       }
       detail::launch_attention_prefill(p.dtype, a, stream);
       return;

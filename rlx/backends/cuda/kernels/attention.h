@@ -56,11 +56,11 @@ struct AttentionParams {
   const int32_t* kv_len = nullptr;  // device [B], or null
   bool kv_len_shared = false;       // kv_len is [1]: one length for every batch
   // Optional device scratch of ≥ key_mask_scratch_ints(B) int32. With it, a
-  // key mask on the tensor-core prefill path is first checked on the device:
-  // a batch row that keeps a prefix of its keys (right padding, the usual
-  // tokenizer output) runs on the mask-free kernel with its length, skipping
-  // padded key tiles; any other row runs on the general kernel. Both are
-  // launched (each skips the rows that are not its own), so CUDA-graph
+  // key mask on the tensor-core prefill path is first checked on the device,
+  // and the mask-free kernel runs every row: a batch row that keeps a prefix
+  // of its keys (right padding, the usual tokenizer output) as that length,
+  // skipping padded key tiles; any other row up to its last kept key, with
+  // the mask applied per score. One launch whatever the data, so CUDA-graph
   // replays need no re-capture.
   int32_t* key_mask_scratch = nullptr;
   // The scratch already holds this key mask's lengths and flags (an earlier

@@ -33,10 +33,12 @@
 // other CTAs of that head (and the other heads of a GQA group) hit L2. Under
 // causal masks CTAs are launched heaviest-first to shorten the tail.
 //
-// A CTA loops over work items (m-tile, head, batch). Normally there is one per
-// CTA; a gated launch (see AttentionParams::key_mask_scratch) whose rows are
-// mostly someone else's runs a grid of one wave instead, so the items it skips
-// cost a flag read each rather than a CTA launch each.
+// Work items are (m-tile, head, batch), one per CTA of a (m-tiles, H, B)
+// grid (a 1-D grid, decoded by division, past 65,535 heads or batch rows).
+// A key mask that is a prefix of the keys in most batch rows (right padding)
+// comes as lengths plus key_mask_rows (AttentionParams::key_mask_scratch):
+// the mask-free kernel skips the padded tiles of those rows and applies the
+// mask per score, like a positional mask, in the others.
 #include <algorithm>
 #include <type_traits>
 
@@ -121,8 +123,10 @@ struct Prefill {
   static constexpr int kSmemBytes = (BM + 4 * BN) * kStride * static_cast<int>(sizeof(T));
 };
 
+// One work item: m-tile m_back (counted back from the last, heaviest, tile)
+// of head h of batch row b.
 template <typename T, int D, bool kGeneral>
-__device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, unsigned char* smem) {
+__device__ __forceinline__ void prefill_item(const AttnArgs& a, int m_back, int h, int b, unsigned char* smem) {
   using P = Prefill<T, D, kGeneral>;
   constexpr int MT = P::MT, BN = P::BN, BM = P::BM, S = P::kStride;
   constexpr int NT = BN / 8;  // score n8 tiles per row fragment
@@ -138,14 +142,11 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
-  const int m_tiles = (a.Lq + BM - 1) / BM;
-  const int mb = m_tiles - 1 - static_cast<int>(bid % m_tiles);  // heaviest (last) tiles first
-  bid /= m_tiles;
-  const int h = static_cast<int>(bid % a.H);
-  const int b = static_cast<int>(bid / a.H);
-  if (a.gate != nullptr && ((__ldg(a.gate + b) != 0) != (a.gate_run_if_nonzero != 0))) return;
+  const int mb = (a.Lq + BM - 1) / BM - 1 - m_back;  // heaviest (last) tiles first
   const int kvh = h / a.group;
   const int kvlen = attn_kv_len(a, b);
+  // This row's key mask is not a prefix: applied per score (mask-free kernel only).
+  const bool key_masked = !kGeneral && a.key_mask_rows != nullptr && __ldg(a.key_mask_rows + b) != 0;
   const int m0 = mb * BM;
   const int m_last = min(m0 + BM, a.Lq) - 1;
   const int64_t qoff = static_cast<int64_t>(kvlen) - a.Lq;  // q_pos = i + qoff
@@ -288,7 +289,16 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
             s[mt][j][e] *= a.scale_log2;
           }
         }
-    if (n0 < mask_lo || n0 + BN > mask_hi) {
+    if (key_masked || n0 < mask_lo || n0 + BN > mask_hi) {
+      uint32_t kept = ~0u;  // bit 2j + c: key column j·8 + 2·t4 + c is kept by the key mask
+      if (key_masked) {
+        const uint8_t* km = a.key_mask + b * a.key_mask_b_stride + n0 + 2 * t4;
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int c = 0; c < 2; ++c)
+            if (n0 + j * 8 + 2 * t4 + c < kvlen && __ldg(km + j * 8 + c) == 0) kept &= ~(1u << (2 * j + c));
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -299,7 +309,7 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int64_t bid, uns
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               const int key = n0 + j * 8 + 2 * t4 + c;
-              if (key < range.x || key >= range.y) s[mt][j][2 * rr + c] = -INFINITY;
+              if (key < range.x || key >= range.y || !((kept >> (2 * j + c)) & 1u)) s[mt][j][2 * rr + c] = -INFINITY;
             }
         }
     }
@@ -413,54 +423,40 @@ __global__ void __launch_bounds__(Prefill<T, D, kGeneral>::kThreads, Prefill<T, 
     attn_prefill_kernel(const AttnArgs a) {
   dev::pdl_begin();
   extern __shared__ __align__(16) unsigned char smem[];
-  // Contiguous items per CTA: neighbours share a batch row, so a gated CTA
-  // reads its flag from L1 after the first item.
-  const int64_t items = prefill_items<Prefill<T, D, kGeneral>::BM>(a);
-  const int64_t per = (items + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(items, lo + per);
-  if (kGeneral && a.gate != nullptr && lo < hi) {
-    // A gated general launch is one wave of CTAs, each over several items:
-    // one parallel look at the gates of every batch row the CTA covers, so a
-    // CTA none of whose rows are its own leaves after a single load.
-    const int64_t per_b = static_cast<int64_t>((a.Lq + Prefill<T, D, kGeneral>::BM - 1) / Prefill<T, D, kGeneral>::BM) * a.H;
-    const int64_t b_lo = lo / per_b, b_hi = (hi - 1) / per_b;
-    int mine = 0;
-    for (int64_t b = b_lo + threadIdx.x; b <= b_hi; b += blockDim.x)
-      mine |= (__ldg(a.gate + b) != 0) == (a.gate_run_if_nonzero != 0);
-    if (!__syncthreads_or(mine)) return;
+  if (a.grid_mhb) {
+    prefill_item<T, D, kGeneral>(a, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                 static_cast<int>(blockIdx.z), smem);
+  } else {  // one item per CTA of a 1-D grid
+    const int m_tiles = (a.Lq + Prefill<T, D, kGeneral>::BM - 1) / Prefill<T, D, kGeneral>::BM;
+    const int64_t item = blockIdx.x, hb = item / m_tiles;
+    prefill_item<T, D, kGeneral>(a, static_cast<int>(item % m_tiles), static_cast<int>(hb % a.H),
+                                 static_cast<int>(hb / a.H), smem);
   }
-  for (int64_t item = lo; item < hi; ++item) {
-    prefill_item<T, D, kGeneral>(a, item, smem);
-    __syncthreads();  // the next item's copies overwrite this one's tiles
-  }
-}
-
-// CTAs of `kernel` that fit on the device at once (per template instance).
-template <typename P, typename K>
-int64_t one_wave(K kernel) {
-  static const int per_sm = [&] {
-    int n = 0;
-    RLX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, P::kThreads, P::kSmemBytes));
-    return std::max(n, 1);
-  }();
-  return int64_t{per_sm} * current_sm_count();
 }
 
 template <typename T, int D, bool kGeneral>
-void launch_prefill_k(const AttnArgs& a, cudaStream_t stream) {
+void launch_prefill_k(const AttnArgs& args, cudaStream_t stream) {
   using P = Prefill<T, D, kGeneral>;
   auto kernel = attn_prefill_kernel<T, D, kGeneral>;
   RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
-  int64_t blocks = prefill_items<P::BM>(a);
-  if (kGeneral && a.gate != nullptr) blocks = std::min<int64_t>(blocks, one_wave<P>(kernel));
-  RLX_CHECK(blocks <= 0x7fffffff, "attention: prefill grid too large (", blocks, " blocks)");
-  kernel<<<static_cast<unsigned>(blocks), P::kThreads, P::kSmemBytes, stream>>>(a);
+  AttnArgs a = args;
+  const int64_t items = prefill_items<P::BM>(a);
+  RLX_CHECK(items <= 0x7fffffff, "attention: prefill grid too large (", items, " blocks)");
+  // One CTA per item, (m-tile, head, batch) with m fastest: the m-tiles of a
+  // head share its K/V tiles in L2.
+  a.grid_mhb = a.H <= 65535 && a.B <= 65535;
+  const dim3 grid = a.grid_mhb ? dim3(static_cast<unsigned>((a.Lq + P::BM - 1) / P::BM), static_cast<unsigned>(a.H),
+                                      static_cast<unsigned>(a.B))
+                               : dim3(static_cast<unsigned>(items));
+  kernel<<<grid, P::kThreads, P::kSmemBytes, stream>>>(a);
   RLX_CUDA_CHECK_LAUNCH("attention (prefill)");
 }
 
-// softcap, bias or a key mask select the general variant (per-element logit work).
+// softcap, bias or a key mask (unless given per row, key_mask_rows) select the
+// general variant (per-element logit work).
 template <typename T, int D>
 void launch_prefill_t(const AttnArgs& a, cudaStream_t stream) {
-  if (a.softcap > 0.0f || a.bias != nullptr || a.key_mask != nullptr) {
+  if (a.softcap > 0.0f || a.bias != nullptr || (a.key_mask != nullptr && a.key_mask_rows == nullptr)) {
     launch_prefill_k<T, D, true>(a, stream);
   } else {
     launch_prefill_k<T, D, false>(a, stream);
