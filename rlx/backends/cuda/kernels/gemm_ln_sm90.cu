@@ -282,7 +282,8 @@ bool sm90_gemm_ln_available(int device) {
   DeviceGuard guard(device);
   bool ok = sm90_device(device);
   for (int nb = 1; nb <= 3; ++nb)
-    for (DType t : {DType::F16, DType::BF16}) ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb));
+    for (DType t : {DType::F16, DType::BF16})
+      ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb), kThreads);
   known[device] = ok;
   return ok;
 }

@@ -363,6 +363,7 @@ const void* kernel_for(DType t, Activation act, Sm90GemmKernel k) {
 }
 
 int smem_bytes_of(Sm90GemmKernel k) { return k == Sm90GemmKernel::Classic ? kSmemBytes : kPpSmemBytes; }
+int threads_of(Sm90GemmKernel k) { return k == Sm90GemmKernel::Classic ? kThreads : kPpThreads; }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -400,9 +401,10 @@ bool sm90_device(int device) {
   return ok;
 }
 
-bool sm90_kernel_loads(const void* kernel, int smem_bytes) {
+bool sm90_kernel_loads(const void* kernel, int smem_bytes, int threads) {
   cudaFuncAttributes attr{};
   const bool ok = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.binaryVersion == 90 &&
+                  attr.maxThreadsPerBlock >= threads &&
                   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) == cudaSuccess;
   (void)cudaGetLastError();  // a refused query is an answer, not a sticky error
   return ok;
@@ -467,7 +469,7 @@ bool sm90_gemm_available(int device) {
     for (DType t : {DType::F16, DType::BF16})
       for (Activation act :
            {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
-        ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k));
+        ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k), threads_of(k));
   known[device] = ok;
   return ok;
 }

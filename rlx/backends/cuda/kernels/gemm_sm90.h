@@ -38,9 +38,10 @@ void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream,
 // Shared with the quantized wgmma GEMM (qgemm_sm90.cu):
 // whether `device` is compute capability 9.0 and the driver encodes tensor maps;
 bool sm90_device(int device);
-// whether `kernel` has an sm_90a image here and may use smem_bytes of dynamic
-// shared memory (raises its limit);
-bool sm90_kernel_loads(const void* kernel, int smem_bytes);
+// whether `kernel` has an sm_90a image here, launches with `threads` threads
+// (its registers allow) and may use smem_bytes of dynamic shared memory
+// (raises its limit);
+bool sm90_kernel_loads(const void* kernel, int smem_bytes, int threads);
 // the TMA map of a row-major f16/bf16 [rows, cols] operand (leading dimension
 // ld elements) read as 64-column × box_rows slabs with the 128-byte swizzle,
 // out-of-bounds elements zero; throws DeviceError naming `what`.

@@ -689,8 +689,8 @@ bool kernel_ready(int device, DType wt, DType xt) {
   bool ok = false;
   visit_block_type(wt, [&](auto q) {
     constexpr DType W = BlockTypeOf<decltype(q)>::value;
-    ok = sm90_device(device) && sm90_kernel_loads(kernel_for<W, 128>(xt), smem_bytes<W, 128>()) &&
-         sm90_kernel_loads(kernel_for<W, 256>(xt), smem_bytes<W, 256>());
+    ok = sm90_device(device) && sm90_kernel_loads(kernel_for<W, 128>(xt), smem_bytes<W, 128>(), kThreads) &&
+         sm90_kernel_loads(kernel_for<W, 256>(xt), smem_bytes<W, 256>(), kThreads);
   });
   known[key] = ok;
   return ok;
