@@ -14,7 +14,8 @@
 # attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
 # (rlx_bert_bench + torch peer), report (their per-thunk times), gemm (rlx_gemm_bench: cuBLASLt and rlx's sm90
 # kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
-# attention kernel's instruction mix and source counters).
+# attention kernel's instruction mix and source counters), ncugemm (the same for the GELU-erf
+# ping-pong GEMM at MiniLM's FFN up).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -127,6 +128,9 @@ for step in "$@"; do
     ncuattn)  # the D = 32 attention kernel: instruction mix and source counters (gpu_profile.sh attention)
       scripts/gpu_profile.sh "$OUT/ncu" attention > "$OUT/ncu.log" 2>&1; echo "rc=$?"
       grep -A40 -E "Section: (Instruction Statistics|Source Counters)" "$OUT/ncu/ncu-attention-d32.txt" | head -90 ;;
+    ncugemm)  # the GELU-erf ping-pong GEMM at MiniLM's FFN up: stalls, instruction mix, source counters
+      scripts/gpu_profile.sh "$OUT/ncu" gemm > "$OUT/ncu.log" 2>&1; echo "rc=$?"
+      grep -A40 -E "Section: (Warp State Statistics|Instruction Statistics|Source Counters)" "$OUT/ncu/ncu-gemm-gelu.txt" | head -120 ;;
     *) echo "unknown step $step" ;;
   esac
 done

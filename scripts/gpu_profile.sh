@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Device call: Nsight Compute on the kernels that dominate the end-to-end
 # benchmarks (needs a machine where ncu reads counters: Firecracker kinds).
-#   scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention]
+#   scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm]
 # decode:    every kernel of two Gemma decode tokens, durations only (ncu
 #            serializes kernels, so these exclude launch gaps: compare their
 #            sum with the graph-replayed token time), then the decode
 #            attention and GEMV kernels in detail;
 # bert:      MiniLM 256x128 attention prefill, GELU and layer norm in detail;
 # attention: the D = 32 prefill kernel at MiniLM's shape (rlx_attention_bench,
-#            no mask) with its instruction mix and per-source-line counters.
+#            no mask) with its instruction mix and per-source-line counters;
+# gemm:      the ping-pong GEMM with GELU-erf at MiniLM's FFN up (rlx_gemm_bench
+#            --only sm90), the same sections, to see where its epilogue stalls.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention]}
+OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm]}
 shift
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -39,6 +41,12 @@ for w in $what; do
         --kernel-name regex:'attn_prefill_kernel<__half, [^,]*32, [^>]*(0|false)>' --launch-skip 5 --launch-count 1 \
         $SECTIONS --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters \
         --print-details all $B/bench/rlx_attention_bench > "$OUT/ncu-attention-d32.txt" 2>&1
+      ;;
+    gemm)  # the first GELU-erf ping-pong launch is MiniLM's FFN up (32768 x 1536 x 384, f16)
+      timeout 300 "$NCU" --clock-control none --kernel-name-base demangled \
+        --kernel-name regex:'gemm_pp_kernel<__half, [^>]*Activation[)]1>' --launch-skip 3 --launch-count 1 \
+        $SECTIONS --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters \
+        --print-details all $B/bench/rlx_gemm_bench --only sm90 > "$OUT/ncu-gemm-gelu.txt" 2>&1
       ;;
   esac
 done
