@@ -239,15 +239,18 @@ void gemm_ln(GemmEngine& engine, Stream& stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --only sm90: just rlx's Hopper kernels against cuBLASLt (for iterating on them).
+  // --only sm90: just rlx's Hopper kernels against cuBLASLt (for iterating on them);
+  // --only ln: just the GEMM + LayerNorm rows (for profilers).
   const char* kUsage =
-      "usage: rlx_gemm_bench [--only sm90]\n"
+      "usage: rlx_gemm_bench [--only sm90|ln]\n"
       "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16, TFLOP/s beside the bf16 limit,\n"
       "then rlx's sm90 kernels against cuBLASLt, and the fused GEMM + residual LayerNorm against GEMM then norm\n"
-      "(--only sm90: just those); torch peer: bench/gemm_torch.py.\n";
-  bool sm90_only = false;
-  if (argc == 3 && std::string(argv[1]) == "--only" && std::string(argv[2]) == "sm90") {
+      "(--only sm90: just those; --only ln: just the GEMM + LayerNorm rows); torch peer: bench/gemm_torch.py.\n";
+  bool sm90_only = false, ln_only = false;
+  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  if (only == "sm90" || only == "ln") {
     sm90_only = true;
+    ln_only = only == "ln";
   } else if (argc > 1) {
     const bool help = std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help";
     std::fputs(kUsage, help ? stdout : stderr);
@@ -298,7 +301,7 @@ int main(int argc, char** argv) {
       bench::json_line("gemm", key, tflops, "TFLOP/s");
     }
   }
-  sm90_kernels(engine, stream, shapes);
+  if (!ln_only) sm90_kernels(engine, stream, shapes);
   gemm_ln(engine, stream);
   if (!sm90_only) candidates(engine, stream, shapes);
   return 0;

@@ -15,7 +15,8 @@
 # (rlx_bert_bench + torch peer), report (their per-thunk times), gemm (rlx_gemm_bench: cuBLASLt and rlx's sm90
 # kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
 # attention kernel's instruction mix and source counters), ncugemm (the same for the GELU-erf
-# ping-pong GEMM at MiniLM's FFN up).
+# ping-pong GEMM at MiniLM's FFN up), ncugemmln (MiniLM's FFN down: the fused GEMM + LayerNorm kernel
+# against cuBLASLt then the norm kernel).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -131,6 +132,11 @@ for step in "$@"; do
     ncugemm)  # the GELU-erf ping-pong GEMM at MiniLM's FFN up: stalls, instruction mix, source counters
       scripts/gpu_profile.sh "$OUT/ncu" gemm > "$OUT/ncu.log" 2>&1; echo "rc=$?"
       grep -A40 -E "Section: (Warp State Statistics|Instruction Statistics|Source Counters)" "$OUT/ncu/ncu-gemm-gelu.txt" | head -120 ;;
+    ncugemmln)  # MiniLM's FFN down fused and unfused: throughput, memory, warp states
+      scripts/gpu_profile.sh "$OUT/ncu" gemmln > "$OUT/ncu.log" 2>&1; echo "rc=$?"
+      for f in "$OUT"/ncu/ncu-gemm-ln-ffn2.txt "$OUT"/ncu/ncu-cublaslt-ln-ffn2.txt; do
+        grep -E "^  [a-zA-Z_].*\(|Duration|Throughput|L2 Hit|Eligible Warps|Issued Warp|Warp Cycles Per Issued|Registers|Cluster|Block Size|Grid Size" "$f" | head -60
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -10,9 +10,12 @@
 # attention: the D = 32 prefill kernel at MiniLM's shape (rlx_attention_bench,
 #            no mask) with its instruction mix and per-source-line counters;
 # gemm:      the ping-pong GEMM with GELU-erf at MiniLM's FFN up (rlx_gemm_bench
-#            --only sm90), the same sections, to see where its epilogue stalls.
+#            --only sm90), the same sections, to see where its epilogue stalls;
+# gemmln:    MiniLM's FFN down (32768 x 384 x 1536, f16) both ways: the fused
+#            GEMM + LayerNorm kernel, and cuBLASLt's GEMM then the norm kernel
+#            (rlx_gemm_bench --only ln), with memory and warp-state sections.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm]}
+OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm] [gemmln]}
 shift
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -47,6 +50,14 @@ for w in $what; do
         --kernel-name regex:'gemm_pp_kernel<__half, [^>]*Activation[)]1>' --launch-skip 3 --launch-count 1 \
         $SECTIONS --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters \
         --print-details all $B/bench/rlx_gemm_bench --only sm90 > "$OUT/ncu-gemm-gelu.txt" 2>&1
+      ;;
+    gemmln)  # --only ln launches 108 kernels for attention-out (35 + 1 unfused pairs, 35 + 1 fused) before FFN down
+      timeout 300 "$NCU" --clock-control none --kernel-name-base demangled --kernel-name regex:gemm_ln_kernel \
+        --launch-skip 40 --launch-count 1 $SECTIONS --section ComputeWorkloadAnalysis --print-details all \
+        $B/bench/rlx_gemm_bench --only ln > "$OUT/ncu-gemm-ln-ffn2.txt" 2>&1
+      timeout 300 "$NCU" --clock-control none --kernel-name-base demangled --launch-skip 116 --launch-count 4 \
+        $SECTIONS --section ComputeWorkloadAnalysis $B/bench/rlx_gemm_bench --only ln \
+        > "$OUT/ncu-cublaslt-ln-ffn2.txt" 2>&1
       ;;
   esac
 done
