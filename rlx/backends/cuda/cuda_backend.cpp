@@ -1,5 +1,7 @@
 #include "rlx/backends/cuda/cuda_backend.h"
 
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -90,10 +92,12 @@ class CudaProgram final : public Program {
         }
     }
 
-    // Inputs, then room for the error flags (at most one per node), live in one
-    // device block that one copy from pinned staging fills each run: the
-    // staging's flag words stay zero, so the same copy clears the flags. One
-    // graph node instead of a copy per input and a memset.
+    // Inputs, then room for the error flags (at most one per node), then the
+    // outputs live in one device block. One copy from pinned staging fills
+    // the inputs each run (the staging's flag words stay zero, so the same
+    // copy clears the flags); one copy back brings the flags and the outputs:
+    // two graph nodes instead of a copy per input, a memset, a flag read and a
+    // copy per output. (Outputs that are views or leaves keep a copy each.)
     std::vector<size_t> in_off(static_cast<size_t>(g.size()), 0);
     size_t in_bytes = 0;
     for (NodeId id : g.leaves(OpKind::Input)) {
@@ -101,12 +105,28 @@ class CudaProgram final : public Program {
       in_off[static_cast<size_t>(id)] = in_bytes;
       in_bytes += (inputs_.back().bytes + 255) / 256 * 256;
     }
-    const size_t io_bytes = in_bytes + (static_cast<size_t>(g.size()) * sizeof(int32_t) + 255) / 256 * 256;
-    io_ = std::make_unique<DeviceBuffer>(dc.index, io_bytes, "inputs and error flags");
-    in_stage_ = std::make_unique<PinnedBuffer>(io_bytes);
-    std::memset(in_stage_->data(), 0, io_bytes);
+    const size_t flag_bytes = (static_cast<size_t>(g.size()) * sizeof(int32_t) + 255) / 256 * 256;
+    // An output the memory plan gave a block of its own is computed straight
+    // into this block, at back_off past the flags, the same offset as in the
+    // pinned buffer it is copied to.
+    constexpr size_t kNone = SIZE_MAX;
+    std::vector<size_t> back_off(static_cast<size_t>(g.size()), kNone);
+    size_t back_bytes = flag_bytes;
+    for (const auto& [_, id] : g.outputs()) {
+      const auto& slot = plan_.slots[static_cast<size_t>(id)];
+      const bool own_block = g.node(id).op != OpKind::Input && slot.placement == Placement::Arena;
+      if (!own_block || back_off[static_cast<size_t>(id)] != kNone) continue;
+      back_off[static_cast<size_t>(id)] = back_bytes;
+      back_bytes += (static_cast<size_t>(slot.bytes) + 255) / 256 * 256;
+    }
+    const size_t copied_back = back_bytes;  // flags and the outputs computed in place
+    io_ = std::make_unique<DeviceBuffer>(dc.index, in_bytes + back_bytes, "inputs, error flags and outputs");
+    RLX_CUDA_CHECK(cudaMemset(io_->data(), 0, in_bytes + back_bytes));  // flag words no kernel of this program sets
+    in_stage_ = std::make_unique<PinnedBuffer>(in_bytes + flag_bytes);
+    std::memset(in_stage_->data(), 0, in_bytes + flag_bytes);
 
     std::vector<void*> ptrs(static_cast<size_t>(g.size()), nullptr);
+    char* io_back = static_cast<char*>(io_->data()) + in_bytes;
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       const auto& slot = plan_.slots[static_cast<size_t>(i)];
@@ -116,7 +136,10 @@ class CudaProgram final : public Program {
         continue;
       }
       switch (slot.placement) {
-        case Placement::Arena: p = static_cast<char*>(arena_->data()) + slot.offset; break;
+        case Placement::Arena:
+          p = back_off[static_cast<size_t>(i)] != kNone ? io_back + back_off[static_cast<size_t>(i)]
+                                                        : static_cast<char*>(arena_->data()) + slot.offset;
+          break;
         case Placement::Param: p = static_cast<char*>(buffers.params.at(n.attr<LeafAttrs>().name)->data()); break;
         case Placement::State: p = static_cast<char*>(buffers.states.at(n.attr<LeafAttrs>().name)->data()); break;
         case Placement::Constant: p = static_cast<char*>(constants_->data()) + const_off[static_cast<size_t>(i)]; break;
@@ -125,13 +148,20 @@ class CudaProgram final : public Program {
       ptrs[static_cast<size_t>(i)] = p;
     }
 
-    // Outputs travel back through pinned staging too, copied inside the graph.
-    size_t out_bytes = 0;
+    // Outputs travel back through pinned staging, copied inside the graph:
+    // the in-place ones with the flags, the rest after them one by one.
+    std::vector<IoSlot> copied_alone;
     for (const auto& [_, id] : g.outputs()) {
-      outputs_.push_back({id, out_bytes, static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes)});
-      out_bytes += (outputs_.back().bytes + 63) / 64 * 64;
+      const size_t bytes = static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes);
+      if (back_off[static_cast<size_t>(id)] != kNone) {
+        outputs_.push_back({id, back_off[static_cast<size_t>(id)], bytes});
+        continue;
+      }
+      outputs_.push_back({id, back_bytes, bytes});
+      copied_alone.push_back(outputs_.back());
+      back_bytes += (bytes + 63) / 64 * 64;
     }
-    out_stage_ = std::make_unique<PinnedBuffer>(out_bytes);
+    back_stage_ = std::make_unique<PinnedBuffer>(back_bytes);
 
     LowerCtx ctx(g, dc.props, opts, dc.gemm, ptrs, schedule_, &workspace_ptr_);
     for (NodeId i = 0; i < g.size(); ++i) {
@@ -156,13 +186,8 @@ class CudaProgram final : public Program {
     RLX_CHECK(flag_nodes_.size() <= static_cast<size_t>(g.size()), "cuda: more error flags than nodes");
     const size_t fbytes = flag_nodes_.size() * sizeof(int32_t);
     if (fbytes) {
-      void* dflags = static_cast<char*>(io_->data()) + in_bytes;
-      flags_host_ = std::make_unique<PinnedBuffer>(fbytes);
-      ctx.bind_flags(static_cast<int32_t*>(dflags));
+      ctx.bind_flags(reinterpret_cast<int32_t*>(io_back));
       flag_slots_ = ctx.take_flag_slots();
-      void* hflags = flags_host_->data();
-      ctx.add(-1, "read error flags",
-              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(hflags, dflags, fbytes, cudaMemcpyDeviceToHost, s)); });
     }
     if (const size_t bytes = in_bytes + fbytes) {
       void* dst = io_->data();
@@ -184,10 +209,18 @@ class CudaProgram final : public Program {
       ctx.bind_persistent(persistent_->data());
       persistent_slots_ = ctx.take_persistent_slots();
     }
-    char* out_host = static_cast<char*>(out_stage_->data());
-    for (const auto& io : outputs_) {
+    char* back_host = static_cast<char*>(back_stage_->data());
+    const size_t from = fbytes ? 0 : flag_bytes;  // the flag words only when there are flags
+    if (copied_back > from) {
+      const size_t bytes = copied_back - from;
+      const char* src = io_back + from;
+      char* dst = back_host + from;
+      ctx.add(-1, fbytes ? "copy error flags and outputs device->host" : "copy outputs device->host",
+              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s)); });
+    }
+    for (const auto& io : copied_alone) {
       const void* src = ptrs[static_cast<size_t>(io.node)];
-      char* dst = out_host + io.offset;
+      char* dst = back_host + io.offset;
       size_t bytes = io.bytes;
       ctx.add(io.node, "copy output device->host",
               [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s)); });
@@ -203,19 +236,38 @@ class CudaProgram final : public Program {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     std::lock_guard lock(dc_.run_mu);
     DeviceGuard guard(dc_.index);
+    const bool report = env_bool("RLX_DISPATCH_REPORT");
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
     char* in_host = static_cast<char*>(in_stage_->data());
     for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(in_host + inputs_[i].offset, inputs[i].raw(), inputs_[i].bytes);
+    if (report && !run_events_[0]) {
+      run_events_[0] = std::make_unique<Event>();
+      run_events_[1] = std::make_unique<Event>();
+    }
+    const auto t1 = Clock::now();
+    if (report) run_events_[0]->record(dc_.stream.get());
     encoder_.run(schedule_, dc_.stream.get());
+    if (report) run_events_[1]->record(dc_.stream.get());
+    const auto t2 = Clock::now();
     dc_.stream.synchronize();
+    const auto t3 = Clock::now();
     check_flags();
-    if (env_bool("RLX_DISPATCH_REPORT") && times_ms_.empty()) time_thunks();
+    if (report && times_ms_.empty()) time_thunks();
     std::vector<Tensor> outs;
-    const char* out_host = static_cast<const char*>(out_stage_->data());
+    const char* out_host = static_cast<const char*>(back_stage_->data());
     for (const auto& io : outputs_) {
       const TensorType& t = graph_.node(io.node).type;
       Tensor o = Tensor::empty(t.dtype, static_dims(t.shape));
       std::memcpy(o.raw_mut(), out_host + io.offset, io.bytes);
       outs.push_back(std::move(o));
+    }
+    if (report) {
+      auto us = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::micro>(b - a).count();
+      };
+      phases_ = {us(t0, t1), us(t1, t2), 1e3 * run_events_[1]->elapsed_ms_since(*run_events_[0]), us(t2, t3),
+                 us(t3, Clock::now()), true};
     }
     return outs;
   }
@@ -226,6 +278,12 @@ class CudaProgram final : public Program {
        << " thunks, arena " << plan_.arena_bytes << " bytes, cuda graphs "
        << (encoder_.uses_graphs() ? "on" : "off") << ", persistent segments "
        << (persistent_disabled_reason() ? str("off: ", persistent_disabled_reason()) : "on") << "):\n";
+    // Where a run's wall time goes (the last run with RLX_DISPATCH_REPORT set): host work around the
+    // device's, which a peer timed with CUDA events alone does not count.
+    if (phases_.valid)
+      os << "  last run: inputs staged " << phases_.stage_in_us << " us, launched in " << phases_.launch_us
+         << " us, on the device " << phases_.device_us << " us (events around the launch), waited "
+         << phases_.wait_us << " us after launching, outputs copied out " << phases_.copy_out_us << " us\n";
     os << "  cost model: " << (dc_.cost.rates().calibrated ? "calibrated" : "heuristic (no calibration)")
        << "; per node: predicted vs measured (the node's thunks summed)\n";
     // Thunks are timed only on a run with RLX_DISPATCH_REPORT set; a node none
@@ -262,7 +320,7 @@ class CudaProgram final : public Program {
 
   void check_flags() const {
     if (flag_nodes_.empty()) return;
-    const auto* f = static_cast<const int32_t*>(flags_host_->data());
+    const auto* f = static_cast<const int32_t*>(back_stage_->data());  // the flags lead the copy back
     for (size_t i = 0; i < flag_nodes_.size(); ++i) {
       if (f[i] == 0) continue;
       if (f[i] & kPersistentTimeout)
@@ -295,17 +353,21 @@ class CudaProgram final : public Program {
   DeviceContext& dc_;
   MemoryPlan plan_;
   std::unique_ptr<DeviceBuffer> arena_, constants_, workspace_, io_, counters_, persistent_;
-  std::unique_ptr<PinnedBuffer> flags_host_;
   std::vector<NodeId> flag_nodes_;
   std::vector<std::unique_ptr<int32_t*>> flag_slots_, counter_slots_;
   std::vector<std::unique_ptr<void*>> persistent_slots_;
   std::vector<std::shared_ptr<PersistentSegment>> segments_;
   void* workspace_ptr_ = nullptr;
-  std::unique_ptr<PinnedBuffer> in_stage_, out_stage_;
+  std::unique_ptr<PinnedBuffer> in_stage_, back_stage_;  // inputs (+ zero flags); flags + outputs
   std::vector<IoSlot> inputs_, outputs_;
   ThunkSchedule schedule_;
   Encoder encoder_;
   std::vector<float> times_ms_;
+  struct RunPhases {
+    double stage_in_us = 0, launch_us = 0, device_us = 0, wait_us = 0, copy_out_us = 0;
+    bool valid = false;
+  } phases_;
+  std::unique_ptr<Event> run_events_[2];  // made on the first reported run, on this program's device
 };
 
 class CudaBackend final : public Backend {
