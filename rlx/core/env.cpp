@@ -45,6 +45,9 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_FUSE_GEMM_LN", EnvType::Bool, "1",
        "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512) and the residual LayerNorm that "
        "is its only reader as one sm90 kernel (MiniLM's attention-out projection and norm)."},
+      {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
+       "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
+       "norm, cast to the output dtype) as one kernel."},
       {"RLX_CUDA_GEMV_GLU", EnvType::Bool, "1",
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",

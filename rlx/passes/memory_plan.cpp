@@ -128,6 +128,11 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment, const ExtraViews& extr
       auto r = static_cast<size_t>(plan.slots[static_cast<size_t>(in)].root);
       last_use[r] = std::max<int64_t>(last_use[r], i);
     }
+    if (extra.also_reads)
+      for (NodeId in : extra.also_reads(i)) {
+        auto r = static_cast<size_t>(plan.slots[static_cast<size_t>(in)].root);
+        last_use[r] = std::max<int64_t>(last_use[r], i);
+      }
   }
   for (const auto& [_, id] : g.outputs()) last_use[static_cast<size_t>(plan.slots[static_cast<size_t>(id)].root)] = kForever;
   for (NodeId id : g.leaves(OpKind::Input)) last_use[static_cast<size_t>(id)] = kForever;

@@ -39,9 +39,13 @@ int64_t view_op_offset(const Node& n);
 // `also_view` lets a backend mark more nodes as views of their first input
 // (e.g. a strided Narrow that its only consumer reads in place); the view's
 // offset is then `view_offset(id)` bytes into the source.
+// `also_reads(id)` names nodes whose storage node `id`'s kernel reads besides
+// its inputs (a fusion found at lowering time that runs there), so their
+// blocks stay live until it.
 struct ExtraViews {
   std::function<bool(NodeId)> is_view;
   std::function<int64_t(NodeId)> offset;
+  std::function<std::vector<NodeId>(NodeId)> also_reads;
 };
 // reuse = false gives every tensor its own block (the arena is then the
 // unplanned sum): for programs whose kernels may run ops of several nodes at

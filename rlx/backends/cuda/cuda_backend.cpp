@@ -44,7 +44,8 @@ struct DeviceContext {
 // The backend-agnostic plan, plus the Narrows attention reads in place and
 // the residual LayerNorms fused into the projection before them
 // (gemm_ln_fuses: their output is written into the projection's block) as
-// views. Where persistent segments may form, a program whose intermediates add up
+// views, and the inputs of a fused pooling tail kept live until its last node
+// (pool_norm_reads). Where persistent segments may form, a program whose intermediates add up
 // to at most kNoReuseBytes (a decode step: rows of one token) gives every
 // tensor its own block: the persistent kernel runs the ops of several nodes
 // between two grid barriers, and a block reused within that stretch would
@@ -61,6 +62,7 @@ MemoryPlan plan_cuda_memory(const Graph& g, int device) {
     if (n.op != OpKind::Narrow) return 0;  // a fused norm: the whole block
     return n.attr<NarrowAttrs>().start * dtype_size(n.type.dtype);
   };
+  extra.also_reads = [&](NodeId id) { return pool_norm_reads(g, users, id); };
   MemoryPlan plan = plan_memory(g, 256, extra);
   if (persistent_enabled() && plan.unplanned_bytes <= kNoReuseBytes) plan = plan_memory(g, 256, extra, false);
   return plan;
@@ -164,6 +166,7 @@ class CudaProgram final : public Program {
     back_stage_ = std::make_unique<PinnedBuffer>(back_bytes);
 
     LowerCtx ctx(g, dc.props, opts, dc.gemm, ptrs, schedule_, &workspace_ptr_);
+    lower_pool_norms(ctx);  // absorbs its patterns' nodes before they come up below
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       if (!n.is_leaf() && !ctx.absorbed(i)) {

@@ -219,6 +219,14 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
 bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device);
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
 
+// An encoder's pooling tail (mask cast, M = 1 batched MatMul, RmsNorm, cast
+// to the output dtype) as one kernel (lower_pool_norm.cpp): the nodes whose
+// storage the kernel at node `id` reads besides its inputs (the memory plan
+// keeps them live until it; empty when no such kernel runs there), and the
+// step before the per-node lowering that absorbs every such pattern.
+std::vector<NodeId> pool_norm_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
+void lower_pool_norms(LowerCtx& c);
+
 void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
                             bool variadic = false, std::string custom_name = {});
 // Registers for f32, f16 and bf16 (every F32 in the signature replaced).
