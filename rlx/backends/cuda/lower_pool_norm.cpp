@@ -34,8 +34,8 @@ struct PoolNormMatch {
 // memory plan looks for it from there).
 constexpr NodeId kMaxSpan = 8;
 
-
 bool kernel_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 bool is_output(const Graph& g, NodeId id) {
   for (const auto& [_, o] : g.outputs())
     if (o == id) return true;
@@ -141,7 +141,8 @@ void lower_pool_norms(LowerCtx& c) {
     a.cols = xd[2];
     a.eps = c.node(m.norm).attr<NormAttrs>().eps;
     if (pool_norm_unsupported(a) != nullptr) continue;  // the nodes lower one by one
-    for (NodeId s : {m.cast_w, m.a, m.mm, m.q, m.norm, m.cast_out})
+    // A (a view) goes with its cast, when that is absorbed: then the MatMul is its only reader.
+    for (NodeId s : {m.cast_w, m.cast_w >= 0 ? m.a : -1, m.mm, m.q, m.norm, m.cast_out})
       if (s >= 0) c.absorb(s);
     std::string what = str("pool + rms_norm ", dtype_name(a.x_dtype), " [", a.rows, ", ", a.tokens, ", ", a.cols,
                            "] -> ", dtype_name(a.y_dtype), " (%", m.mm, " matmul, %", m.norm, " norm");
