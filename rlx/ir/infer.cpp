@@ -1,6 +1,7 @@
 // Shape and dtype inference: one function per op family. Dims compare
 // structurally: equal static sizes or the same symbol; a static 1 broadcasts.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "rlx/core/error.h"
@@ -404,6 +405,13 @@ TensorType infer_rope(const Ctx& c, const RopeAttrs& a) {
   if (a.head_dim < 2 || a.n_rot < 2 || a.n_rot > a.head_dim || a.n_rot % 2 != 0)
     c.fail("n_rot ", a.n_rot, " must be even and in [2, head_dim=", a.head_dim, "]");
   if (a.num_heads < 1 || a.src_offset < 0) c.fail("bad num_heads/src_offset");
+  if (!a.freq_factors.empty()) {
+    if (a.freq_factors.size() != static_cast<size_t>(a.n_rot / 2))
+      c.fail(a.freq_factors.size(), " frequency factors for n_rot ", a.n_rot, " (need n_rot/2 = ", a.n_rot / 2, ")");
+    for (size_t i = 0; i < a.freq_factors.size(); ++i)
+      if (!(std::isfinite(a.freq_factors[i]) && a.freq_factors[i] > 0.0f))
+        c.fail("frequency factor ", i, " is ", a.freq_factors[i], " (must be finite and positive)");
+  }
   const int64_t need = a.src_offset + int64_t{a.num_heads} * a.head_dim;
   if (x[2].is_static() && need > x[2].value) c.fail("heads end at column ", need, " but rows have ", x[2].value);
   if (!x[2].is_static() && (a.src_offset != 0)) c.fail("strided rope needs a static row width");

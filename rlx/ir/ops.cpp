@@ -1,5 +1,6 @@
 #include "rlx/ir/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -61,6 +62,18 @@ bool ConstantAttrs::operator==(const ConstantAttrs& o) const {
          std::memcmp(value.raw(), o.value.raw(), value.nbytes()) == 0;
 }
 
+std::vector<double> rope_inv_freq(const RopeAttrs& a) {
+  const int half = a.n_rot / 2;
+  RLX_CHECK(a.freq_factors.empty() || a.freq_factors.size() == static_cast<size_t>(half), "rope: ",
+            a.freq_factors.size(), " frequency factors for ", half, " rotated pairs");
+  std::vector<double> f(static_cast<size_t>(std::max(half, 0)));
+  for (int i = 0; i < half; ++i) {
+    f[static_cast<size_t>(i)] = std::pow(static_cast<double>(a.freq_base), -2.0 * i / static_cast<double>(a.n_rot));
+    if (!a.freq_factors.empty()) f[static_cast<size_t>(i)] /= static_cast<double>(a.freq_factors[static_cast<size_t>(i)]);
+  }
+  return f;
+}
+
 float AttentionAttrs::effective_scale() const {
   return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
@@ -119,6 +132,16 @@ struct AttrPrinter {
        << rope_pairing_name(a.pairing) << " base=" << a.freq_base << " scale=" << a.freq_scale
        << " src_offset=" << a.src_offset;
     if (a.head_norm) os << " head_norm eps=" << a.norm_eps;
+    if (!a.freq_factors.empty()) {
+      // Their count and an FNV-1a of their bytes: the graph hash reads this text.
+      uint64_t h = 1469598103934665603ull;
+      for (float f : a.freq_factors) {
+        unsigned char b[sizeof f];
+        std::memcpy(b, &f, sizeof f);
+        for (unsigned char c : b) h = (h ^ c) * 1099511628211ull;
+      }
+      os << " freq_factors=" << a.freq_factors.size() << ":" << std::hex << h << std::dec;
+    }
   }
   void operator()(const GluAttrs& a) { os << "tanh=" << a.tanh_approx; }
   void operator()(const FftAttrs& a) { os << "inverse=" << a.inverse << " real=" << a.real_input; }

@@ -154,6 +154,7 @@ struct AttentionAttrs {
 // head_norm: a third input w [head_dim] (any float dtype); each head is first
 // RMS-normalized, x·rsqrt(mean(x²) + norm_eps)·w over its head_dim values
 // (QK-norm of Gemma 3 / Qwen3), in f32, and rotated without rounding between.
+// Pair i (i < n_rot/2) turns by θ_i = pos · freq_scale · rope_inv_freq(a)[i].
 struct RopeAttrs {
   int num_heads = 1;
   int head_dim = 64;
@@ -164,8 +165,14 @@ struct RopeAttrs {
   int64_t src_offset = 0;
   bool head_norm = false;
   float norm_eps = 1e-6f;
+  // Empty, or n_rot/2 positive divisors of the pairs' frequencies (Llama 3.1+
+  // files' rope_freqs.weight, llama.cpp's "freq factors").
+  std::vector<float> freq_factors;
   bool operator==(const RopeAttrs&) const = default;
 };
+// freq_base^(−2i/n_rot) / freq_factors[i] for i < n_rot/2, in f64: the one
+// table every backend's rope uses.
+std::vector<double> rope_inv_freq(const RopeAttrs& a);
 // Writes `update` into `state` at offset (i32 [1] input) along `axis`; the
 // result is the whole state (aliasing it). Inputs: state, update, offset.
 // A float update (f32/f16/bf16) is converted to the state's float type.

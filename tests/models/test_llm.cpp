@@ -192,7 +192,7 @@ TEST_P(TinyLlm, Bf16ComputeAndCache) {
   fs::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "qwen3", "qwen2", "llama"),
+INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3"),
                          [](const auto& info) { return info.param; });
 
 template <typename E, typename F>
@@ -266,6 +266,25 @@ TEST(LlmErrors, BadFiles) {
     std::ofstream(trunc, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
     EXPECT_THROW(llm::Generator(trunc, {"cpu"}), FormatError);
     for (const auto& p : {path, cut, trunc}) fs::remove(p);
+  }
+  // rope_freqs.weight of the wrong length, or with a zero: named.
+  {
+    const std::string path = temp_path("llama3.gguf");
+    test::write_tiny_gguf(test::tiny_spec("llama3"), path);
+    const GgufFile f = GgufFile::open(path);
+    for (const std::vector<float>& bad : {std::vector<float>(3, 1.0f), std::vector<float>(16, 0.0f)}) {
+      GgufWriter w;
+      for (const auto& [k, v] : f.metadata()) w.set(k, v);
+      for (const auto& t : f.tensors())
+        w.add_tensor(t.name, t.name == "rope_freqs.weight" ? Tensor::from(bad, {static_cast<int64_t>(bad.size())})
+                                                           : f.view(t));
+      const std::string cut = temp_path("bad_freqs.gguf");
+      w.write(cut);
+      expect_error<FormatError>([&] { llm::Generator(cut, {"cpu"}); },
+                                bad.size() == 3 ? "'rope_freqs.weight' must be F32 [16]" : "rope_freqs.weight[0] = 0");
+      fs::remove(cut);
+    }
+    fs::remove(path);
   }
 }
 

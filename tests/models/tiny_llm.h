@@ -33,6 +33,8 @@ struct TinySpec {
   int64_t window = 0;  // gemma3: sliding window of the local layers
   float eps = 1e-6f;
   float rope_base = 10000.0f;
+  float rope_linear = 0;      // > 0: rope.scaling.type linear with this factor (global layers only)
+  bool rope_freqs = false;    // rope_freqs.weight: per-pair frequency divisors (Llama 3.1+)
   bool biases = false;        // Q/K/V biases (qwen2)
   bool tied = true;           // no output.weight
   bool fused_ffn = true;      // gate and up share a dtype (the builder fuses them)
@@ -42,9 +44,18 @@ struct TinySpec {
   DType q_type = DType::Q4_K, k_type = DType::Q8_0, v_type = DType::F16;
 };
 
-inline TinySpec tiny_spec(const std::string& arch) {
+// `arch` is an architecture, or one of the variants "gemma3_scaled" (linear
+// RoPE scaling, which Gemma 3 applies to its global layers only) and "llama3"
+// (rope_freqs.weight frequency factors and base 500000, as Llama 3.1+ files).
+inline TinySpec tiny_spec(const std::string& variant) {
+  const std::string arch = variant == "gemma3_scaled" ? "gemma3" : variant == "llama3" ? "llama" : variant;
   TinySpec s;
   s.arch = arch;
+  if (variant == "gemma3_scaled") s.rope_linear = 4.0f;
+  if (variant == "llama3") {
+    s.rope_freqs = true;
+    s.rope_base = 5e5f;
+  }
   if (arch == "gemma3") {
     // Six layers so that layer 5 is global (Gemma 3 interleaves 5 local : 1
     // global); a window of 3 is crossed by the tests' sequences.
@@ -71,6 +82,15 @@ inline TinySpec tiny_spec(const std::string& arch) {
     s.kv_heads = 1;
   }
   return s;
+}
+
+// The frequency divisors a "llama3" tiny file holds: 1 for the fastest pair up
+// to 8 for the slowest (Llama 3.1 keeps high frequencies and divides low ones by 8).
+inline std::vector<float> tiny_freq_factors(const TinySpec& s) {
+  std::vector<float> f;
+  const int64_t half = s.head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) f.push_back(1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(half - 1));
+  return f;
 }
 
 // The model as the reference sees it: every tensor as f64 values.
@@ -101,6 +121,14 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
   gw.set(a + ".attention.layer_norm_rms_epsilon", GgufValue(s.eps));
   gw.set(a + ".rope.freq_base", GgufValue(s.rope_base));
   if (s.window > 0) gw.set(a + ".attention.sliding_window", GgufValue(static_cast<uint32_t>(s.window)));
+  if (s.rope_linear > 0) {
+    gw.set(a + ".rope.scaling.type", GgufValue(std::string("linear")));
+    gw.set(a + ".rope.scaling.factor", GgufValue(s.rope_linear));
+  }
+  if (s.rope_freqs) {
+    const std::vector<float> f = tiny_freq_factors(s);
+    gw.add_tensor("rope_freqs.weight", Tensor::from(f, {static_cast<int64_t>(f.size())}));
+  }
 
   // `scale` sets the spread; `offset` centres norm weights near 1.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, DType type, float scale, float offset = 0) {
@@ -171,10 +199,14 @@ inline std::vector<double> linear(const std::vector<double>& x, const std::vecto
   return y;
 }
 
-inline void rope(std::vector<double>& x, int64_t heads, int64_t D, int64_t pos, double base, bool neox) {
+// θ_i = pos · scale · base^(−2i/D) / factors[i] (no factors: 1).
+inline void rope(std::vector<double>& x, int64_t heads, int64_t D, int64_t pos, double base, bool neox,
+                 double scale = 1.0, const std::vector<float>& factors = {}) {
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < D / 2; ++i) {
-      const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      const double divisor = factors.empty() ? 1.0 : static_cast<double>(factors[static_cast<size_t>(i)]);
+      const double theta = static_cast<double>(pos) * scale *
+                           std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D)) / divisor;
       const size_t a = static_cast<size_t>(h * D + (neox ? i : 2 * i));
       const size_t b = static_cast<size_t>(h * D + (neox ? i + D / 2 : 2 * i + 1));
       const double x0 = x[a], x1 = x[b];
@@ -207,6 +239,9 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
   for (int64_t i = 0; i < s.layers; ++i) {
     const bool local = gemma && s.window > 0 && (i + 1) % 6 != 0;
     const double base = gemma && local ? 10000.0 : s.rope_base;
+    // Gemma 3's local layers rotate unscaled; the factors are Llama's.
+    const double rope_scale = s.rope_linear > 0 && !local ? 1.0 / s.rope_linear : 1.0;
+    const std::vector<float> factors = s.rope_freqs ? tiny_freq_factors(s) : std::vector<float>{};
     std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> h = x[static_cast<size_t>(t)];
@@ -221,8 +256,8 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
         for (int64_t hh = 0; hh < s.heads; ++hh) ref::rms(qt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_q_norm.weight")), s.eps);
         for (int64_t hh = 0; hh < s.kv_heads; ++hh) ref::rms(kt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_k_norm.weight")), s.eps);
       }
-      ref::rope(qt, s.heads, D, t, base, neox);
-      ref::rope(kt, s.kv_heads, D, t, base, neox);
+      ref::rope(qt, s.heads, D, t, base, neox, rope_scale, factors);
+      ref::rope(kt, s.kv_heads, D, t, base, neox, rope_scale, factors);
       if (kv_f16) {  // rlx attends in the cache dtype: Q, K and V in f16
         for (double& e : qt) e = ref::round_f16(e);
         for (double& e : kt) e = ref::round_f16(e);

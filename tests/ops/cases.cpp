@@ -864,6 +864,14 @@ RopeAttrs rope_attrs(int h, int hd, int n_rot, RopePairing p, int64_t src_offset
   return a;
 }
 
+// Frequency divisors from 1 up to 8 across the pairs, as Llama 3.1's scaling
+// spreads them (rope_freqs.weight).
+RopeAttrs with_freq_factors(RopeAttrs a) {
+  const int half = a.n_rot / 2;
+  for (int i = 0; i < half; ++i) a.freq_factors.push_back(1.0f + 7.0f * static_cast<float>(i) / std::max(half - 1, 1));
+  return a;
+}
+
 void rope_glu_cases(Table& t) {
   using P = RopePairing;
   rope_case(t, "rope_neox", {2, 7, 0, false, 511, rope_attrs(4, 64, 64, P::NeoX)});
@@ -880,6 +888,11 @@ void rope_glu_cases(Table& t) {
   rope_case(t, "rope_base_1e6_scale_quarter", {1, 7, 0, false, 2047, rope_attrs(2, 128, 128, P::NeoX, 0, 1e6f, 0.25f)});
   rope_case(t, "rope_decode_one_token", {2, 1, 0, true, 2047, rope_attrs(8, 64, 64, P::NeoX)});
   rope_case(t, "rope_head_dim_2", {1, 7, 0, false, 63, rope_attrs(5, 2, 2, P::Interleaved)});
+  // Llama 3.1+: base 500000, interleaved pairs, per-pair frequency factors.
+  rope_case(t, "rope_freq_factors_llama3",
+            {1, 9, 0, false, 4095, with_freq_factors(rope_attrs(4, 64, 64, P::Interleaved, 0, 5e5f))});
+  rope_case(t, "rope_freq_factors_partial_batched",
+            {2, 3, 0, true, 1023, with_freq_factors(rope_attrs(2, 64, 32, P::NeoX, 0, 1e4f, 0.5f))});
   // QK-norm fused in: Gemma 3 (head_dim 256, 4 q heads / 1 kv head, decode), Qwen3
   // (head_dim 128), partial and interleaved rotation, a strided source.
   rope_case(t, "rope_head_norm_gemma_q_decode", {1, 1, 0, false, 1023, rope_attrs(4, 256, 256, P::NeoX), true});
@@ -900,6 +913,8 @@ void rope_glu_cases(Table& t) {
     rope_case(t, "rope_write_interleaved_partial", {2, 5, 200, false, 255, rope_attrs(3, 40, 20, P::Interleaved, 37),
                                                     false, 17, true});
     rope_case(t, "rope_write_positions_2d", {3, 2, 0, true, 511, rope_attrs(2, 16, 16, P::NeoX), false, 7});
+    rope_case(t, "rope_write_freq_factors_qkv_decode",
+              {1, 1, 384, false, 2047, with_freq_factors(rope_attrs(2, 64, 64, P::Interleaved, 256, 5e5f)), false, 33});
   }
 
   auto glu_case = [&t](const std::string& name, Shape64 shape, OpKind op, bool tanh_approx) {

@@ -569,9 +569,11 @@ RefTensor rope(const RefTensor& x, const RefTensor& positions, const RopeAttrs& 
         double* dst = out.v.data() + (bi * l + li) * h * hd + hi * hd;
         for (int64_t dd = nrot; dd < hd; ++dd) dst[dd] = src[dd];
         for (int64_t i = 0; i < half; ++i) {
+          const double factor = a.freq_factors.empty() ? 1.0 : static_cast<double>(a.freq_factors[static_cast<size_t>(i)]);
           const double theta =
               pos * static_cast<double>(a.freq_scale) *
-              std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(nrot));
+              std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(nrot)) /
+              factor;
           const double c = std::cos(theta), s = std::sin(theta);
           const int64_t i0 = a.pairing == RopePairing::NeoX ? i : 2 * i;
           const int64_t i1 = a.pairing == RopePairing::NeoX ? i + half : 2 * i + 1;

@@ -35,6 +35,7 @@ std::shared_ptr<const PersistentOps> persistent_rope_qkv(const RopeQkvWrite& w, 
   if (!persistent_enabled() || w.B != 1 || w.L != 1 || !to_pfloat(w.dtype, &xf) || !to_pfloat(w.cache_dtype, &cf) ||
       !w.inputs_ready || qa.head_dim != ka.head_dim || qa.head_dim > 256 || qa.n_rot != ka.n_rot ||
       qa.pairing != ka.pairing || qa.freq_base != ka.freq_base || qa.freq_scale != ka.freq_scale ||
+      qa.freq_factors != ka.freq_factors ||
       qa.n_rot % 2 != 0 || qa.n_rot > qa.head_dim || (w.q_norm && !to_pfloat(w.q_norm_dtype, &qn)) ||
       (w.k_norm && !to_pfloat(w.k_norm_dtype, &kn)))
     return nullptr;
@@ -60,9 +61,7 @@ std::shared_ptr<const PersistentOps> persistent_rope_qkv(const RopeQkvWrite& w, 
   r.cache_pos = w.cache_pos;
   r.capacity = w.capacity;
   r.cache_dt = cf;
-  for (int i = 0; i < qa.n_rot / 2; ++i)
-    p.inv_freq.push_back(
-        std::pow(static_cast<double>(qa.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(qa.n_rot)));
+  p.inv_freq = rope_inv_freq(qa);
   const size_t es = pfloat_bytes(xf), ces = pfloat_bytes(cf);
   const int64_t width = int64_t{ka.num_heads} * ka.head_dim;
   p.op.in[0] = PIn{w.q, -1, xf};

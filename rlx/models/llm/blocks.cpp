@@ -126,7 +126,7 @@ PostNormPair Blocks::post_norm_pair(Value x, Value a, const std::string& w1, con
   return post_rms_norm_pair(x, a, weight(w1, {width}), weight(w2, {width}), c_.rms_eps);
 }
 
-RopeAttrs Blocks::rope_attrs(int64_t heads, float base, RopePairing pairing, int64_t col) const {
+RopeAttrs Blocks::rope_attrs(int64_t heads, float base, RopePairing pairing, int64_t col, bool local) const {
   RopeAttrs a;
   a.src_offset = col;
   a.num_heads = static_cast<int>(heads);
@@ -134,7 +134,12 @@ RopeAttrs Blocks::rope_attrs(int64_t heads, float base, RopePairing pairing, int
   a.n_rot = static_cast<int>(c_.n_rot);
   a.pairing = pairing;
   a.freq_base = base;
-  a.freq_scale = c_.rope_freq_scale;
+  // Gemma 3's sliding-window layers rotate unscaled (as llama.cpp and
+  // transformers do); every other layer takes the file's scaling.
+  if (!local) {
+    a.freq_scale = c_.rope_freq_scale;
+    a.freq_factors = c_.rope_freq_factors;
+  }
   a.norm_eps = c_.rms_eps;
   return a;
 }
@@ -143,12 +148,12 @@ Value Blocks::attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local,
   const DType kv = o_.kv_dtype == o_.compute ? DType::F32 : o_.kv_dtype;
   const int64_t width = c_.n_kv_heads * c_.head_dim;
   auto norm = [&](const std::string& name) { return name.empty() ? Value{} : weight(name, {c_.head_dim}); };
-  Value q = rlx::rope(p.q, positions_, rope_attrs(c_.n_heads, r.base, r.pairing, p.q_col), norm(r.q_norm));
+  Value q = rlx::rope(p.q, positions_, rope_attrs(c_.n_heads, r.base, r.pairing, p.q_col, local), norm(r.q_norm));
   Value kc = state(g_, str("cache.", layer, ".k"), kv, {1, o_.ctx, width});
   Value vc = state(g_, str("cache.", layer, ".v"), kv, {1, o_.ctx, width});
   // k is rotated as it is written; both writes convert to the cache dtype
   // themselves (no Rope or Cast nodes between the projection and the cache).
-  kc = rope_write_slice(kc, p.k, offset_, positions_, rope_attrs(c_.n_kv_heads, r.base, r.pairing, p.k_col),
+  kc = rope_write_slice(kc, p.k, offset_, positions_, rope_attrs(c_.n_kv_heads, r.base, r.pairing, p.k_col, local),
                         norm(r.k_norm));
   vc = write_slice(vc, p.v, offset_, 1);
   AttentionAttrs a;

@@ -62,8 +62,9 @@ class Blocks {
   // x · Wᵀ for a param stacked by load_weights from same-dtype parts.
   Value linear_fused(Value x, const std::string& name, DType stored, int64_t rows);
   Value as(Value x, DType t) const { return x.dtype() == t ? x : cast(x, t); }
-  // Rope attrs for `heads` heads starting at column `col` of the source row.
-  RopeAttrs rope_attrs(int64_t heads, float base, RopePairing pairing, int64_t col) const;
+  // Rope attrs for `heads` heads starting at column `col` of the source row;
+  // a global layer's carry the file's scaling (linear, frequency factors).
+  RopeAttrs rope_attrs(int64_t heads, float base, RopePairing pairing, int64_t col, bool local) const;
 
   Graph& g_;
   const LlmConfig& c_;

@@ -84,11 +84,23 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   RLX_FORMAT_CHECK(c.n_rot >= 2 && c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f.source(), ": ",
                    m.key("rope.dimension_count"), " ", c.n_rot, " must be even and at most the head size ",
                    c.head_dim);
+  // Linear scaling: rope.scaling.type "linear" with rope.scaling.factor, or
+  // the older rope.scale_linear key alone (as llama.cpp reads them).
   const std::string scaling = f.get_or<std::string>(m.key("rope.scaling.type"), "none");
-  if (scaling == "linear") c.rope_freq_scale = 1.0f / m.float_or("rope.scaling.factor", 1.0);
-  else if (scaling != "none")
+  if (scaling == "linear") {
+    const float factor = m.float_or("rope.scaling.factor", m.float_or("rope.scale_linear", 1.0));
+    RLX_FORMAT_CHECK(std::isfinite(factor) && factor > 0, f.source(), ": ", m.key("rope.scaling.factor"), " ", factor,
+                     " must be positive");
+    c.rope_freq_scale = 1.0f / factor;
+  } else if (scaling == "none") {
+    const float factor = m.float_or("rope.scale_linear", 1.0);
+    RLX_FORMAT_CHECK(std::isfinite(factor) && factor > 0, f.source(), ": ", m.key("rope.scale_linear"), " ", factor,
+                     " must be positive");
+    c.rope_freq_scale = 1.0f / factor;
+  } else {
     throw Unsupported(str(f.source(), ": ", m.key("rope.scaling.type"), " '", scaling,
                           "' is not supported (none, linear)"));
+  }
   c.attn_softcap = m.float_or("attn_logit_softcapping", 0.0);
   c.final_softcap = m.float_or("final_logit_softcapping", 0.0);
   RLX_FORMAT_CHECK(std::isfinite(c.rms_eps) && c.rms_eps > 0 && std::isfinite(c.rope_base) && c.rope_base > 0 &&
@@ -97,9 +109,13 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   if (c.arch == Arch::Gemma3) {
     // llama.cpp and transformers: 5 local layers (RoPE base 10000, sliding
     // window) then 1 global layer (rope.freq_base, full causal attention).
+    // The local layers keep RoPE base 10000 (or rope.freq_base_swa) and no
+    // scaling; rope.scaling applies to the global ones only.
     c.sliding_window = m.int_or("attention.sliding_window", 0);
     c.swa_pattern = 6;
-    c.rope_base_local = 10000.0f;
+    c.rope_base_local = m.float_or("rope.freq_base_swa", 10000.0);
+    RLX_FORMAT_CHECK(std::isfinite(c.rope_base_local) && c.rope_base_local > 0, f.source(), ": ",
+                     m.key("rope.freq_base_swa"), " must be positive");
     RLX_FORMAT_CHECK(c.sliding_window >= 0, f.source(), ": negative sliding window");
   }
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
@@ -109,6 +125,20 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
                    ": tensor 'token_embd.weight' must be [vocab, ", c.hidden, "]");
   c.vocab = emb_shape[0];
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  // Llama 3.1+ files carry their RoPE scaling as per-pair frequency divisors
+  // (llama.cpp's converter computes them from rope_scaling "llama3"). Gemma 3
+  // has none: llama.cpp's gemma3 graph passes no factors.
+  if (const GgufTensorInfo* ff = f.find_tensor("rope_freqs.weight"); ff && c.arch != Arch::Gemma3) {
+    const auto shape = ff->shape();
+    RLX_FORMAT_CHECK(ff->type == DType::F32 && shape.size() == 1 && shape[0] == c.n_rot / 2, f.source(),
+                     ": tensor 'rope_freqs.weight' must be F32 [", c.n_rot / 2, "] (rope.dimension_count / 2)");
+    const Tensor t = f.view(*ff);
+    const float* v = t.data<float>();
+    c.rope_freq_factors.assign(v, v + shape[0]);
+    for (size_t i = 0; i < c.rope_freq_factors.size(); ++i)
+      RLX_FORMAT_CHECK(std::isfinite(c.rope_freq_factors[i]) && c.rope_freq_factors[i] > 0, f.source(),
+                       ": rope_freqs.weight[", i, "] = ", c.rope_freq_factors[i], " (must be finite and positive)");
+  }
   return c;
 }
 
@@ -116,6 +146,8 @@ std::string LlmConfig::summary() const {
   return str(arch_key, ": ", n_layers, " layers, hidden ", hidden, ", ffn ", ffn, ", heads ", n_heads, "/", n_kv_heads,
              " x ", head_dim, ", vocab ", vocab, ", context ", context_length,
              sliding_window > 0 ? str(", sliding window ", sliding_window) : std::string(),
+             rope_freq_scale != 1.0f ? str(", rope scale ", rope_freq_scale) : std::string(),
+             rope_freq_factors.empty() ? std::string() : ", rope frequency factors",
              tied_output ? ", tied output" : "");
 }
 

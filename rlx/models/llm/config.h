@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rlx/formats/gguf.h"
 
@@ -26,7 +27,9 @@ struct LlmConfig {
   float rms_eps = 1e-6f;
   float rope_base = 10000.0f;        // global layers
   float rope_base_local = 10000.0f;  // sliding-window layers (Gemma 3)
-  float rope_freq_scale = 1.0f;      // linear scaling: positions × this
+  float rope_freq_scale = 1.0f;      // linear scaling of the global layers: positions × this
+  // rope_freqs.weight (Llama 3.1+): n_rot/2 divisors of the frequencies, or empty.
+  std::vector<float> rope_freq_factors;
   int64_t n_rot = 0;                 // rope.dimension_count, default head_dim
   int64_t sliding_window = 0;        // 0 = every layer global
   int64_t swa_pattern = 0;           // every swa_pattern-th layer is global (Gemma 3: 6)

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "rlx/ir/builder.h"
 #include "rlx/ir/custom_op.h"
 #include "tests/test_util.h"
@@ -66,6 +68,26 @@ TEST(IR, AttentionAndRopeValidateTheirAttributes) {
   EXPECT_EQ(shape_to_string(rope(qkv, pos, r).shape()), "[1, 5, 64]");
   r.src_offset = 150;
   EXPECT_NE(error_of([&] { rope(qkv, pos, r); }).find("heads end at column"), std::string::npos);
+  // Frequency factors: n_rot/2 of them, each finite and positive; they enter the graph hash.
+  r.src_offset = 64;
+  const uint64_t plain_hash = [&] {
+    Graph h;
+    output("y", rope(input(h, "x", DType::F32, {1, 5, 192}), input(h, "p", DType::I32, {5}), r));
+    return h.fingerprint();
+  }();
+  r.freq_factors = {1.0f, 2.0f, 4.0f};
+  EXPECT_NE(error_of([&] { rope(qkv, pos, r); }).find("3 frequency factors for n_rot 8"), std::string::npos);
+  r.freq_factors = {1.0f, 2.0f, 0.0f, 8.0f};
+  EXPECT_NE(error_of([&] { rope(qkv, pos, r); }).find("frequency factor 2 is 0"), std::string::npos);
+  r.freq_factors = {1.0f, 2.0f, NAN, 8.0f};
+  EXPECT_NE(error_of([&] { rope(qkv, pos, r); }).find("must be finite and positive"), std::string::npos);
+  r.freq_factors = {1.0f, 2.0f, 4.0f, 8.0f};
+  Graph h;
+  output("y", rope(input(h, "x", DType::F32, {1, 5, 192}), input(h, "p", DType::I32, {5}), r));
+  EXPECT_NE(h.fingerprint(), plain_hash);
+  const std::vector<double> f = rope_inv_freq(r);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_DOUBLE_EQ(f[3], std::pow(10000.0, -6.0 / 8.0) / 8.0);
 }
 
 TEST(IR, SymbolicReshapeChecksSymbolsAndStaticProduct) {

@@ -346,10 +346,7 @@ void rope_rows(const RopeAttrs& a, const float* x, int64_t B, int64_t L, int64_t
                bool batched_pos, const float* norm_w, float* y, ThreadPool& pool) {
   const int64_t H = a.num_heads, hd = a.head_dim, half = a.n_rot / 2;
   const int64_t OW = H * hd;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq[static_cast<size_t>(i)] =
-        std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.n_rot));
+  const std::vector<double> inv_freq = rope_inv_freq(a);
   const double fscale = a.freq_scale;
   const bool neox = a.pairing == RopePairing::NeoX;
   pool.parallel_for(B * L, std::max<int64_t>(1, 8192 / std::max<int64_t>(OW, 1)), [&](int64_t r0, int64_t r1) {

@@ -269,8 +269,8 @@ RopeParams make_params(const RopeAttrs& a, bool pos_batched, int64_t L, int64_t 
   RLX_CHECK(a.src_offset >= 0 && a.src_offset + int64_t{a.num_heads} * a.head_dim <= x_stride, op, ": heads at column ",
             a.src_offset, " overrun a row of ", x_stride);
   RopeParams p{};
-  for (int i = 0; i < a.n_rot / 2; ++i)
-    p.inv_freq[i] = std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.n_rot));
+  const std::vector<double> inv_freq = rope_inv_freq(a);
+  std::copy(inv_freq.begin(), inv_freq.end(), p.inv_freq);
   p.freq_scale = a.freq_scale;
   p.heads = a.num_heads;
   p.head_dim = a.head_dim;
