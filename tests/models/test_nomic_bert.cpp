@@ -24,6 +24,7 @@
 #include "rlx/formats/quant.h"
 #include "rlx/models/bert/embedder.h"
 #include "rlx/runtime/backend_registry.h"
+#include "tests/models/tiny_hf.h"
 
 using namespace rlx;
 namespace fs = std::filesystem;
@@ -48,22 +49,17 @@ const std::vector<std::string> kSentences = {
     "the the the the the the the the the the the the the the the the the the the the cat",
 };
 
-struct Weight {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-using Weights = std::map<std::string, Weight>;
+using test::Mat;
+using test::Weight;
+using test::Weights;
 
 std::string layer(int64_t i, const char* s) { return "encoder.layers." + std::to_string(i) + "." + s; }
 
 Weights make_weights() {
-  std::mt19937 rng(1234);
+  test::RandomWeights rw(1234);
   Weights w;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float center, float spread) {
-    std::uniform_real_distribution<float> u(center - spread, center + spread);
-    Weight t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (auto& v : t.data) v = u(rng);
-    w[name] = std::move(t);
+    rw.add(w, name, std::move(shape), center, spread);
   };
   const float lin = 1.0f / std::sqrt(static_cast<float>(kHidden));
   add("embeddings.word_embeddings.weight", {kVocabRows, kHidden}, 0, 1);
@@ -86,32 +82,8 @@ Weights make_weights() {
 
 // ---- float64 reference (one sentence at a time, no padding) ----
 
-using Mat = std::vector<double>;  // row-major [rows, cols]
-
-// y[L, out] = x[L, in] · Wᵀ, W [out, in]
-Mat linear(const Mat& x, const Weight& w, int64_t L) {
-  const int64_t out = w.shape[0], in = w.shape[1];
-  Mat y(static_cast<size_t>(L * out));
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = 0;
-      for (int64_t k = 0; k < in; ++k) s += x[l * in + k] * w.data[o * in + k];
-      y[l * out + o] = s;
-    }
-  return y;
-}
-
-void layer_norm(Mat& x, const Weight& g, const Weight& b, int64_t L) {
-  for (int64_t l = 0; l < L; ++l) {
-    double* r = &x[l * kHidden];
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < kHidden; ++j) mean += r[j];
-    mean /= kHidden;
-    for (int64_t j = 0; j < kHidden; ++j) var += (r[j] - mean) * (r[j] - mean);
-    var /= kHidden;
-    for (int64_t j = 0; j < kHidden; ++j) r[j] = (r[j] - mean) / std::sqrt(var + kEps) * g.data[j] + b.data[j];
-  }
-}
+// LayerNorm of rows of kHidden with the model's epsilon.
+void layer_norm(Mat& x, const Weight& g, const Weight& b) { test::layer_norm(x, g, b, kHidden, kEps); }
 
 // Rotate-half (NeoX) rotary embedding over whole heads, in place.
 void rotary(double* head, int64_t pos) {
@@ -133,9 +105,9 @@ std::vector<double> reference(const Weights& w, const std::vector<int32_t>& ids,
     for (int64_t j = 0; j < H; ++j)
       x[l * H + j] = w.at("embeddings.word_embeddings.weight").data[ids[l] * H + j] +
                      w.at("embeddings.token_type_embeddings.weight").data[j];
-  layer_norm(x, w.at("emb_ln.weight"), w.at("emb_ln.bias"), L);
+  layer_norm(x, w.at("emb_ln.weight"), w.at("emb_ln.bias"));
   for (int64_t i = 0; i < kLayers; ++i) {
-    Mat qkv = linear(x, w.at(layer(i, "attn.Wqkv.weight")), L);  // per row: (three, heads, D)
+    Mat qkv = test::linear(x, w.at(layer(i, "attn.Wqkv.weight")), L);  // per row: (three, heads, D)
     for (int64_t l = 0; l < L; ++l)
       for (int64_t part = 0; part < 2; ++part)
         for (int64_t h = 0; h < kHeads; ++h) rotary(&qkv[l * 3 * H + part * H + h * D], l);
@@ -154,55 +126,26 @@ std::vector<double> reference(const Weights& w, const std::vector<int32_t>& ids,
         for (int64_t k = 0; k < L; ++k)
           for (int64_t d = 0; d < D; ++d) ctx[q * H + h * D + d] += p[k] / sum * qkv[k * 3 * H + 2 * H + h * D + d];
       }
-    Mat attn = linear(ctx, w.at(layer(i, "attn.out_proj.weight")), L);
+    Mat attn = test::linear(ctx, w.at(layer(i, "attn.out_proj.weight")), L);
     for (size_t j = 0; j < x.size(); ++j) x[j] += attn[j];
-    layer_norm(x, w.at(layer(i, "norm1.weight")), w.at(layer(i, "norm1.bias")), L);
-    Mat up = linear(x, w.at(layer(i, "mlp.fc11.weight")), L);
-    Mat gate = linear(x, w.at(layer(i, "mlp.fc12.weight")), L);
+    layer_norm(x, w.at(layer(i, "norm1.weight")), w.at(layer(i, "norm1.bias")));
+    Mat up = test::linear(x, w.at(layer(i, "mlp.fc11.weight")), L);
+    Mat gate = test::linear(x, w.at(layer(i, "mlp.fc12.weight")), L);
     if (swap_gate) std::swap(up, gate);
     for (size_t j = 0; j < up.size(); ++j) up[j] *= gate[j] / (1.0 + std::exp(-gate[j]));
-    Mat y = linear(up, w.at(layer(i, "mlp.fc2.weight")), L);
+    Mat y = test::linear(up, w.at(layer(i, "mlp.fc2.weight")), L);
     for (size_t j = 0; j < x.size(); ++j) x[j] += y[j];
-    layer_norm(x, w.at(layer(i, "norm2.weight")), w.at(layer(i, "norm2.bias")), L);
+    layer_norm(x, w.at(layer(i, "norm2.weight")), w.at(layer(i, "norm2.bias")));
   }
-  std::vector<double> pooled(static_cast<size_t>(H), 0.0);
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t j = 0; j < H; ++j) pooled[j] += x[l * H + j] / static_cast<double>(L);
-  double norm = 0;
-  for (double v : pooled) norm += v * v;
-  for (double& v : pooled) v /= std::sqrt(norm);
-  return pooled;
+  return test::mean_pool_normalized(x, L, H);
 }
 
 // ---- model files ----
 
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  f << s;
-}
-
-void write_safetensors(const fs::path& p, const Weights& w) {
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, t] : w) {
-    const uint64_t bytes = t.data.size() * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string h = header.dump();
-  h.resize((h.size() + 7) / 8 * 8, ' ');
-  std::ofstream f(p, std::ios::binary);
-  const uint64_t n = h.size();
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& [name, t] : w)
-    f.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size() * sizeof(float)));
-}
-
 // The folder nomic-embed-text-v1.5 ships (config keys as in its config.json).
 fs::path write_model_dir(const Weights& w, const std::string& tag) {
   const fs::path dir = fs::temp_directory_path() / ("rlx_nomic_" + tag + "_" + std::to_string(::getpid()));
-  fs::create_directories(dir / "1_Pooling");
+  fs::create_directories(dir);
   nlohmann::json cfg = {{"model_type", "nomic_bert"},
                         {"architectures", {"NomicBertModel"}},
                         {"activation_function", "swiglu"},
@@ -226,16 +169,12 @@ fs::path write_model_dir(const Weights& w, const std::string& tag) {
                         {"qkv_proj_bias", false},
                         {"mlp_fc1_bias", false},
                         {"mlp_fc2_bias", false}};
-  write_text(dir / "config.json", cfg.dump(2));
-  write_text(dir / "modules.json",
-             R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
-                 {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},
-                 {"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])");
-  write_text(dir / "1_Pooling" / "config.json", R"({"word_embedding_dimension":64,"pooling_mode_mean_tokens":true})");
+  test::write_text(dir / "config.json", cfg.dump(2));
+  test::write_mean_pooling_modules(dir, kHidden);
   std::string vocab;
   for (const auto& t : kVocab) vocab += t + "\n";
-  write_text(dir / "vocab.txt", vocab);
-  write_safetensors(dir / "model.safetensors", w);
+  test::write_text(dir / "vocab.txt", vocab);
+  test::write_safetensors(dir / "model.safetensors", w);
   return dir;
 }
 
@@ -295,15 +234,7 @@ fs::path write_gguf(const Weights& w, DType linear, const std::string& tag) {
   return p;
 }
 
-double cosine(const float* a, const std::vector<double>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    ab += a[i] * b[i];
-    aa += double(a[i]) * a[i];
-    bb += b[i] * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
+using test::cosine;
 
 struct Case {
   std::string device;
@@ -329,7 +260,7 @@ TEST(NomicBertConfig, ReadsNomicConfigAndRejectsOtherModelTypes) {
 
   auto j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
   j["model_type"] = "roberta";
-  write_text(dir / "config.json", j.dump());
+  test::write_text(dir / "config.json", j.dump());
   try {
     bert::BertConfig::from_dir(dir.string());
     ADD_FAILURE() << "model_type roberta was accepted";
@@ -338,7 +269,7 @@ TEST(NomicBertConfig, ReadsNomicConfigAndRejectsOtherModelTypes) {
   }
   j["model_type"] = "nomic_bert";
   j["activation_function"] = "gelu";
-  write_text(dir / "config.json", j.dump());
+  test::write_text(dir / "config.json", j.dump());
   EXPECT_THROW(bert::BertConfig::from_dir(dir.string()), Unsupported);
   fs::remove_all(dir);
 }

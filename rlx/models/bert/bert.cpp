@@ -22,14 +22,14 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   RLX_FORMAT_CHECK(fs::exists(path), dir, ": no config.json (is this a Hugging Face model folder?)");
   const auto j = load_json_file(path);
   const auto type = json_get_or<std::string>(j, "model_type", "", path);
-  if (type == "nomic_bert") {
-    BertConfig c = nomic_config_from_json(j, path);
+  if (type == "nomic_bert" || type == "mpnet") {
+    BertConfig c = type == "mpnet" ? mpnet_config_from_json(j, path) : nomic_config_from_json(j, path);
     read_sentence_transformers_modules(dir, c);
     return c;
   }
   if (type != "bert")
     throw Unsupported(str(path, ": model_type '", type,
-                          "' is not supported (rlx embeds BERT-family models: 'bert', 'nomic_bert')"));
+                          "' is not supported (rlx embeds BERT-family models: 'bert', 'nomic_bert', 'mpnet')"));
   BertConfig c;
   c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
   c.hidden = json_get<int64_t>(j, "hidden_size", path);
@@ -119,8 +119,14 @@ void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
 
 }  // namespace detail
 
+std::vector<Tensor> extra_inputs(const BertConfig& c, int64_t L) {
+  if (c.arch == Arch::MPNet) return {mpnet_relative_buckets(c, L)};
+  return {};
+}
+
 Graph build_graph(const BertConfig& c) {
   if (c.arch == Arch::NomicBert) return build_nomic_graph(c);
+  if (c.arch == Arch::MPNet) return build_mpnet_graph(c);
   Graph g;
   const DType f = DType::F32;
   const int64_t H = c.hidden, D = c.hidden / c.heads;
@@ -201,11 +207,13 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
 
 namespace {
 
-// model.safetensors in a HF folder, with or without a "bert." prefix.
+// model.safetensors in a HF folder, with or without the model's prefix
+// ("bert.", "mpnet."), which task heads' checkpoints carry.
 class SafetensorsSource : public WeightSource {
  public:
   explicit SafetensorsSource(const std::string& dir) : st_(open(dir)) {
-    prefix_ = st_.contains(std::string("bert.") + names::kWordEmb) ? "bert." : "";
+    for (const char* p : {"bert.", "mpnet."})
+      if (st_.contains(std::string(p) + names::kWordEmb)) prefix_ = p;
   }
   std::optional<Tensor> find(const std::string& name) const override {
     if (!st_.contains(prefix_ + name)) return std::nullopt;
@@ -229,7 +237,8 @@ class SafetensorsSource : public WeightSource {
 
 std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::string& dir) {
   SafetensorsSource src(dir);
-  return c.arch == Arch::NomicBert ? load_nomic_weights(c, src) : load_bert_weights(c, src);
+  if (c.arch == Arch::NomicBert) return load_nomic_weights(c, src);
+  return c.arch == Arch::MPNet ? load_mpnet_weights(c, src) : load_bert_weights(c, src);
 }
 
 std::map<std::string, Tensor> detail::load_bert_weights(const BertConfig& c, const WeightSource& src) {

@@ -4,6 +4,8 @@
 //    says), absolute position embeddings (bert.cpp);
 //  - Nomic BERT (nomic-embed-text): rotary positions, SwiGLU FFN, no biases,
 //    post-LN (nomic_bert.cpp);
+//  - MPNet (all-mpnet-base-v2): BERT's layers plus a relative position bias
+//    shared by every layer's attention, no token types (mpnet.cpp);
 // then optional mean/CLS pooling and L2 normalization (sentence-transformers).
 #pragma once
 #include <map>
@@ -21,7 +23,7 @@ class WordPieceTokenizer;
 namespace rlx::bert {
 
 enum class Pooling { None, Mean, Cls };
-enum class Arch { Bert, NomicBert };
+enum class Arch { Bert, NomicBert, MPNet };
 
 struct BertConfig {
   Arch arch = Arch::Bert;
@@ -30,7 +32,9 @@ struct BertConfig {
   int64_t layers = 12;
   int64_t heads = 12;
   int64_t intermediate = 3072;
-  int64_t max_position = 512;
+  int64_t max_position = 512;  // positions a sequence may use
+  // Rows of the position table before position 0 (MPNet, RoBERTa: pad id + 1).
+  int64_t position_offset = 0;
   int64_t type_vocab = 2;
   float layer_norm_eps = 1e-12f;
   bool gelu_tanh = false;  // hidden_act "gelu_new"/"gelu_pytorch_tanh"
@@ -40,6 +44,10 @@ struct BertConfig {
   float rope_base = 10000.0f;
   int64_t rope_dims = 0;
   bool rope_interleaved = false;
+  // MPNet: T5-style relative position buckets (half per direction, half of
+  // those exact) of the per-head attention bias.
+  int64_t relative_buckets = 32;
+  int64_t relative_max_distance = 128;
   // Storage type of the linear layers' weights: F32 (any float file is
   // converted), or a GGUF quant type (then they stay packed and run through
   // DequantMatMul).
@@ -80,9 +88,12 @@ std::string layer(int64_t i, const char* suffix);
 }  // namespace nomic_names
 
 // Inputs: input_ids, token_type_ids, attention_mask (i32 [B, L]) and
-// positions (i32 [L]). Output "embeddings": [B, hidden] when pooled, else
-// "hidden_states" [B, L, hidden].
+// positions (i32 [L]), then extra_inputs(). Output "embeddings": [B, hidden]
+// when pooled, else "hidden_states" [B, L, hidden].
 Graph build_graph(const BertConfig& cfg);
+// The graph's inputs after the four above, for sequences of length L: MPNet's
+// relative position buckets (i32 [L, L]); none for the other architectures.
+std::vector<Tensor> extra_inputs(const BertConfig& cfg, int64_t L);
 
 // Reads the weights the graph needs from `model.safetensors` in `dir`
 // (with or without a "bert." prefix), fusing Q/K/V. Missing or mis-shaped

@@ -52,6 +52,12 @@ BertConfig nomic_config_from_json(const nlohmann::json& j, const std::string& pa
 Graph build_nomic_graph(const BertConfig& cfg);
 std::map<std::string, Tensor> load_nomic_weights(const BertConfig& cfg, const WeightSource& src);
 
+// MPNet (mpnet.cpp).
+BertConfig mpnet_config_from_json(const nlohmann::json& j, const std::string& path);
+Graph build_mpnet_graph(const BertConfig& cfg);
+std::map<std::string, Tensor> load_mpnet_weights(const BertConfig& cfg, const WeightSource& src);
+Tensor mpnet_relative_buckets(const BertConfig& cfg, int64_t L);
+
 // BERT (bert.cpp).
 std::map<std::string, Tensor> load_bert_weights(const BertConfig& cfg, const WeightSource& src);
 

@@ -89,7 +89,9 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
       std::copy(e.token_type_ids.begin(), e.token_type_ids.end(), types.data<int32_t>() + r * static_cast<size_t>(L));
       std::copy(e.attention_mask.begin(), e.attention_mask.end(), mask.data<int32_t>() + r * static_cast<size_t>(L));
     }
-    Tensor emb = exe_->run({ids, types, mask, pos})[0];
+    std::vector<Tensor> inputs{ids, types, mask, pos};
+    for (Tensor& t : extra_inputs(config_, L)) inputs.push_back(std::move(t));
+    Tensor emb = exe_->run(inputs)[0];
     const float* src = emb.data<float>();
     for (size_t r = 0; r < count; ++r)
       std::memcpy(dst + order[start + r] * static_cast<size_t>(config_.hidden), src + r * static_cast<size_t>(config_.hidden),

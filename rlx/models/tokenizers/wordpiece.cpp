@@ -353,14 +353,15 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
   RLX_CHECK_AS(Unsupported, ptype == "BertPreTokenizer", path, ": pre_tokenizer: type '", ptype,
                "' is not BertPreTokenizer");
 
-  // [CLS]/[SEP] come from the post-processor, in either of HF's two spellings.
+  // [CLS]/[SEP] (MPNet, RoBERTa: <s>/</s>) come from the post-processor, in
+  // any of HF's three spellings; all three wrap one sequence as cls A sep.
   const std::string where_post = path + ": post_processor";
   const Json& post = member(j, "post_processor", path);
-  RLX_CHECK_AS(Unsupported, post.is_object(), where_post, ": expected BertProcessing or TemplateProcessing but found ",
-               post.type_name());
+  RLX_CHECK_AS(Unsupported, post.is_object(), where_post,
+               ": expected BertProcessing, RobertaProcessing or TemplateProcessing but found ", post.type_name());
   const auto post_type = json_get<std::string>(post, "type", where_post);
   std::optional<int32_t> cls_id, sep_id;
-  if (post_type == "BertProcessing") {
+  if (post_type == "BertProcessing" || post_type == "RobertaProcessing") {
     for (auto [key, name, id] :
          {std::tuple{"cls", &cfg.cls_token, &cls_id}, std::tuple{"sep", &cfg.sep_token, &sep_id}}) {
       const Json& pair = member(post, key, where_post);
@@ -383,7 +384,8 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
       *id = token_id(ids[0], where);
     }
   } else {
-    throw Unsupported(str(where_post, ": type '", post_type, "' is not BertProcessing or TemplateProcessing"));
+    throw Unsupported(
+        str(where_post, ": type '", post_type, "' is not BertProcessing, RobertaProcessing or TemplateProcessing"));
   }
 
   std::vector<AddedToken> added;
@@ -396,11 +398,17 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
                        json_get_or<bool>(t, "normalized", false, where)});
     }
   }
-  if (const Json& pad = j.value("padding", Json()); pad.is_object())
+  // The pad token: the file's padding section, else tokenizer_config.json's
+  // (MPNet's "<pad>"), else BERT's [PAD].
+  const Json tcfg = sibling_tokenizer_config(path);
+  if (const Json& pad = j.value("padding", Json()); pad.is_object()) {
     cfg.pad_token = json_get_or<std::string>(pad, "pad_token", cfg.pad_token, path + ": padding");
+  } else if (tcfg.is_object()) {
+    const std::string where = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+    if (auto s = special_token(tcfg, "pad_token", where)) cfg.pad_token = *s;
+  }
 
   // Default length: transformers' model_max_length, else the file's own truncation setting.
-  const Json tcfg = sibling_tokenizer_config(path);
   if (auto n = tcfg.is_object() ? model_max_length(tcfg) : std::nullopt) {
     cfg.model_max_length = *n;
   } else if (const Json& tr = j.value("truncation", Json()); tr.is_object()) {

@@ -25,7 +25,7 @@
 // output block and the GEMM packing buffers; nothing per element.
 //
 // Rope. Head h reads x[b, l, src_offset + h·head_dim + d]; for i < n_rot/2,
-// θ_i = pos·freq_scale·freq_base^(−2i/n_rot), angles and rotation in f64.
+// θ_i = pos·freq_scale·freq_base^(−2i/n_rot) / freq_factors[i] (rope_inv_freq), angles and rotation in f64.
 // NeoX pairs (i, i + n_rot/2); Interleaved pairs (2i, 2i+1); dims ≥ n_rot copy.
 // head_norm: each head is first x·rsqrt(Σx²/head_dim + eps)·w in f32 (Σ in
 // f64), rotated without rounding in between. WriteSlice with rope stores

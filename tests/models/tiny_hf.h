@@ -1,0 +1,124 @@
+// Pieces of the tiny Hugging Face model folders the BERT-family tests write
+// (random f32 weights under HF names, model.safetensors, text files) and of
+// their float64 reference forward passes (row-major matrices in plain loops).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rlx/core/tensor.h"
+
+namespace rlx::test {
+
+struct Weight {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using Weights = std::map<std::string, Weight>;
+
+// Adds uniform(center ± spread) tensors to a Weights map from one generator.
+class RandomWeights {
+ public:
+  explicit RandomWeights(uint32_t seed) : rng_(seed) {}
+  void add(Weights& w, const std::string& name, std::vector<int64_t> shape, float center, float spread) {
+    std::uniform_real_distribution<float> u(center - spread, center + spread);
+    Weight t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (auto& v : t.data) v = u(rng_);
+    w[name] = std::move(t);
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+using Mat = std::vector<double>;  // row-major [rows, cols]
+
+// y[L, out] = x[L, in] · Wᵀ (+ b), W [out, in]
+inline Mat linear(const Mat& x, const Weight& w, int64_t L, const Weight* b = nullptr) {
+  const int64_t out = w.shape[0], in = w.shape[1];
+  Mat y(static_cast<size_t>(L * out));
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = b ? b->data[static_cast<size_t>(o)] : 0.0;
+      for (int64_t k = 0; k < in; ++k) s += x[static_cast<size_t>(l * in + k)] * w.data[static_cast<size_t>(o * in + k)];
+      y[static_cast<size_t>(l * out + o)] = s;
+    }
+  return y;
+}
+
+// LayerNorm over rows of width n, in place.
+inline void layer_norm(Mat& x, const Weight& g, const Weight& b, int64_t n, double eps) {
+  for (size_t r = 0; r + static_cast<size_t>(n) <= x.size(); r += static_cast<size_t>(n)) {
+    double* v = &x[r];
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mean += v[j];
+    mean /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) var += (v[j] - mean) * (v[j] - mean);
+    var /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) v[j] = (v[j] - mean) / std::sqrt(var + eps) * g.data[static_cast<size_t>(j)] + b.data[static_cast<size_t>(j)];
+  }
+}
+
+// Mean of the L rows of x [L, n], L2-normalized (sentence-transformers' Pooling + Normalize).
+inline std::vector<double> mean_pool_normalized(const Mat& x, int64_t L, int64_t n) {
+  std::vector<double> pooled(static_cast<size_t>(n), 0.0);
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t j = 0; j < n; ++j) pooled[static_cast<size_t>(j)] += x[static_cast<size_t>(l * n + j)] / static_cast<double>(L);
+  double norm = 0;
+  for (double v : pooled) norm += v * v;
+  for (double& v : pooled) v /= std::sqrt(norm);
+  return pooled;
+}
+
+inline double cosine(const float* a, const std::vector<double>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    ab += a[i] * b[i];
+    aa += double(a[i]) * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+inline void write_text(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+inline void write_safetensors(const std::filesystem::path& p, const Weights& w) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : w) {
+    const uint64_t bytes = t.data.size() * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string h = header.dump();
+  h.resize((h.size() + 7) / 8 * 8, ' ');
+  std::ofstream f(p, std::ios::binary);
+  const uint64_t n = h.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const auto& [name, t] : w)
+    f.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size() * sizeof(float)));
+}
+
+// sentence-transformers' modules: Transformer, mean Pooling, Normalize.
+inline void write_mean_pooling_modules(const std::filesystem::path& dir, int64_t hidden) {
+  std::filesystem::create_directories(dir / "1_Pooling");
+  write_text(dir / "modules.json",
+             R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
+                 {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},
+                 {"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])");
+  write_text(dir / "1_Pooling" / "config.json",
+             nlohmann::json{{"word_embedding_dimension", hidden}, {"pooling_mode_mean_tokens", true}}.dump());
+}
+
+}  // namespace rlx::test
