@@ -44,8 +44,9 @@ struct BertConfig {
   float rope_base = 10000.0f;
   int64_t rope_dims = 0;
   bool rope_interleaved = false;
-  // MPNet: T5-style relative position buckets (half per direction, half of
-  // those exact) of the per-head attention bias.
+  // MPNet: rows of the per-head relative attention bias table (T5-style
+  // buckets: half per direction, half of those exact, the rest log-spaced up
+  // to relative_max_distance).
   int64_t relative_buckets = 32;
   int64_t relative_max_distance = 128;
   // Storage type of the linear layers' weights: F32 (any float file is

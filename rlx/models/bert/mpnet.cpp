@@ -23,6 +23,9 @@ namespace rlx::bert::detail {
 namespace {
 
 const char* kRelBias = "encoder.relative_attention_bias.weight";
+// transformers' MPNetEncoder.compute_position_bias buckets with its default
+// num_buckets = 32 whatever the config says; the table has the config's rows.
+constexpr int64_t kBucketCount = 32;
 std::string mpnet_layer(int64_t i, const char* suffix) { return str("encoder.layer.", i, ".", suffix); }
 
 }  // namespace
@@ -51,9 +54,9 @@ BertConfig mpnet_config_from_json(const nlohmann::json& j, const std::string& pa
                    ": implausible sizes");
   RLX_FORMAT_CHECK(c.position_offset >= 1 && c.max_position >= 2, path, ": max_position_embeddings ", table_rows,
                    " leaves no positions after pad_token_id + 1 = ", c.position_offset);
-  // Half the buckets per direction and half of those exact: at least 2 each.
-  RLX_FORMAT_CHECK(c.relative_buckets >= 4 && c.relative_buckets <= 4096, path,
-                   ": relative_attention_num_buckets ", c.relative_buckets, " must be in [4, 4096]");
+  RLX_FORMAT_CHECK(c.relative_buckets >= kBucketCount && c.relative_buckets <= 4096, path,
+                   ": relative_attention_num_buckets ", c.relative_buckets, " must be in [", kBucketCount,
+                   ", 4096] (positions are put in ", kBucketCount, " buckets)");
   return c;
 }
 
@@ -61,7 +64,7 @@ BertConfig mpnet_config_from_json(const nlohmann::json& j, const std::string& pa
 // j − i, in its float32 arithmetic (the bucket edges are truncations of
 // float32 logarithms, which a float64 evaluation would move).
 Tensor mpnet_relative_buckets(const BertConfig& c, int64_t L) {
-  const int64_t half = c.relative_buckets / 2, exact = half / 2;
+  const int64_t half = kBucketCount / 2, exact = half / 2;
   const float log_span = static_cast<float>(std::log(static_cast<double>(c.relative_max_distance) / exact));
   std::vector<int32_t> bucket_of(static_cast<size_t>(2 * L - 1));  // by i − j + L − 1
   for (int64_t d = -(L - 1); d <= L - 1; ++d) {
