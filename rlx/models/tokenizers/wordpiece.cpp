@@ -4,16 +4,15 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <exception>
 #include <filesystem>
 #include <limits>
-#include <thread>
 
 #include "rlx/core/error.h"
 #include "rlx/core/log.h"
 #include "rlx/formats/hf_config.h"
 #include "rlx/formats/mmap_file.h"
+#include "rlx/models/tokenizers/hf_files.h"
+#include "rlx/models/tokenizers/parallel_encode.h"
 #include "rlx/models/tokenizers/wordpiece_tables.h"
 
 namespace rlx {
@@ -175,50 +174,9 @@ inline void append_lower(std::string& out, char32_t c) {
   }
 }
 
-// ---- Loading helpers ----------------------------------------------------------
-
-const Json& member(const Json& j, const char* key, const std::string& where) {
-  RLX_FORMAT_CHECK(j.is_object(), where, ": expected an object holding '", key, "' but found ", j.type_name());
-  auto it = j.find(key);
-  RLX_FORMAT_CHECK(it != j.end(), where, ": required field '", key, "' is missing");
-  return *it;
-}
-
-int32_t token_id(const Json& v, const std::string& where) {
-  int64_t id = -1;
-  RLX_FORMAT_CHECK(json_detail::convert(v, id) && id >= 0 && id < std::numeric_limits<int32_t>::max(), where,
-                   ": token id must be an integer in [0, 2^31 - 1) but is ", v.dump().substr(0, 64));
-  return static_cast<int32_t>(id);
-}
-
-// A special token in tokenizer_config.json: a string or an AddedToken object.
-std::optional<std::string> special_token(const Json& cfg, const char* key, const std::string& where) {
-  auto it = cfg.find(key);
-  if (it == cfg.end() || it->is_null()) return std::nullopt;
-  if (it->is_object()) return json_get<std::string>(*it, "content", str(where, ": ", key));
-  RLX_FORMAT_CHECK(it->is_string(), where, ": key '", key, "' must be a string or an object with 'content'");
-  return it->get<std::string>();
-}
-
-// transformers' model_max_length; HF writes a huge sentinel (1e30) for "no
-// limit", which is not a usable default, so anything outside [2, 2^31) is ignored.
-std::optional<int64_t> model_max_length(const Json& cfg) {
-  auto it = cfg.find("model_max_length");
-  int64_t n = 0;
-  if (it == cfg.end() || !json_detail::convert(*it, n) || n < 2 || n >= (int64_t{1} << 31)) return std::nullopt;
-  return n;
-}
-
-// tokenizer_config.json next to `file`, or null when there is none.
-Json sibling_tokenizer_config(const std::string& file) {
-  const auto p = std::filesystem::path(file).parent_path() / "tokenizer_config.json";
-  if (!std::filesystem::exists(p)) return Json();
-  Json cfg = load_json_file(p.string());
-  RLX_FORMAT_CHECK(cfg.is_object(), p.string(), ": expected a JSON object but found ", cfg.type_name());
-  return cfg;
-}
-
 }  // namespace
+
+using namespace detail;  // hf_files.h
 
 // ---- Construction -------------------------------------------------------------
 
@@ -312,7 +270,10 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::pair<std::string, int32_
 }
 
 WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
-  const Json j = load_json_file(path);
+  return from_tokenizer_json(load_json_file(path), path);
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const Json& j, const std::string& path) {
   RLX_FORMAT_CHECK(j.is_object(), path, ": expected a JSON object but found ", j.type_name());
   WordPieceConfig cfg;
 
@@ -475,20 +436,7 @@ WordPieceTokenizer WordPieceTokenizer::from_dir(const std::string& dir) {
     tok = from_vocab_txt((d / "vocab.txt").string());
   else
     throw FormatError(str(dir, ": neither tokenizer.json nor vocab.txt found"));
-  if (fs::exists(d / "sentence_bert_config.json")) {
-    const HfConfig st = HfConfig::load((d / "sentence_bert_config.json").string());
-    if (auto n = st.get_opt<int64_t>("max_seq_length")) {
-      RLX_FORMAT_CHECK(*n >= 2, st.source(), ": max_seq_length ", *n, " leaves no room for [CLS] and [SEP]");
-      tok->set_default_max_length(*n);
-    }
-    // sentence-transformers then runs Python's str.lower() on each text before
-    // the tokenizer; rlx does not reproduce that pass.
-    if (st.get_or<bool>("do_lower_case", false))
-      log_warn(st.source(),
-               ": do_lower_case is set; rlx does not lowercase texts before the tokenizer (the "
-               "tokenizer itself ",
-               tok->config_.lowercase ? "lowercases" : "keeps case", ")");
-  }
+  apply_sentence_transformers_config(dir, *tok);
   return std::move(*tok);
 }
 
@@ -672,53 +620,8 @@ Encoding WordPieceTokenizer::encode(std::string_view text, int64_t max_length) c
 std::vector<Encoding> WordPieceTokenizer::encode_batch(const std::vector<std::string>& texts, int64_t max_length,
                                                        int num_threads) const {
   const size_t cap = cap_for(max_length);
-  const size_t n = texts.size();
-  std::vector<Encoding> out(n);
-  size_t threads = num_threads > 0 ? static_cast<size_t>(num_threads) : std::thread::hardware_concurrency();
-  threads = std::clamp<size_t>(threads, 1, std::max<size_t>(n, 1));
-  // Workers take small blocks in input order from a shared counter, which
-  // balances uneven text lengths better than one fixed chunk per thread.
-  const size_t block = std::clamp<size_t>(n / (threads * 8), 1, 64);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  struct Failure {
-    size_t index = std::numeric_limits<size_t>::max();
-    std::exception_ptr error;
-  };
-  std::vector<Failure> failures(threads);
-  auto work = [&](size_t t) {
-    size_t i = 0;
-    try {
-      Scratch s;  // one set of buffers per thread, reused across its texts
-      while (!failed.load(std::memory_order_relaxed)) {
-        const size_t lo = next.fetch_add(block);
-        if (lo >= n) break;
-        for (i = lo; i < std::min(n, lo + block); ++i) out[i] = encode_one(texts[i], cap, s);
-      }
-    } catch (...) {
-      failures[t] = {i, std::current_exception()};
-      failed = true;
-    }
-  };
-  if (threads == 1) {
-    work(0);
-  } else {
-    std::vector<std::jthread> pool;  // joins on destruction, also if a later thread fails to start
-    pool.reserve(threads);
-    for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, t);
-  }
-  // Blocks are taken in increasing order and finished once taken, so every
-  // text below the lowest recorded failure was encoded: that failure is the first.
-  const auto first = std::min_element(failures.begin(), failures.end(),
-                                      [](const Failure& a, const Failure& b) { return a.index < b.index; });
-  if (first->error) {
-    try {
-      std::rethrow_exception(first->error);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(str("encode_batch: text ", first->index, ": ", e.what()));
-    }
-  }
-  return out;
+  return detail::encode_in_parallel<Scratch>(
+      texts.size(), num_threads, [&](size_t i, Scratch& s) { return encode_one(texts[i], cap, s); });
 }
 
 }  // namespace rlx

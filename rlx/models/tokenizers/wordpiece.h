@@ -40,13 +40,11 @@
 #include <unordered_map>
 #include <vector>
 
-namespace rlx {
+#include <nlohmann/json_fwd.hpp>
 
-struct Encoding {
-  std::vector<int32_t> input_ids;       // [CLS] pieces… [SEP]
-  std::vector<int32_t> attention_mask;  // all 1: encodings are not padded
-  std::vector<int32_t> token_type_ids;  // all 0: a single sequence
-};
+#include "rlx/models/tokenizers/sentence_tokenizer.h"
+
+namespace rlx {
 
 struct WordPieceConfig {
   bool clean_text = true;
@@ -62,7 +60,7 @@ struct WordPieceConfig {
   int64_t model_max_length = 512;  // default truncation length (tokens, [CLS] and [SEP] included)
 };
 
-class WordPieceTokenizer {
+class WordPieceTokenizer final : public SentenceTokenizer {
  public:
   // A token matched verbatim before normalization (normalized = false) or in
   // the normalized text (normalized = true), as HF's added_tokens.
@@ -77,6 +75,8 @@ class WordPieceTokenizer {
   // supplies model_max_length, as transformers does. Throws FormatError naming
   // the file and field; Unsupported for a non-WordPiece/non-BERT pipeline.
   static WordPieceTokenizer from_tokenizer_json(const std::string& path);
+  // The same from the file's parsed JSON (`path` names it in messages).
+  static WordPieceTokenizer from_tokenizer_json(const nlohmann::json& j, const std::string& path);
   // From vocab.txt (one token per line, id = line number). A
   // tokenizer_config.json next to it supplies do_lower_case, strip_accents,
   // tokenize_chinese_chars, the special token strings and model_max_length.
@@ -94,24 +94,19 @@ class WordPieceTokenizer {
   WordPieceTokenizer(std::vector<std::pair<std::string, int32_t>> vocab, WordPieceConfig config,
                      std::vector<AddedToken> added_tokens, const std::string& source);
 
-  // Encodes one text. max_length ≤ 0 means default_max_length(); otherwise it
-  // must be ≥ 2. Throws InvalidArgument when `text` is not valid UTF-8, naming
-  // the byte offset of the first invalid sequence.
-  Encoding encode(std::string_view text, int64_t max_length = 0) const;
-  // Encodes `texts` on up to `num_threads` threads (≤ 0: hardware concurrency);
-  // results are in input order. An invalid text throws InvalidArgument naming
-  // its index (the lowest one, if several).
+  // SentenceTokenizer: [CLS] pieces… [SEP].
+  Encoding encode(std::string_view text, int64_t max_length = 0) const override;
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, int64_t max_length = 0,
-                                     int num_threads = 0) const;
+                                     int num_threads = 0) const override;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   int32_t unk_id() const { return unk_id_; }
   int32_t cls_id() const { return cls_id_; }
   int32_t sep_id() const { return sep_id_; }
-  int32_t pad_id() const { return pad_id_; }
+  int32_t pad_id() const override { return pad_id_; }
   size_t vocab_size() const { return vocab_.size(); }
-  int64_t default_max_length() const { return config_.model_max_length; }
-  void set_default_max_length(int64_t n);
+  int64_t default_max_length() const override { return config_.model_max_length; }
+  void set_default_max_length(int64_t n) override;
   const WordPieceConfig& config() const { return config_; }
 
  private:
