@@ -20,6 +20,7 @@
 
 #include "rlx/formats/gguf.h"
 #include "rlx/models/bert/embedder.h"
+#include "rlx/models/tokenizers/wordpiece.h"
 #include "rlx/runtime/backend_registry.h"
 #include "tests/models/model_paths.h"
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlx/models/bert/embedder.h"
+#include "rlx/models/tokenizers/wordpiece.h"
 #include "rlx/runtime/backend_registry.h"
 #include "tests/models/model_paths.h"
 

@@ -94,43 +94,23 @@ int64_t bucket(int64_t context, int64_t memory) {
 
 std::vector<double> reference(const Weights& w, const std::vector<int32_t>& ids, bool with_bias) {
   const auto L = static_cast<int64_t>(ids.size());
-  const int64_t H = kHidden, D = kHidden / kHeads;
-  auto ln = [&](Mat& x, const std::string& n) { test::layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), H, kEps); };
-  auto lin = [&](const Mat& x, const std::string& n) { return test::linear(x, w.at(n + ".weight"), L, &w.at(n + ".bias")); };
+  const int64_t H = kHidden;
   Mat x(static_cast<size_t>(L * H));
   for (int64_t l = 0; l < L; ++l)  // create_position_ids_from_input_ids: 2, 3, … for an unpadded row
     for (int64_t j = 0; j < H; ++j)
       x[l * H + j] = w.at("embeddings.word_embeddings.weight").data[ids[l] * H + j] +
                      w.at("embeddings.position_embeddings.weight").data[(l + 2) * H + j];
-  ln(x, "embeddings.LayerNorm");
+  test::layer_norm(x, w.at("embeddings.LayerNorm.weight"), w.at("embeddings.LayerNorm.bias"), H, kEps);
   const Weight& rel = w.at("encoder.relative_attention_bias.weight");
-  for (int64_t i = 0; i < kLayers; ++i) {
-    const Mat q = lin(x, layer(i, "attention.attn.q")), k = lin(x, layer(i, "attention.attn.k")),
-              v = lin(x, layer(i, "attention.attn.v"));
-    Mat ctx(static_cast<size_t>(L * H), 0.0);
-    for (int64_t h = 0; h < kHeads; ++h)
-      for (int64_t a = 0; a < L; ++a) {
-        std::vector<double> p(static_cast<size_t>(L));
-        double mx = -1e300, sum = 0;
-        for (int64_t b = 0; b < L; ++b) {
-          double s = 0;
-          for (int64_t d = 0; d < D; ++d) s += q[a * H + h * D + d] * k[b * H + h * D + d];
-          p[b] = s / std::sqrt(static_cast<double>(D)) + (with_bias ? rel.data[bucket(a, b) * kHeads + h] : 0.0);
-          mx = std::max(mx, p[b]);
-        }
-        for (auto& e : p) sum += (e = std::exp(e - mx));
-        for (int64_t b = 0; b < L; ++b)
-          for (int64_t d = 0; d < D; ++d) ctx[a * H + h * D + d] += p[b] / sum * v[b * H + h * D + d];
-      }
-    const Mat o = lin(ctx, layer(i, "attention.attn.o"));
-    for (size_t j = 0; j < x.size(); ++j) x[j] += o[j];
-    ln(x, layer(i, "attention.LayerNorm"));
-    Mat up = lin(x, layer(i, "intermediate.dense"));
-    for (double& e : up) e = 0.5 * e * (1.0 + std::erf(e / std::sqrt(2.0)));
-    const Mat y = test::linear(up, w.at(layer(i, "output.dense.weight")), L, &w.at(layer(i, "output.dense.bias")));
-    for (size_t j = 0; j < x.size(); ++j) x[j] += y[j];
-    ln(x, layer(i, "output.LayerNorm"));
-  }
+  auto names = [](int64_t i) {
+    return test::PostLnLayerNames{layer(i, "attention.attn.q"),   layer(i, "attention.attn.k"),
+                                  layer(i, "attention.attn.v"),   layer(i, "attention.attn.o"),
+                                  layer(i, "attention.LayerNorm"), layer(i, "intermediate.dense"),
+                                  layer(i, "output.dense"),        layer(i, "output.LayerNorm")};
+  };
+  auto bias = [&](int64_t h, int64_t q, int64_t k) { return static_cast<double>(rel.data[bucket(q, k) * kHeads + h]); };
+  x = test::post_ln_encoder(std::move(x), L, H, kHeads, kLayers, kEps, w, names,
+                            with_bias ? std::function<double(int64_t, int64_t, int64_t)>(bias) : nullptr);
   return test::mean_pool_normalized(x, L, H);
 }
 
@@ -191,6 +171,7 @@ struct Case {
   DType dtype;
   double min_cos;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.device << " " << dtype_name(c.dtype); }
 
 class MPNet : public ::testing::TestWithParam<Case> {};
 

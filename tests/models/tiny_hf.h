@@ -2,10 +2,12 @@
 // (random f32 weights under HF names, model.safetensors, text files) and of
 // their float64 reference forward passes (row-major matrices in plain loops).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -64,6 +66,53 @@ inline void layer_norm(Mat& x, const Weight& g, const Weight& b, int64_t n, doub
     var /= static_cast<double>(n);
     for (int64_t j = 0; j < n; ++j) v[j] = (v[j] - mean) / std::sqrt(var + eps) * g.data[static_cast<size_t>(j)] + b.data[static_cast<size_t>(j)];
   }
+}
+
+// Weight-name prefixes (without ".weight"/".bias") of a post-LN encoder layer.
+struct PostLnLayerNames {
+  std::string q, k, v, o, attn_norm, up, down, out_norm;
+};
+
+// BERT's post-LN layers over x [L, hidden] (the embeddings after their norm):
+// x = LN(x + attention·Wo), x = LN(x + gelu_erf(x·W1)·W2), full attention with
+// scores·D^-½ + bias(head, query, key) when `bias` is given.
+inline Mat post_ln_encoder(Mat x, int64_t L, int64_t hidden, int64_t heads, int64_t layers, double eps,
+                           const Weights& w, const std::function<PostLnLayerNames(int64_t)>& names,
+                           const std::function<double(int64_t, int64_t, int64_t)>& bias = {}) {
+  const int64_t H = hidden, D = hidden / heads;
+  auto at = [&](size_t i) { return static_cast<size_t>(i); };
+  for (int64_t i = 0; i < layers; ++i) {
+    const PostLnLayerNames n = names(i);
+    auto lin = [&](const Mat& v, const std::string& p, int64_t rows) {
+      return linear(v, w.at(p + ".weight"), rows, &w.at(p + ".bias"));
+    };
+    auto ln = [&](Mat& v, const std::string& p) { layer_norm(v, w.at(p + ".weight"), w.at(p + ".bias"), H, eps); };
+    const Mat q = lin(x, n.q, L), k = lin(x, n.k, L), v = lin(x, n.v, L);
+    Mat ctx(at(L * H), 0.0);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t a = 0; a < L; ++a) {
+        std::vector<double> p(at(L));
+        double mx = -1e300, sum = 0;
+        for (int64_t b = 0; b < L; ++b) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += q[at(a * H + h * D + d)] * k[at(b * H + h * D + d)];
+          p[at(b)] = s / std::sqrt(static_cast<double>(D)) + (bias ? bias(h, a, b) : 0.0);
+          mx = std::max(mx, p[at(b)]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (int64_t b = 0; b < L; ++b)
+          for (int64_t d = 0; d < D; ++d) ctx[at(a * H + h * D + d)] += p[at(b)] / sum * v[at(b * H + h * D + d)];
+      }
+    const Mat o = lin(ctx, n.o, L);
+    for (size_t j = 0; j < x.size(); ++j) x[j] += o[j];
+    ln(x, n.attn_norm);
+    Mat up = lin(x, n.up, L);
+    for (double& e : up) e = 0.5 * e * (1.0 + std::erf(e / std::sqrt(2.0)));
+    const Mat y = lin(up, n.down, L);
+    for (size_t j = 0; j < x.size(); ++j) x[j] += y[j];
+    ln(x, n.out_norm);
+  }
+  return x;
 }
 
 // Mean of the L rows of x [L, n], L2-normalized (sentence-transformers' Pooling + Normalize).

@@ -27,9 +27,13 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
     read_sentence_transformers_modules(dir, c);
     return c;
   }
-  if (type != "bert")
+  // XLM-RoBERTa is BERT's layer with positions counted from pad_token_id + 1
+  // and one token type (its SentencePiece tokenizer is a Unigram tokenizer.json).
+  const bool xlm_roberta = type == "xlm-roberta";
+  if (type != "bert" && !xlm_roberta)
     throw Unsupported(str(path, ": model_type '", type,
-                          "' is not supported (rlx embeds BERT-family models: 'bert', 'nomic_bert', 'mpnet')"));
+                          "' is not supported (rlx embeds BERT-family models: 'bert', 'xlm-roberta', 'nomic_bert', "
+                          "'mpnet')"));
   BertConfig c;
   c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
   c.hidden = json_get<int64_t>(j, "hidden_size", path);
@@ -37,6 +41,12 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   c.heads = json_get<int64_t>(j, "num_attention_heads", path);
   c.intermediate = json_get<int64_t>(j, "intermediate_size", path);
   c.max_position = json_get<int64_t>(j, "max_position_embeddings", path);
+  if (xlm_roberta) {
+    c.position_offset = json_get_or<int64_t>(j, "pad_token_id", 1, path) + 1;
+    RLX_FORMAT_CHECK(c.position_offset >= 1 && c.max_position - c.position_offset >= 2, path,
+                     ": max_position_embeddings ", c.max_position, " leaves no positions after pad_token_id + 1");
+    c.max_position -= c.position_offset;
+  }
   c.type_vocab = json_get_or<int64_t>(j, "type_vocab_size", 2, path);
   c.layer_norm_eps = static_cast<float>(json_get_or<double>(j, "layer_norm_eps", 1e-12, path));
   const auto act = json_get_or<std::string>(j, "hidden_act", "gelu", path);
@@ -135,8 +145,10 @@ Graph build_graph(const BertConfig& c) {
   auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
   auto pos = input(g, "positions", DType::I32, {"L"});
 
-  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) +
-             gather(param(g, names::kPosEmb, f, {c.max_position, H}), pos);
+  // XLM-RoBERTa's table starts position_offset rows early (create_position_ids_from_input_ids).
+  Value pos_table = param(g, names::kPosEmb, f, {c.position_offset + c.max_position, H});
+  if (c.position_offset > 0) pos_table = narrow(pos_table, 0, c.position_offset, c.max_position);
+  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) + gather(pos_table, pos);
   emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
   Value x = layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
 
@@ -208,11 +220,11 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
 namespace {
 
 // model.safetensors in a HF folder, with or without the model's prefix
-// ("bert.", "mpnet."), which task heads' checkpoints carry.
+// ("bert.", "roberta." for XLM-RoBERTa, "mpnet."), which task heads' checkpoints carry.
 class SafetensorsSource : public WeightSource {
  public:
   explicit SafetensorsSource(const std::string& dir) : st_(open(dir)) {
-    for (const char* p : {"bert.", "mpnet."})
+    for (const char* p : {"bert.", "roberta.", "mpnet."})
       if (st_.contains(std::string(p) + names::kWordEmb)) prefix_ = p;
   }
   std::optional<Tensor> find(const std::string& name) const override {
@@ -245,7 +257,7 @@ std::map<std::string, Tensor> detail::load_bert_weights(const BertConfig& c, con
   const int64_t H = c.hidden;
   std::map<std::string, Tensor> w;
   w[names::kWordEmb] = src.get(names::kWordEmb, {c.vocab_size, H});
-  w[names::kPosEmb] = src.get(names::kPosEmb, {c.max_position, H});
+  w[names::kPosEmb] = src.get(names::kPosEmb, {c.position_offset + c.max_position, H});
   w[names::kTypeEmb] = src.get(names::kTypeEmb, {c.type_vocab, H});
   w[names::kEmbLnW] = src.get(names::kEmbLnW, {H});
   w[names::kEmbLnB] = src.get(names::kEmbLnB, {H});

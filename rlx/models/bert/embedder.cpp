@@ -7,6 +7,7 @@
 
 #include "rlx/core/log.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/models/tokenizers/wordpiece.h"
 
 namespace rlx::bert {
 
@@ -20,10 +21,10 @@ ModelFiles ModelFiles::load(const std::string& path) {
     const GgufFile f = GgufFile::open(path);
     BertConfig config = BertConfig::from_gguf(f);
     auto weights = load_weights(config, f);
-    return ModelFiles{config, tokenizer_from_gguf(f), std::move(weights)};
+    return ModelFiles{config, std::make_shared<WordPieceTokenizer>(tokenizer_from_gguf(f)), std::move(weights)};
   }
   BertConfig config = BertConfig::from_dir(path);
-  return ModelFiles{config, WordPieceTokenizer::from_dir(path), load_weights(config, path)};
+  return ModelFiles{config, load_sentence_tokenizer(path), load_weights(config, path)};
 }
 
 SentenceEmbedder::SentenceEmbedder(const std::string& model, EmbedOptions options)
@@ -41,7 +42,7 @@ SentenceEmbedder::SentenceEmbedder(ModelFiles files, EmbedOptions options)
   // small; on the CPU a new length costs only a re-specialization, and exact
   // lengths pad 5.7% instead of 21.5% of the tokens on realistic text.
   length_step_ = gpu ? 8 : 1;
-  max_length_ = std::min(tokenizer_.default_max_length(), config_.max_position);
+  max_length_ = std::min(tokenizer_->default_max_length(), config_.max_position);
   if (options_.max_length > 0) {
     RLX_CHECK(options_.max_length >= 2 && options_.max_length <= config_.max_position, "embed: max length ",
               options_.max_length, " must be in [2, ", config_.max_position, "] for this model");
@@ -61,7 +62,7 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
   Tensor out = Tensor::empty(DType::F32, {static_cast<int64_t>(n), config_.hidden});
   stats_ = EmbedStats{n, 0, 0};
   if (n == 0) return out;
-  const auto enc = tokenizer_.encode_batch(texts, max_length_, options_.threads);
+  const auto enc = tokenizer_->encode_batch(texts, max_length_, options_.threads);
 
   // Longest first, so the first batch compiles the largest bucket and memory
   // use is highest up front; ties keep input order.
@@ -85,7 +86,7 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
       stats_.tokens += len;
       std::copy(e.input_ids.begin(), e.input_ids.end(), ids.data<int32_t>() + r * static_cast<size_t>(L));
       std::fill_n(ids.data<int32_t>() + r * static_cast<size_t>(L) + len, static_cast<size_t>(L) - len,
-                  tokenizer_.pad_id());
+                  tokenizer_->pad_id());
       std::copy(e.token_type_ids.begin(), e.token_type_ids.end(), types.data<int32_t>() + r * static_cast<size_t>(L));
       std::copy(e.attention_mask.begin(), e.attention_mask.end(), mask.data<int32_t>() + r * static_cast<size_t>(L));
     }

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "rlx/models/bert/bert.h"
-#include "rlx/models/tokenizers/wordpiece.h"
+#include "rlx/models/tokenizers/sentence_tokenizer.h"
 #include "rlx/runtime/session.h"
 
 namespace rlx::bert {
@@ -32,10 +32,10 @@ struct EmbedStats {
 // A model's config, tokenizer and weights, from a folder or a GGUF file.
 struct ModelFiles {
   BertConfig config;
-  WordPieceTokenizer tokenizer;
+  std::shared_ptr<const SentenceTokenizer> tokenizer;
   std::map<std::string, Tensor> weights;
-  // `path`: a sentence-transformers / HF folder (BERT or Nomic BERT), or a
-  // BERT / nomic-bert GGUF file (see bert.h).
+  // `path`: a sentence-transformers / HF folder (see BertConfig::from_dir), or
+  // a BERT / nomic-bert GGUF file (see bert.h).
   static ModelFiles load(const std::string& path);
 };
 
@@ -50,14 +50,14 @@ class SentenceEmbedder {
   DType dtype() const { return options_.dtype; }
   DeviceInfo device() const { return session_->device(); }
   const EmbedStats& last_stats() const { return stats_; }
-  const WordPieceTokenizer& tokenizer() const { return tokenizer_; }
+  const SentenceTokenizer& tokenizer() const { return *tokenizer_; }
   const BertConfig& config() const { return config_; }
 
  private:
   SentenceEmbedder(ModelFiles files, EmbedOptions options);
   EmbedOptions options_;
   BertConfig config_;
-  WordPieceTokenizer tokenizer_;
+  std::shared_ptr<const SentenceTokenizer> tokenizer_;
   int64_t max_length_ = 512;
   int64_t length_step_ = 8;  // batch lengths are multiples of this
   std::unique_ptr<Session> session_;
