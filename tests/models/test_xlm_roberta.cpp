@@ -48,57 +48,24 @@ const std::vector<std::string> kSentences = {
     "the cat the cat the cat the cat the cat the cat the cat the cat the dog",
 };
 
-std::string layer(int64_t i, const char* s) { return "encoder.layer." + std::to_string(i) + "." + s; }
-
-Weights make_weights(int64_t vocab) {
-  test::RandomWeights rw(777);
-  Weights w;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, float center, float spread) {
-    rw.add(w, name, std::move(shape), center, spread);
-  };
-  const float lin = 1.0f / std::sqrt(static_cast<float>(kHidden));
-  add("embeddings.word_embeddings.weight", {vocab, kHidden}, 0, 1);
-  add("embeddings.position_embeddings.weight", {kPositions, kHidden}, 0, 1);
-  add("embeddings.token_type_embeddings.weight", {1, kHidden}, 0, 0.5f);
-  add("embeddings.LayerNorm.weight", {kHidden}, 1, 0.2f);
-  add("embeddings.LayerNorm.bias", {kHidden}, 0, 0.2f);
-  for (int64_t i = 0; i < kLayers; ++i) {
-    for (const char* p : {"attention.self.query", "attention.self.key", "attention.self.value",
-                          "attention.output.dense"}) {
-      add(layer(i, str(p, ".weight").c_str()), {kHidden, kHidden}, 0, 2 * lin);
-      add(layer(i, str(p, ".bias").c_str()), {kHidden}, 0, 0.2f);
-    }
-    add(layer(i, "intermediate.dense.weight"), {kInner, kHidden}, 0, 2 * lin);
-    add(layer(i, "intermediate.dense.bias"), {kInner}, 0, 0.2f);
-    add(layer(i, "output.dense.weight"), {kHidden, kInner}, 0, lin);
-    add(layer(i, "output.dense.bias"), {kHidden}, 0, 0.2f);
-    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
-      add(layer(i, str(n, ".weight").c_str()), {kHidden}, 1, 0.2f);
-      add(layer(i, str(n, ".bias").c_str()), {kHidden}, 0, 0.2f);
-    }
-  }
-  return w;
+test::TinyBert tiny() {
+  test::TinyBert t;
+  t.vocab = static_cast<int64_t>(vocabulary().size());
+  t.positions = kPositions;
+  t.types = 1;
+  t.hidden = kHidden;
+  t.heads = kHeads;
+  t.inner = kInner;
+  t.layers = kLayers;
+  return t;
 }
 
-// One sentence, no padding: positions 2, 3, … (pad_token_id 1 + 1 onwards).
+Weights make_weights() { return test::random_bert_weights(tiny(), 777); }
+
+// One sentence, no padding: positions from `first_position` (pad_token_id 1 + 1 = 2).
 std::vector<double> reference(const Weights& w, const std::vector<int32_t>& ids, int64_t first_position) {
-  const auto L = static_cast<int64_t>(ids.size());
-  const int64_t H = kHidden;
-  Mat x(static_cast<size_t>(L * H));
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t j = 0; j < H; ++j)
-      x[l * H + j] = w.at("embeddings.word_embeddings.weight").data[ids[l] * H + j] +
-                     w.at("embeddings.position_embeddings.weight").data[(l + first_position) * H + j] +
-                     w.at("embeddings.token_type_embeddings.weight").data[j];
-  test::layer_norm(x, w.at("embeddings.LayerNorm.weight"), w.at("embeddings.LayerNorm.bias"), H, kEps);
-  auto names = [](int64_t i) {
-    return test::PostLnLayerNames{layer(i, "attention.self.query"),       layer(i, "attention.self.key"),
-                                  layer(i, "attention.self.value"),       layer(i, "attention.output.dense"),
-                                  layer(i, "attention.output.LayerNorm"), layer(i, "intermediate.dense"),
-                                  layer(i, "output.dense"),               layer(i, "output.LayerNorm")};
-  };
-  x = test::post_ln_encoder(std::move(x), L, H, kHeads, kLayers, kEps, w, names);
-  return test::mean_pool_normalized(x, L, H);
+  const Mat x = test::bert_encode(tiny(), w, ids, first_position, kEps);
+  return test::mean_pool_normalized(x, static_cast<int64_t>(ids.size()), kHidden);
 }
 
 fs::path write_model_dir(const Weights& w, const std::string& tag) {
@@ -168,7 +135,7 @@ class XlmRoberta : public ::testing::TestWithParam<Case> {};
 }  // namespace
 
 TEST(XlmRobertaConfig, PositionsStartAfterThePadId) {
-  const Weights w = make_weights(static_cast<int64_t>(vocabulary().size()));
+  const Weights w = make_weights();
   const fs::path dir = write_model_dir(w, "cfg");
   const auto c = bert::BertConfig::from_dir(dir.string());
   EXPECT_EQ(c.arch, bert::Arch::Bert);
@@ -185,7 +152,7 @@ TEST(XlmRobertaConfig, PositionsStartAfterThePadId) {
 
 TEST(XlmRobertaReference, PositionOffsetIsDetected) {
   // Guards the comparison: positions from 0 instead of 2 must be far off.
-  const Weights w = make_weights(static_cast<int64_t>(vocabulary().size()));
+  const Weights w = make_weights();
   const std::vector<int32_t> ids = {0, 4, 5, 6, 7, 8, 9, 4, 10, 11, 2};
   const auto good = reference(w, ids, 2), shifted = reference(w, ids, 0);
   std::vector<float> f(good.begin(), good.end());
@@ -196,7 +163,7 @@ TEST_P(XlmRoberta, EmbeddingsMatchFloat64Reference) {
   const Case c = GetParam();
   register_builtin_backends();
   if (!backend_available(c.device)) GTEST_SKIP() << "no " << c.device << " device";
-  const Weights w = make_weights(static_cast<int64_t>(vocabulary().size()));
+  const Weights w = make_weights();
   const fs::path dir = write_model_dir(w, c.device + "_" + std::string(dtype_name(c.dtype)));
   bert::EmbedOptions o;
   o.device = c.device;

@@ -115,15 +115,81 @@ inline Mat post_ln_encoder(Mat x, int64_t L, int64_t hidden, int64_t heads, int6
   return x;
 }
 
+// BERT's weight names (BertModel, XLMRobertaModel), layer i.
+inline std::string bert_layer(int64_t i, const std::string& s) { return "encoder.layer." + std::to_string(i) + "." + s; }
+inline PostLnLayerNames bert_layer_names(int64_t i) {
+  return {bert_layer(i, "attention.self.query"),       bert_layer(i, "attention.self.key"),
+          bert_layer(i, "attention.self.value"),       bert_layer(i, "attention.output.dense"),
+          bert_layer(i, "attention.output.LayerNorm"), bert_layer(i, "intermediate.dense"),
+          bert_layer(i, "output.dense"),               bert_layer(i, "output.LayerNorm")};
+}
+
+// A tiny random BERT under HF names.
+struct TinyBert {
+  int64_t vocab = 0, positions = 40, types = 2, hidden = 64, heads = 4, inner = 128, layers = 2;
+};
+inline Weights random_bert_weights(const TinyBert& t, uint32_t seed) {
+  RandomWeights rw(seed);
+  Weights w;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float center, float spread) {
+    rw.add(w, name, std::move(shape), center, spread);
+  };
+  const float lin = 1.0f / std::sqrt(static_cast<float>(t.hidden));
+  add("embeddings.word_embeddings.weight", {t.vocab, t.hidden}, 0, 1);
+  add("embeddings.position_embeddings.weight", {t.positions, t.hidden}, 0, 1);
+  add("embeddings.token_type_embeddings.weight", {t.types, t.hidden}, 0, 0.5f);
+  add("embeddings.LayerNorm.weight", {t.hidden}, 1, 0.2f);
+  add("embeddings.LayerNorm.bias", {t.hidden}, 0, 0.2f);
+  for (int64_t i = 0; i < t.layers; ++i) {
+    const PostLnLayerNames n = bert_layer_names(i);
+    for (const std::string& p : {n.q, n.k, n.v, n.o}) {
+      add(p + ".weight", {t.hidden, t.hidden}, 0, 2 * lin);
+      add(p + ".bias", {t.hidden}, 0, 0.2f);
+    }
+    add(n.up + ".weight", {t.inner, t.hidden}, 0, 2 * lin);
+    add(n.up + ".bias", {t.inner}, 0, 0.2f);
+    add(n.down + ".weight", {t.hidden, t.inner}, 0, lin);
+    add(n.down + ".bias", {t.hidden}, 0, 0.2f);
+    for (const std::string& p : {n.attn_norm, n.out_norm}) {
+      add(p + ".weight", {t.hidden}, 1, 0.2f);
+      add(p + ".bias", {t.hidden}, 0, 0.2f);
+    }
+  }
+  return w;
+}
+
+// Token rows [L, hidden] of one unpadded sentence through BERT's embeddings
+// (positions from `first_position`, token type 0) and the encoder.
+inline Mat bert_encode(const TinyBert& t, const Weights& w, const std::vector<int32_t>& ids, int64_t first_position,
+                       double eps) {
+  const auto L = static_cast<int64_t>(ids.size());
+  const int64_t H = t.hidden;
+  Mat x(static_cast<size_t>(L * H));
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t j = 0; j < H; ++j)
+      x[static_cast<size_t>(l * H + j)] =
+          w.at("embeddings.word_embeddings.weight").data[static_cast<size_t>(ids[static_cast<size_t>(l)] * H + j)] +
+          w.at("embeddings.position_embeddings.weight").data[static_cast<size_t>((l + first_position) * H + j)] +
+          w.at("embeddings.token_type_embeddings.weight").data[static_cast<size_t>(j)];
+  layer_norm(x, w.at("embeddings.LayerNorm.weight"), w.at("embeddings.LayerNorm.bias"), H, eps);
+  return post_ln_encoder(std::move(x), L, H, t.heads, t.layers, eps, w, bert_layer_names);
+}
+
 // Mean of the L rows of x [L, n], L2-normalized (sentence-transformers' Pooling + Normalize).
-inline std::vector<double> mean_pool_normalized(const Mat& x, int64_t L, int64_t n) {
+inline std::vector<double> mean_pool(const Mat& x, int64_t L, int64_t n) {
   std::vector<double> pooled(static_cast<size_t>(n), 0.0);
   for (int64_t l = 0; l < L; ++l)
     for (int64_t j = 0; j < n; ++j) pooled[static_cast<size_t>(j)] += x[static_cast<size_t>(l * n + j)] / static_cast<double>(L);
-  double norm = 0;
-  for (double v : pooled) norm += v * v;
-  for (double& v : pooled) v /= std::sqrt(norm);
   return pooled;
+}
+inline std::vector<double> l2_normalized(std::vector<double> v) {
+  double norm = 0;
+  for (double e : v) norm += e * e;
+  for (double& e : v) e /= std::sqrt(norm);
+  return v;
+}
+inline std::vector<double> mean_pool_normalized(const Mat& x, int64_t L, int64_t n) {
+  return l2_normalized(mean_pool(x, L, n));
 }
 
 inline double cosine(const float* a, const std::vector<double>& b) {

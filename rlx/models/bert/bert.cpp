@@ -67,7 +67,9 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
 namespace detail {
 
 void read_sentence_transformers_modules(const std::string& dir, BertConfig& c) {
-  // sentence-transformers: pooling and normalization come from modules.json.
+  // sentence-transformers: the modules after the encoder, in order. A module
+  // rlx does not run is an error, not skipped: skipping one would give other
+  // vectors than the model's.
   const std::string modules = (fs::path(dir) / "modules.json").string();
   if (!fs::exists(modules)) {
     c.pooling = Pooling::Mean;  // plain HF model: mean pooling, as most embedding servers do
@@ -78,16 +80,55 @@ void read_sentence_transformers_modules(const std::string& dir, BertConfig& c) {
   RLX_FORMAT_CHECK(mj.is_array(), modules, ": expected a JSON array of modules");
   c.pooling = Pooling::None;
   c.normalize = false;
-  for (const auto& m : mj) {
-    const auto mtype = json_get<std::string>(m, "type", modules);
-    if (mtype.find("Normalize") != std::string::npos) c.normalize = true;
-    if (mtype.find("Pooling") == std::string::npos) continue;
-    const std::string pc = (fs::path(dir) / json_get<std::string>(m, "path", modules) / "config.json").string();
-    const auto pj = load_json_file(pc);
-    if (json_get_or<bool>(pj, "pooling_mode_mean_tokens", false, pc)) c.pooling = Pooling::Mean;
-    else if (json_get_or<bool>(pj, "pooling_mode_cls_token", false, pc)) c.pooling = Pooling::Cls;
-    else throw Unsupported(str(pc, ": only mean and CLS pooling are supported"));
+  c.dense.clear();
+  for (size_t i = 0; i < mj.size(); ++i) {
+    const std::string where = str(modules, ": module ", i);
+    const auto mtype = json_get<std::string>(mj[i], "type", where);
+    const std::string short_type = mtype.substr(mtype.rfind('.') + 1);
+    const fs::path mdir = fs::path(dir) / json_get_or<std::string>(mj[i], "path", "", where);
+    RLX_CHECK_AS(Unsupported, !c.normalize, where, ": ", short_type,
+                 " after Normalize is not supported (rlx normalizes last)");
+    if (short_type == "Transformer") {
+      RLX_CHECK_AS(Unsupported, i == 0, where, ": the Transformer must be the first module");
+    } else if (short_type == "Pooling") {
+      RLX_CHECK_AS(Unsupported, c.pooling == Pooling::None, where, ": a second Pooling module is not supported");
+      const std::string pc = (mdir / "config.json").string();
+      const auto pj = load_json_file(pc);
+      std::vector<std::string> modes;
+      for (const auto& [key, value] : pj.items())
+        if (key.starts_with("pooling_mode_") && value.is_boolean() && value.get<bool>()) modes.push_back(key);
+      RLX_CHECK_AS(Unsupported, modes.size() == 1, pc, ": ", modes.size(),
+                   " pooling modes are on; rlx supports exactly one of pooling_mode_mean_tokens and "
+                   "pooling_mode_cls_token (sentence-transformers concatenates several)");
+      if (modes[0] == "pooling_mode_mean_tokens") c.pooling = Pooling::Mean;
+      else if (modes[0] == "pooling_mode_cls_token") c.pooling = Pooling::Cls;
+      else throw Unsupported(str(pc, ": ", modes[0], " is not supported (mean and CLS pooling are)"));
+    } else if (short_type == "Dense") {
+      RLX_CHECK_AS(Unsupported, c.pooling != Pooling::None, where, ": a Dense module before the pooling");
+      const std::string dc = (mdir / "config.json").string();
+      const auto dj = load_json_file(dc);
+      BertConfig::Dense d;
+      d.dir = mdir.string();
+      d.in = json_get<int64_t>(dj, "in_features", dc);
+      d.out = json_get<int64_t>(dj, "out_features", dc);
+      d.bias = json_get_or<bool>(dj, "bias", true, dc);
+      const auto act = json_get_or<std::string>(dj, "activation_function", "torch.nn.modules.activation.Tanh", dc);
+      if (act == "torch.nn.modules.activation.Tanh") d.tanh = true;
+      else if (act != "torch.nn.modules.linear.Identity")
+        throw Unsupported(str(dc, ": activation_function '", act, "' is not supported (Tanh, Identity)"));
+      const int64_t in = c.dense.empty() ? c.hidden : c.dense.back().out;
+      RLX_FORMAT_CHECK(d.in == in && d.out > 0 && d.out <= (int64_t{1} << 20), dc, ": in_features ", d.in,
+                       " and out_features ", d.out, " do not follow the ", in, "-wide vectors before it");
+      c.dense.push_back(std::move(d));
+    } else if (short_type == "Normalize") {
+      c.normalize = true;
+    } else {
+      throw Unsupported(str(where, ": module type '", mtype,
+                            "' is not supported (Transformer, Pooling, Dense, Normalize)"));
+    }
   }
+  RLX_CHECK_AS(Unsupported, c.pooling != Pooling::None || (c.dense.empty() && !c.normalize), modules,
+               ": Dense or Normalize without a Pooling module");
 }
 
 Value project(Graph& g, Value x, const std::string& name, int64_t out, int64_t in, const BertConfig& c) {
@@ -112,17 +153,26 @@ void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
     pooled = reshape(matmul(reshape(m, {"B", 1, "L"}), x), {"B", H});
     // The mean divides each row by its token count, a positive scale that the
     // L2 normalization below removes again (a row with no tokens is 0 either
-    // way), so a normalized model skips it: three launches fewer.
-    if (!c.normalize) pooled = pooled / binary(BinaryFn::Max, reduce(ReduceFn::Sum, m, {1}, true), scalar(g, 1e-9f));
+    // way), so a normalized model skips it: three launches fewer. A Dense
+    // module in between is affine, so there the count matters.
+    if (!c.normalize || !c.dense.empty())
+      pooled = pooled / binary(BinaryFn::Max, reduce(ReduceFn::Sum, m, {1}, true), scalar(g, 1e-9f));
+  }
+  for (size_t k = 0; k < c.dense.size(); ++k) {
+    const BertConfig::Dense& d = c.dense[k];
+    pooled = matmul(pooled, param(g, str("dense.", k, ".weight"), f, {d.out, d.in}), MatMulAttrs{false, true});
+    if (d.bias) pooled = pooled + param(g, str("dense.", k, ".bias"), f, {d.out});
+    if (d.tanh) pooled = unary(UnaryFn::Tanh, pooled);
   }
   if (c.normalize) {
+    const int64_t W = c.output_dim();
     // F.normalize, x / max(‖x‖₂, 1e-12), as one RMS norm (one kernel instead
-    // of five): x / sqrt(Σx²/H + ε) · H^-½ = x / sqrt(Σx² + H·ε), with H·ε =
+    // of five): x / sqrt(Σx²/W + ε) · W^-½ = x / sqrt(Σx² + W·ε), with W·ε =
     // 1e-24, so it differs from F.normalize only for ‖x‖ ≲ 1e-12 (x: the
     // pooled vector, a sum of token vectors when the pooling is the mean).
-    const std::vector<float> inv_sqrt_h(static_cast<size_t>(H), 1.0f / std::sqrt(static_cast<float>(H)));
-    pooled = rms_norm(pooled, constant(g, Tensor::from(inv_sqrt_h, {H}), "normalize.scale"),
-                      1e-24f / static_cast<float>(H));
+    const std::vector<float> inv_sqrt_w(static_cast<size_t>(W), 1.0f / std::sqrt(static_cast<float>(W)));
+    pooled = rms_norm(pooled, constant(g, Tensor::from(inv_sqrt_w, {W}), "normalize.scale"),
+                      1e-24f / static_cast<float>(W));
   }
   output("embeddings", pooled);
 }
@@ -238,6 +288,9 @@ class SafetensorsSource : public WeightSource {
  private:
   static SafetensorsFile open(const std::string& dir) {
     const std::string path = (fs::path(dir) / "model.safetensors").string();
+    if (!fs::exists(path) && fs::exists(fs::path(dir) / "pytorch_model.bin"))
+      throw Unsupported(str(dir, ": only pytorch_model.bin (a pickle) is there; rlx reads model.safetensors "
+                            "(save it with safetensors, e.g. model.save_pretrained(dir, safe_serialization=True))"));
     RLX_FORMAT_CHECK(fs::exists(path), dir, ": no model.safetensors");
     return SafetensorsFile::open(path);
   }
@@ -249,8 +302,16 @@ class SafetensorsSource : public WeightSource {
 
 std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::string& dir) {
   SafetensorsSource src(dir);
-  if (c.arch == Arch::NomicBert) return load_nomic_weights(c, src);
-  return c.arch == Arch::MPNet ? load_mpnet_weights(c, src) : load_bert_weights(c, src);
+  auto w = c.arch == Arch::NomicBert ? load_nomic_weights(c, src)
+           : c.arch == Arch::MPNet   ? load_mpnet_weights(c, src)
+                                     : load_bert_weights(c, src);
+  for (size_t k = 0; k < c.dense.size(); ++k) {
+    const BertConfig::Dense& d = c.dense[k];
+    SafetensorsSource dense(d.dir);
+    w[str("dense.", k, ".weight")] = dense.get("linear.weight", {d.out, d.in});
+    if (d.bias) w[str("dense.", k, ".bias")] = dense.get("linear.bias", {d.out});
+  }
+  return w;
 }
 
 std::map<std::string, Tensor> detail::load_bert_weights(const BertConfig& c, const WeightSource& src) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rlx/ir/builder.h"
 
@@ -40,7 +41,16 @@ struct BertConfig {
   float layer_norm_eps = 1e-12f;
   bool gelu_tanh = false;  // hidden_act "gelu_new"/"gelu_pytorch_tanh"
   Pooling pooling = Pooling::Mean;
-  bool normalize = true;
+  // sentence-transformers Dense modules after the pooling (LaBSE, distiluse):
+  // y = act(x·Wᵀ + b), weights "linear.weight"/"linear.bias" in `dir`.
+  struct Dense {
+    std::string dir;
+    int64_t in = 0, out = 0;
+    bool bias = true;
+    bool tanh = false;  // else identity
+  };
+  std::vector<Dense> dense;
+  bool normalize = true;  // after the Dense modules
   // NomicBert: rotary embedding over the first `rope_dims` of each head.
   float rope_base = 10000.0f;
   int64_t rope_dims = 0;
@@ -64,6 +74,8 @@ struct BertConfig {
   // From a GGUF file's metadata (general.architecture "bert" or "nomic-bert",
   // as llama.cpp's convert_hf_to_gguf.py writes them).
   static BertConfig from_gguf(const GgufFile& file);
+  // Width of the embeddings: the last Dense module's, else hidden.
+  int64_t output_dim() const { return dense.empty() ? hidden : dense.back().out; }
 };
 
 // Weight names, HF layout ("encoder.layer.3.attention.self.query.weight"). The

@@ -59,7 +59,7 @@ SentenceEmbedder::SentenceEmbedder(ModelFiles files, EmbedOptions options)
 Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = texts.size();
-  Tensor out = Tensor::empty(DType::F32, {static_cast<int64_t>(n), config_.hidden});
+  Tensor out = Tensor::empty(DType::F32, {static_cast<int64_t>(n), config_.output_dim()});
   stats_ = EmbedStats{n, 0, 0};
   if (n == 0) return out;
   const auto enc = tokenizer_->encode_batch(texts, max_length_, options_.threads);
@@ -95,8 +95,8 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
     Tensor emb = exe_->run(inputs)[0];
     const float* src = emb.data<float>();
     for (size_t r = 0; r < count; ++r)
-      std::memcpy(dst + order[start + r] * static_cast<size_t>(config_.hidden), src + r * static_cast<size_t>(config_.hidden),
-                  sizeof(float) * static_cast<size_t>(config_.hidden));
+      std::memcpy(dst + order[start + r] * static_cast<size_t>(dim()), src + r * static_cast<size_t>(dim()),
+                  sizeof(float) * static_cast<size_t>(dim()));
     if (options_.progress) options_.progress(start + count, n);
   }
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -45,7 +45,7 @@ class SentenceEmbedder {
   SentenceEmbedder(const std::string& model, EmbedOptions options);
   // [texts.size(), dim()] f32, row i for texts[i].
   Tensor embed(const std::vector<std::string>& texts);
-  int64_t dim() const { return config_.hidden; }
+  int64_t dim() const { return config_.output_dim(); }
   int64_t max_length() const { return max_length_; }
   DType dtype() const { return options_.dtype; }
   DeviceInfo device() const { return session_->device(); }
