@@ -27,13 +27,18 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
     read_sentence_transformers_modules(dir, c);
     return c;
   }
+  if (type == "distilbert") {
+    BertConfig c = distilbert_config_from_json(j, path);
+    read_sentence_transformers_modules(dir, c);
+    return c;
+  }
   // XLM-RoBERTa is BERT's layer with positions counted from pad_token_id + 1
   // and one token type (its SentencePiece tokenizer is a Unigram tokenizer.json).
   const bool xlm_roberta = type == "xlm-roberta";
   if (type != "bert" && !xlm_roberta)
     throw Unsupported(str(path, ": model_type '", type,
-                          "' is not supported (rlx embeds BERT-family models: 'bert', 'xlm-roberta', 'nomic_bert', "
-                          "'mpnet')"));
+                          "' is not supported (rlx embeds BERT-family models: 'bert', 'distilbert', 'xlm-roberta', "
+                          "'nomic_bert', 'mpnet')"));
   BertConfig c;
   c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
   c.hidden = json_get<int64_t>(j, "hidden_size", path);
@@ -56,15 +61,56 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   const auto pos_type = json_get_or<std::string>(j, "position_embedding_type", "absolute", path);
   if (pos_type != "absolute")
     throw Unsupported(str(path, ": position_embedding_type '", pos_type, "' is not supported (absolute)"));
-  RLX_FORMAT_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0, path, ": hidden_size ", c.hidden,
-                   " is not a multiple of num_attention_heads ", c.heads);
-  RLX_FORMAT_CHECK(c.layers > 0 && c.layers < 1000 && c.vocab_size > 0 && c.intermediate > 0 && c.max_position > 0,
-                   path, ": implausible sizes");
+  check_sizes(c, path);
   read_sentence_transformers_modules(dir, c);
   return c;
 }
 
 namespace detail {
+
+void check_sizes(const BertConfig& c, const std::string& path) {
+  RLX_FORMAT_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0, path, ": hidden size ", c.hidden,
+                   " is not a multiple of the head count ", c.heads);
+  RLX_FORMAT_CHECK(c.layers > 0 && c.layers < 1000 && c.vocab_size > 0 && c.intermediate > 0 && c.max_position > 0 &&
+                       c.type_vocab >= 0,
+                   path, ": implausible sizes");
+}
+
+// transformers' DistilBertConfig: dim, n_layers, n_heads, hidden_dim; no token
+// types; LayerNorm eps fixed at 1e-12. Sinusoidal position tables are stored
+// in the weights like learned ones, so both load the same way.
+BertConfig distilbert_config_from_json(const nlohmann::json& j, const std::string& path) {
+  BertConfig c;
+  c.arch = Arch::DistilBert;
+  c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
+  c.hidden = json_get<int64_t>(j, "dim", path);
+  c.layers = json_get<int64_t>(j, "n_layers", path);
+  c.heads = json_get<int64_t>(j, "n_heads", path);
+  c.intermediate = json_get<int64_t>(j, "hidden_dim", path);
+  c.max_position = json_get<int64_t>(j, "max_position_embeddings", path);
+  c.type_vocab = 0;
+  c.layer_norm_eps = 1e-12f;
+  const auto act = json_get_or<std::string>(j, "activation", "gelu", path);
+  if (act != "gelu") throw Unsupported(str(path, ": activation '", act, "' is not supported (gelu)"));
+  check_sizes(c, path);
+  return c;
+}
+
+// The DistilBERT name of a BERT weight name (embeddings keep theirs).
+std::string distilbert_name(const std::string& bert) {
+  static const std::pair<const char*, const char*> kLayer[] = {
+      {"attention.self.query.", "attention.q_lin."},     {"attention.self.key.", "attention.k_lin."},
+      {"attention.self.value.", "attention.v_lin."},     {"attention.output.dense.", "attention.out_lin."},
+      {"attention.output.LayerNorm.", "sa_layer_norm."}, {"intermediate.dense.", "ffn.lin1."},
+      {"output.dense.", "ffn.lin2."},                    {"output.LayerNorm.", "output_layer_norm."}};
+  const std::string prefix = "encoder.layer.";
+  if (!bert.starts_with(prefix)) return bert;
+  const size_t dot = bert.find('.', prefix.size());
+  const std::string index = bert.substr(prefix.size(), dot - prefix.size()), rest = bert.substr(dot + 1);
+  for (const auto& [from, to] : kLayer)
+    if (rest.starts_with(from)) return str("transformer.layer.", index, ".", to, rest.substr(std::strlen(from)));
+  return bert;
+}
 
 void read_sentence_transformers_modules(const std::string& dir, BertConfig& c) {
   // sentence-transformers: the modules after the encoder, in order. A module
@@ -199,7 +245,7 @@ Graph build_graph(const BertConfig& c) {
   Value pos_table = param(g, names::kPosEmb, f, {c.position_offset + c.max_position, H});
   if (c.position_offset > 0) pos_table = narrow(pos_table, 0, c.position_offset, c.max_position);
   auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) + gather(pos_table, pos);
-  emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
+  if (c.type_vocab > 0) emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
   Value x = layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
 
   auto linear = [&](Value v, int64_t layer, const char* w, const char* b, int64_t out, int64_t in) {
@@ -270,20 +316,20 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
 namespace {
 
 // model.safetensors in a HF folder, with or without the model's prefix
-// ("bert.", "roberta." for XLM-RoBERTa, "mpnet."), which task heads' checkpoints carry.
+// ("bert.", "roberta." for XLM-RoBERTa, "distilbert.", "mpnet."), which task
+// heads' checkpoints carry; DistilBERT's tensors under their own names.
 class SafetensorsSource : public WeightSource {
  public:
-  explicit SafetensorsSource(const std::string& dir) : st_(open(dir)) {
-    for (const char* p : {"bert.", "roberta.", "mpnet."})
+  explicit SafetensorsSource(const std::string& dir, Arch arch = Arch::Bert)
+      : st_(open(dir)), distilbert_(arch == Arch::DistilBert) {
+    for (const char* p : {"bert.", "roberta.", "distilbert.", "mpnet."})
       if (st_.contains(std::string(p) + names::kWordEmb)) prefix_ = p;
   }
   std::optional<Tensor> find(const std::string& name) const override {
-    if (!st_.contains(prefix_ + name)) return std::nullopt;
-    return st_.tensor(prefix_ + name);
+    if (!st_.contains(stored(name))) return std::nullopt;
+    return st_.tensor(stored(name));
   }
-  std::string describe(const std::string& name) const override {
-    return str(st_.path(), ": tensor '", prefix_, name, "'");
-  }
+  std::string describe(const std::string& name) const override { return str(st_.path(), ": tensor '", stored(name), "'"); }
 
  private:
   static SafetensorsFile open(const std::string& dir) {
@@ -294,14 +340,16 @@ class SafetensorsSource : public WeightSource {
     RLX_FORMAT_CHECK(fs::exists(path), dir, ": no model.safetensors");
     return SafetensorsFile::open(path);
   }
+  std::string stored(const std::string& name) const { return prefix_ + (distilbert_ ? distilbert_name(name) : name); }
   SafetensorsFile st_;
+  bool distilbert_;
   std::string prefix_;
 };
 
 }  // namespace
 
 std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::string& dir) {
-  SafetensorsSource src(dir);
+  SafetensorsSource src(dir, c.arch);
   auto w = c.arch == Arch::NomicBert ? load_nomic_weights(c, src)
            : c.arch == Arch::MPNet   ? load_mpnet_weights(c, src)
                                      : load_bert_weights(c, src);
@@ -319,7 +367,7 @@ std::map<std::string, Tensor> detail::load_bert_weights(const BertConfig& c, con
   std::map<std::string, Tensor> w;
   w[names::kWordEmb] = src.get(names::kWordEmb, {c.vocab_size, H});
   w[names::kPosEmb] = src.get(names::kPosEmb, {c.position_offset + c.max_position, H});
-  w[names::kTypeEmb] = src.get(names::kTypeEmb, {c.type_vocab, H});
+  if (c.type_vocab > 0) w[names::kTypeEmb] = src.get(names::kTypeEmb, {c.type_vocab, H});
   w[names::kEmbLnW] = src.get(names::kEmbLnW, {H});
   w[names::kEmbLnB] = src.get(names::kEmbLnB, {H});
   for (int64_t i = 0; i < c.layers; ++i) {

@@ -58,6 +58,12 @@ Graph build_mpnet_graph(const BertConfig& cfg);
 std::map<std::string, Tensor> load_mpnet_weights(const BertConfig& cfg, const WeightSource& src);
 Tensor mpnet_relative_buckets(const BertConfig& cfg, int64_t L);
 
+// BERT (bert.cpp): size checks shared by the config readers; DistilBERT's
+// config and weight names.
+void check_sizes(const BertConfig& cfg, const std::string& path);
+BertConfig distilbert_config_from_json(const nlohmann::json& j, const std::string& path);
+std::string distilbert_name(const std::string& bert_name);
+
 // BERT (bert.cpp).
 std::map<std::string, Tensor> load_bert_weights(const BertConfig& cfg, const WeightSource& src);
 
