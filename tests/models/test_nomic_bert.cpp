@@ -259,13 +259,13 @@ TEST(NomicBertConfig, ReadsNomicConfigAndRejectsOtherModelTypes) {
   EXPECT_TRUE(c.normalize);
 
   auto j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
-  j["model_type"] = "roberta";
+  j["model_type"] = "t5";
   test::write_text(dir / "config.json", j.dump());
   try {
     bert::BertConfig::from_dir(dir.string());
-    ADD_FAILURE() << "model_type roberta was accepted";
+    ADD_FAILURE() << "model_type t5 was accepted";
   } catch (const Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("model_type 'roberta' is not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model_type 't5' is not supported"), std::string::npos) << e.what();
   }
   j["model_type"] = "nomic_bert";
   j["activation_function"] = "gelu";

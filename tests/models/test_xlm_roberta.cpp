@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <unistd.h>
 
@@ -133,6 +134,25 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.device << " " << dtype_
 class XlmRoberta : public ::testing::TestWithParam<Case> {};
 
 }  // namespace
+
+TEST(XlmRobertaConfig, RobertaAndCamembertAreTheSameModel) {
+  // Only the tokenizer differs between them, and tokenizer.json says which.
+  const Weights w = make_weights();
+  const fs::path dir = write_model_dir(w, "types");
+  const std::vector<std::string> texts = {"the quick brown fox.", "a cat"};
+  bert::EmbedOptions o;
+  o.device = "cpu";
+  const Tensor want = bert::SentenceEmbedder(dir.string(), o).embed(texts);
+  auto cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  for (const char* type : {"roberta", "camembert"}) {
+    cfg["model_type"] = type;
+    test::write_text(dir / "config.json", cfg.dump());
+    const Tensor got = bert::SentenceEmbedder(dir.string(), o).embed(texts);
+    ASSERT_EQ(got.numel(), want.numel());
+    for (int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << type;
+  }
+  fs::remove_all(dir);
+}
 
 TEST(XlmRobertaConfig, PositionsStartAfterThePadId) {
   const Weights w = make_weights();

@@ -32,13 +32,14 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
     read_sentence_transformers_modules(dir, c);
     return c;
   }
-  // XLM-RoBERTa is BERT's layer with positions counted from pad_token_id + 1
-  // and one token type (its SentencePiece tokenizer is a Unigram tokenizer.json).
-  const bool xlm_roberta = type == "xlm-roberta";
-  if (type != "bert" && !xlm_roberta)
+  // RoBERTa (and XLM-RoBERTa, CamemBERT) is BERT's layer with positions
+  // counted from pad_token_id + 1 and one token type; the tokenizers differ
+  // (byte-level BPE, SentencePiece Unigram), which tokenizer.json says.
+  const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert";
+  if (type != "bert" && !roberta)
     throw Unsupported(str(path, ": model_type '", type,
-                          "' is not supported (rlx embeds BERT-family models: 'bert', 'distilbert', 'xlm-roberta', "
-                          "'nomic_bert', 'mpnet')"));
+                          "' is not supported (rlx embeds BERT-family models: 'bert', 'distilbert', 'roberta', "
+                          "'xlm-roberta', 'camembert', 'nomic_bert', 'mpnet')"));
   BertConfig c;
   c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
   c.hidden = json_get<int64_t>(j, "hidden_size", path);
@@ -46,7 +47,7 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   c.heads = json_get<int64_t>(j, "num_attention_heads", path);
   c.intermediate = json_get<int64_t>(j, "intermediate_size", path);
   c.max_position = json_get<int64_t>(j, "max_position_embeddings", path);
-  if (xlm_roberta) {
+  if (roberta) {
     c.position_offset = json_get_or<int64_t>(j, "pad_token_id", 1, path) + 1;
     RLX_FORMAT_CHECK(c.position_offset >= 1 && c.max_position - c.position_offset >= 2, path,
                      ": max_position_embeddings ", c.max_position, " leaves no positions after pad_token_id + 1");
@@ -241,7 +242,7 @@ Graph build_graph(const BertConfig& c) {
   auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
   auto pos = input(g, "positions", DType::I32, {"L"});
 
-  // XLM-RoBERTa's table starts position_offset rows early (create_position_ids_from_input_ids).
+  // RoBERTa's table starts position_offset rows early (create_position_ids_from_input_ids).
   Value pos_table = param(g, names::kPosEmb, f, {c.position_offset + c.max_position, H});
   if (c.position_offset > 0) pos_table = narrow(pos_table, 0, c.position_offset, c.max_position);
   auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) + gather(pos_table, pos);
@@ -316,7 +317,7 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
 namespace {
 
 // model.safetensors in a HF folder, with or without the model's prefix
-// ("bert.", "roberta." for XLM-RoBERTa, "distilbert.", "mpnet."), which task
+// ("bert.", "roberta." for the RoBERTa family, "distilbert.", "mpnet."), which task
 // heads' checkpoints carry; DistilBERT's tensors under their own names.
 class SafetensorsSource : public WeightSource {
  public:

@@ -1,9 +1,9 @@
 // BERT-family encoders as rlx graphs, from a Hugging Face folder (config.json
 // + model.safetensors) or a GGUF file written by llama.cpp's converter:
 //  - BERT (MiniLM, ...): post-LN layers, GELU (erf or tanh as config.json
-//    says), absolute position embeddings (bert.cpp); XLM-RoBERTa is the same
-//    with positions counted from pad_token_id + 1, DistilBERT without token
-//    types and with its own weight names;
+//    says), absolute position embeddings (bert.cpp); RoBERTa, XLM-RoBERTa
+//    and CamemBERT are the same with positions counted from pad_token_id + 1,
+//    DistilBERT without token types and with its own weight names;
 //  - Nomic BERT (nomic-embed-text): rotary positions, SwiGLU FFN, no biases,
 //    post-LN (nomic_bert.cpp);
 //  - MPNet (all-mpnet-base-v2): BERT's layers plus a relative position bias
@@ -66,8 +66,8 @@ struct BertConfig {
   // DequantMatMul).
   DType linear_dtype = DType::F32;
 
-  // From a HF config.json (model_type "bert", "distilbert", "xlm-roberta",
-  // "nomic_bert" or "mpnet"; and, when
+  // From a HF config.json (model_type "bert", "distilbert", "roberta",
+  // "xlm-roberta", "camembert", "nomic_bert" or "mpnet"; and, when
   // present beside it, sentence-transformers' modules.json and
   // 1_Pooling/config.json). Unsupported architectures and settings are
   // FormatError/Unsupported naming the file and key.
