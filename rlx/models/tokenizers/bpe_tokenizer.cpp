@@ -2,172 +2,45 @@
 // llama.cpp's llm_tokenizer_bpe.
 //
 // Per piece of text between special tokens:
-//   1. The pre-tokenizer (tokenizer.ggml.pre) splits it into words. The splits are
-//      those of the models' Hugging Face regexes, matched here by hand (first
-//      alternative that matches at each position, as a backtracking regex would):
-//        gpt2, default:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//        llama-bpe:       (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
-//                         ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//        qwen2:           as llama-bpe with \p{N} for \p{N}{1,3}
-//        smollm:          every \p{N} a piece of its own first, then gpt2's within the
+//   1. The pre-tokenizer (tokenizer.ggml.pre) splits it into words with one of
+//      the models' Hugging Face regexes (byte_level_bpe.h has them):
+//        gpt2, default:   Gpt2
+//        llama-bpe:       Llama3
+//        qwen2:           Qwen2
+//        smollm:          every \p{N} a piece of its own first, then Gpt2 within the
 //                         pieces between them (also llama.cpp's starcoder, refact,
 //                         command-r, codeshell, exaone and minerva)
-//      \p{L} and \p{N} are Unicode letters and numbers (utf8proc), \s is White_Space.
 //   2. Each word's bytes map to GPT-2's printable characters (bytes_to_unicode);
 //      each character is a base token.
 //   3. Adjacent symbol pairs are merged lowest rank first (the merge's index in
-//      tokenizer.ggml.merges; ties: leftmost) through a min-heap: O(m log m) per
-//      word. llama-bpe first takes a word that is itself a token whole
+//      tokenizer.ggml.merges; ties: leftmost; a repeated pair keeps its first
+//      rank). llama-bpe first takes a word that is itself a token whole
 //      (Hugging Face's ignore_merges, which llama.cpp also applies).
 //   Word → ids results are cached.
-#include <utf8proc.h>
-
 #include <array>
-#include <mutex>
-#include <queue>
 
 #include "rlx/core/error.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/models/tokenizers/byte_level_bpe.h"
 #include "rlx/models/tokenizers/llm_tokenizer.h"
 #include "rlx/models/tokenizers/utf8.h"
 
 namespace rlx {
 namespace {
 
-// GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the other
-// 68 bytes to U+0100 onwards in byte order.
-std::array<char32_t, 256> byte_to_unicode() {
-  std::array<char32_t, 256> map{};
-  char32_t next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    map[b] = printable ? static_cast<char32_t>(b) : next++;
-  }
-  return map;
-}
+using byte_level::Split;
 
-enum class PreTokenizer { Gpt2, Llama3, Qwen2, DigitsGpt2 };
-
-PreTokenizer pre_tokenizer_for(const GgufFile& f) {
+Split pre_tokenizer_for(const GgufFile& f) {
   const std::string pre = f.get_or<std::string>("tokenizer.ggml.pre", "default");
-  if (pre == "default" || pre == "gpt2" || pre == "gpt-2") return PreTokenizer::Gpt2;
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return PreTokenizer::Llama3;
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return PreTokenizer::Qwen2;
+  if (pre == "default" || pre == "gpt2" || pre == "gpt-2") return Split::Gpt2;
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return Split::Llama3;
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return Split::Qwen2;
   if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "codeshell" ||
       pre == "exaone" || pre == "minerva-7b")
-    return PreTokenizer::DigitsGpt2;
+    return Split::DigitsGpt2;
   throw Unsupported(str(f.source(), ": tokenizer.ggml.pre '", pre,
                         "' is not supported (supported: default, gpt2, llama-bpe, llama3, qwen2, smollm, starcoder, "
                         "refact, command-r, codeshell, exaone, minerva-7b)"));
-}
-
-// ---- Pre-tokenizer ------------------------------------------------------------
-
-enum CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
-
-bool is_white_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-CharClass classify(char32_t c) {
-  if (is_white_space(c)) return kSpace;
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-      return kLetter;
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_NO:
-      return kNumber;
-    default:
-      return kOther;
-  }
-}
-
-const std::array<CharClass, 128> kAsciiClass = [] {
-  std::array<CharClass, 128> t{};
-  for (char32_t c = 0; c < 128; ++c) t[c] = classify(c);
-  return t;
-}();
-
-// The text as code points with their classes; an invalid byte is one kOther "code point".
-struct CodePoints {
-  std::vector<char32_t> cp;
-  std::vector<CharClass> cls;
-  std::vector<size_t> offset;  // byte offset of each code point, plus the end
-
-  explicit CodePoints(std::string_view text) {
-    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-    for (size_t pos = 0; pos < text.size();) {
-      const size_t len = utf8::valid_length(text.substr(pos));
-      const char32_t c = len ? utf8::decode(p + pos, len) : 0xFFFD;
-      cp.push_back(c);
-      cls.push_back(!len ? kOther : c < 128 ? kAsciiClass[c] : classify(c));
-      offset.push_back(pos);
-      pos += len ? len : 1;
-    }
-    offset.push_back(text.size());
-  }
-  size_t size() const { return cp.size(); }
-};
-
-// Length in code points of the pre-tokenizer's match at `i` (always ≥ 1) in
-// the piece of text that ends at code point n.
-size_t match_at(const CodePoints& t, size_t i, size_t n, PreTokenizer pre) {
-  auto is = [&](size_t k, CharClass c) { return k < n && t.cls[k] == c; };
-  auto is_crlf = [&](size_t k) { return k < n && (t.cp[k] == '\r' || t.cp[k] == '\n'); };
-  auto run_end = [&](size_t k, CharClass c) {
-    while (is(k, c)) ++k;
-    return k;
-  };
-  auto lower = [&](size_t k) -> char32_t {
-    if (k >= n) return 0;
-    const char32_t c = t.cp[k];
-    return (pre == PreTokenizer::Llama3 || pre == PreTokenizer::Qwen2) && c >= 'A' && c <= 'Z' ? c + 32 : c;  // (?i:…)
-  };
-
-  // Contractions: 's 't 'm 'd 're 've 'll.
-  if (t.cp[i] == '\'') {
-    const char32_t a = lower(i + 1), b = lower(i + 2);
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-  }
-
-  if (pre == PreTokenizer::Gpt2 || pre == PreTokenizer::DigitsGpt2) {
-    // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': one class, optionally after a space.
-    const size_t start = t.cp[i] == ' ' && i + 1 < n && t.cls[i + 1] != kSpace ? i + 1 : i;
-    if (t.cls[start] != kSpace) return run_end(start, t.cls[start]) - i;
-  } else {
-    // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (is(i, kLetter)) return run_end(i, kLetter) - i;
-    if (!is_crlf(i) && (is(i, kSpace) || is(i, kOther)) && is(i + 1, kLetter)) return run_end(i + 1, kLetter) - i;
-    // \p{N}{1,3} (llama-bpe) or \p{N} (qwen2)
-    if (is(i, kNumber)) {
-      const size_t max_digits = pre == PreTokenizer::Llama3 ? 3 : 1;
-      size_t j = i;
-      while (is(j, kNumber) && j - i < max_digits) ++j;
-      return j - i;
-    }
-    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-    const size_t start = t.cp[i] == ' ' && is(i + 1, kOther) ? i + 1 : i;
-    if (is(start, kOther)) {
-      size_t j = run_end(start, kOther);
-      while (is_crlf(j)) ++j;
-      return j - i;
-    }
-    // \s*[\r\n]+ : the whitespace run up to its last CR/LF.
-    const size_t end = run_end(i, kSpace);
-    for (size_t k = end; k > i; --k)
-      if (is_crlf(k - 1)) return k - i;
-  }
-  // \s+(?!\S) keeps the last space for the next word; then \s+.
-  const size_t end = run_end(i, kSpace);
-  if (end < n && end - i >= 2) return end - 1 - i;
-  return end - i;
 }
 
 // ---- Tokenizer -----------------------------------------------------------------
@@ -176,11 +49,11 @@ class BpeTokenizer final : public LlmTokenizer {
  public:
   explicit BpeTokenizer(const GgufFile& f) : pre_(pre_tokenizer_for(f)) {
     load_common(f, "gpt2");
-    ignore_merges_ = pre_ == PreTokenizer::Llama3;
+    ignore_merges_ = pre_ == Split::Llama3;
 
     // Normal tokens decode through the inverse byte map; a character outside it
     // (not produced by byte-level BPE) is kept as its UTF-8.
-    const std::array<char32_t, 256> to_unicode = byte_to_unicode();
+    const std::array<char32_t, 256> to_unicode = byte_level::byte_to_unicode();
     std::unordered_map<char32_t, uint8_t> to_byte;
     for (int b = 0; b < 256; ++b) {
       to_byte[to_unicode[b]] = static_cast<uint8_t>(b);
@@ -221,7 +94,7 @@ class BpeTokenizer final : public LlmTokenizer {
                          "' names '", part->substr(0, 64), "', which is not in tokenizer.ggml.tokens");
       RLX_FORMAT_CHECK(merged_id.has_value(), source_, ": tokenizer.ggml.merges[", rank, "] '", m.substr(0, 64),
                        "' makes '", (left + right).substr(0, 64), "', which is not in tokenizer.ggml.tokens");
-      merges_.try_emplace(pair_key(*left_id, *right_id), Merge{static_cast<int32_t>(rank), *merged_id});
+      merges_.add(*left_id, *right_id, static_cast<int32_t>(rank), *merged_id, /*replace=*/false);
     }
   }
 
@@ -231,18 +104,18 @@ class BpeTokenizer final : public LlmTokenizer {
     partition(
         text,
         [&](std::string_view raw) {
-          const CodePoints cps(raw);
+          const byte_level::CodePoints cps(raw);
           for (size_t i = 0, end = 0; i < cps.size();) {
             // DigitsGpt2: a number code point alone, else gpt2's match up to the next one.
             if (i >= end) {
               end = cps.size();
-              if (pre_ == PreTokenizer::DigitsGpt2) {
+              if (pre_ == Split::DigitsGpt2) {
                 end = i + 1;
-                if (cps.cls[i] != kNumber)
-                  while (end < cps.size() && cps.cls[end] != kNumber) ++end;
+                if (cps.cls[i] != byte_level::kNumber)
+                  while (end < cps.size() && cps.cls[end] != byte_level::kNumber) ++end;
               }
             }
-            const size_t len = match_at(cps, i, end, pre_);
+            const size_t len = byte_level::match_at(cps, i, end, pre_);
             const std::string_view word = raw.substr(cps.offset[i], cps.offset[i + len] - cps.offset[i]);
             encode_word(word, ids);
             i += len;
@@ -253,95 +126,41 @@ class BpeTokenizer final : public LlmTokenizer {
   }
 
  private:
-  struct Merge {
-    int32_t rank, merged;
-  };
-  struct Symbol {
-    int32_t id;  // -1: a byte the vocabulary lacks; merged away when `gone`
-    int32_t prev, next;
-    bool gone = false;
-  };
-  struct Pair {
-    int32_t rank, left, right, left_id, right_id, merged;
-    bool operator<(const Pair& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
-  };
-  static uint64_t pair_key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
-
   void encode_word(std::string_view word, std::vector<int32_t>& ids) const {
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex_);
-      if (auto it = cache_.find(word); it != cache_.end()) {
-        ids.insert(ids.end(), it->second.begin(), it->second.end());
-        return;
-      }
-    }
-    std::vector<int32_t> out = merge_word(word);
-    ids.insert(ids.end(), out.begin(), out.end());
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() >= kCacheLimit) cache_.clear();
-    cache_.emplace(std::string(word), std::move(out));
+    if (cache_.find(word, ids)) return;
+    const size_t first = ids.size();
+    merge_word(word, ids);
+    cache_.insert(word, ids.data() + first, ids.size() - first);
   }
 
-  std::vector<int32_t> merge_word(std::string_view word) const {
-    std::vector<int32_t> out;
+  void merge_word(std::string_view word, std::vector<int32_t>& ids) const {
     if (ignore_merges_) {
       std::string mapped;
       for (unsigned char b : word) mapped += byte_chars_[b];
-      if (auto id = token_to_id(mapped)) return {*id};
+      if (auto id = token_to_id(mapped)) {
+        ids.push_back(*id);
+        return;
+      }
     }
-    std::vector<Symbol> symbols;
+    std::vector<int32_t> symbols;
     symbols.reserve(word.size());
-    for (size_t k = 0; k < word.size(); ++k) {
-      const auto index = static_cast<int32_t>(k);
-      symbols.push_back({byte_tokens_[static_cast<unsigned char>(word[k])], index - 1,
-                         k + 1 < word.size() ? index + 1 : -1});
-    }
-    std::priority_queue<Pair> queue;
-    auto try_pair = [&](int32_t left, int32_t right) {
-      if (left < 0 || right < 0 || symbols[left].id < 0 || symbols[right].id < 0) return;
-      auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
-      if (it != merges_.end())
-        queue.push({it->second.rank, left, right, symbols[left].id, symbols[right].id, it->second.merged});
-    };
-    for (int32_t k = 1; k < static_cast<int32_t>(symbols.size()); ++k) try_pair(k - 1, k);
-    while (!queue.empty()) {
-      const Pair p = queue.top();
-      queue.pop();
-      Symbol& left = symbols[p.left];
-      Symbol& right = symbols[p.right];
-      // Stale: a side was merged into something else since this pair was queued.
-      if (left.gone || right.gone || left.next != p.right || left.id != p.left_id || right.id != p.right_id) continue;
-      left.id = p.merged;
-      right.gone = true;
-      left.next = right.next;
-      if (right.next >= 0) symbols[right.next].prev = p.left;
-      try_pair(left.prev, p.left);
-      try_pair(p.left, left.next);
-    }
-    for (int32_t k = symbols.empty() ? -1 : 0; k >= 0; k = symbols[k].next) {
-      if (symbols[k].id >= 0)
-        out.push_back(symbols[k].id);
+    for (unsigned char b : word) symbols.push_back(byte_tokens_[b]);  // -1: a byte the vocabulary lacks
+    byte_level::MergeScratch scratch;
+    merges_.apply(symbols, scratch);
+    for (int32_t id : symbols) {
+      if (id >= 0)
+        ids.push_back(id);
       else if (unk_ >= 0)
-        out.push_back(unk_);  // a byte the vocabulary lacks (llama.cpp drops it)
+        ids.push_back(unk_);  // llama.cpp drops it
     }
-    return out;
   }
 
-  static constexpr size_t kCacheLimit = 1 << 16;
-
-  PreTokenizer pre_;
+  Split pre_;
   bool ignore_merges_ = false;
-  std::string byte_chars_[256];     // byte → its GPT-2 character, as UTF-8
-  int32_t byte_tokens_[256];        // byte → the token of that character, or -1
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) → rank and result
-  mutable std::mutex cache_mutex_;
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  std::string byte_chars_[256];  // byte → its GPT-2 character, as UTF-8
+  int32_t byte_tokens_[256];     // byte → the token of that character, or -1
+  byte_level::MergeRules merges_;
+  byte_level::WordCache cache_;
 };
 
 }  // namespace

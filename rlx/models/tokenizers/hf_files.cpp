@@ -47,4 +47,55 @@ Json sibling_tokenizer_config(const std::string& file) {
   return cfg;
 }
 
+std::pair<int32_t, int32_t> parse_cls_sep(const Json& post, const std::string& where) {
+  RLX_CHECK_AS(Unsupported, post.is_object(), where, ": expected RobertaProcessing or TemplateProcessing but found ",
+               post.type_name());
+  const auto type = json_get<std::string>(post, "type", where);
+  std::pair<int32_t, int32_t> ids;
+  if (type == "RobertaProcessing" || type == "BertProcessing") {
+    for (auto [key, id] : {std::pair{"cls", &ids.first}, std::pair{"sep", &ids.second}}) {
+      const Json& pair = member(post, key, where);
+      RLX_FORMAT_CHECK(pair.is_array() && pair.size() == 2 && pair[0].is_string(), where, ".", key,
+                       ": expected [token, id]");
+      *id = token_id(pair[1], str(where, ".", key));
+    }
+    return ids;
+  }
+  RLX_CHECK_AS(Unsupported, type == "TemplateProcessing", where, ": type '", type,
+               "' is not RobertaProcessing or TemplateProcessing");
+  const Json& single = member(post, "single", where);
+  auto holds = [&](size_t k, const char* kind) { return single[k].is_object() && single[k].contains(kind); };
+  const bool shape = single.is_array() && single.size() == 3 && holds(0, "SpecialToken") && holds(1, "Sequence") &&
+                     holds(2, "SpecialToken");
+  RLX_CHECK_AS(Unsupported, shape, where, ".single: only the template [special] $A [special] is supported");
+  const Json& specials = member(post, "special_tokens", where);
+  for (auto [k, id] : {std::pair{size_t{0}, &ids.first}, std::pair{size_t{2}, &ids.second}}) {
+    const std::string at = str(where, ".single[", k, "]");
+    const auto name = json_get<std::string>(member(single[k], "SpecialToken", at), "id", at);
+    const Json& list = member(member(specials, name.c_str(), where + ".special_tokens"), "ids", at);
+    RLX_FORMAT_CHECK(list.is_array() && list.size() == 1, at, ": special token '", name, "' must map to one id");
+    *id = token_id(list[0], at);
+  }
+  return ids;
+}
+
+int32_t pad_id_of(const Json& tokenizer, const std::string& path, std::optional<int32_t> pad_token_id) {
+  if (const Json& pad = tokenizer.value("padding", Json()); pad.is_object())
+    return token_id(member(pad, "pad_id", path + ": padding"), path + ": padding.pad_id");
+  RLX_FORMAT_CHECK(pad_token_id.has_value(), path, ": no pad id: neither a 'padding' section nor a '<pad>' token");
+  return *pad_token_id;
+}
+
+int64_t default_max_length_of(const Json& tokenizer, const std::string& path) {
+  const Json tcfg = sibling_tokenizer_config(path);
+  if (auto n = tcfg.is_object() ? model_max_length(tcfg) : std::nullopt) return *n;
+  int64_t max_length = 512;
+  if (const Json& tr = tokenizer.value("truncation", Json()); tr.is_object()) {
+    max_length = json_get_or<int64_t>(tr, "max_length", max_length, path + ": truncation");
+    RLX_FORMAT_CHECK(max_length >= 2, path, ": truncation.max_length ", max_length,
+                     " leaves no room for the two special tokens");
+  }
+  return max_length;
+}
+
 }  // namespace rlx::detail

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -21,5 +22,15 @@ std::optional<std::string> special_token(const nlohmann::json& cfg, const char* 
 std::optional<int64_t> model_max_length(const nlohmann::json& cfg);
 // tokenizer_config.json next to `file`, or null when there is none.
 nlohmann::json sibling_tokenizer_config(const std::string& file);
+
+// The post-processor's cls and sep ids: RobertaProcessing (or BertProcessing),
+// or a TemplateProcessing whose single template is [special] $A [special].
+std::pair<int32_t, int32_t> parse_cls_sep(const nlohmann::json& post, const std::string& where);
+// The pad id: the file's padding section, else `pad_token_id` (the id of its
+// "<pad>" token, if any), else a FormatError.
+int32_t pad_id_of(const nlohmann::json& tokenizer, const std::string& path, std::optional<int32_t> pad_token_id);
+// Tokens per text when a caller gives none: tokenizer_config.json's
+// model_max_length, else the file's truncation.max_length, else 512.
+int64_t default_max_length_of(const nlohmann::json& tokenizer, const std::string& path);
 
 }  // namespace rlx::detail

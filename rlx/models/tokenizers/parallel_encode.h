@@ -1,4 +1,5 @@
-// The batch loop both sentence tokenizers share (WordPiece, Unigram).
+// What the sentence tokenizers share (WordPiece, Unigram, byte-level BPE):
+// the batch loop, the UTF-8 check and the final encoding (internal header).
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -9,8 +10,28 @@
 
 #include "rlx/core/error.h"
 #include "rlx/models/tokenizers/sentence_tokenizer.h"
+#include "rlx/models/tokenizers/utf8.h"
 
 namespace rlx::detail {
+
+// InvalidArgument naming the first invalid byte, unless `text` is valid UTF-8.
+inline void require_utf8(std::string_view text, const char* tokenizer) {
+  const size_t bad = utf8::first_invalid(text);
+  RLX_CHECK(bad == std::string_view::npos, tokenizer, ": invalid UTF-8 at byte offset ", bad, " (byte 0x", std::hex,
+            static_cast<unsigned>(static_cast<unsigned char>(text[bad])), ")");
+}
+
+// `ids` (cls, then the pieces) cut to `cap` and closed by sep; mask all 1,
+// token types all 0 (one sequence).
+inline Encoding finish_encoding(std::vector<int32_t> ids, size_t cap, int32_t sep_id) {
+  if (ids.size() > cap) ids.resize(cap);
+  ids.push_back(sep_id);
+  Encoding e;
+  e.attention_mask.assign(ids.size(), 1);
+  e.token_type_ids.assign(ids.size(), 0);
+  e.input_ids = std::move(ids);
+  return e;
+}
 
 // out[i] = encode(i, scratch) for i < n on up to `num_threads` threads (≤ 0:
 // hardware concurrency), one Scratch per thread. An InvalidArgument from text

@@ -5,6 +5,7 @@
 #include "rlx/core/error.h"
 #include "rlx/core/log.h"
 #include "rlx/formats/hf_config.h"
+#include "rlx/models/tokenizers/byte_level_bpe_tokenizer.h"
 #include "rlx/models/tokenizers/unigram.h"
 #include "rlx/models/tokenizers/wordpiece.h"
 
@@ -36,8 +37,12 @@ std::shared_ptr<SentenceTokenizer> load_sentence_tokenizer(const std::string& di
     const auto model = j.find("model");
     RLX_FORMAT_CHECK(model != j.end() && model->is_object(), path, ": 'model' is missing or not an object");
     const auto type = json_get_or<std::string>(*model, "type", "", path + ": model");
-    if (type == "Unigram") tok = std::make_shared<UnigramTokenizer>(UnigramTokenizer::from_tokenizer_json(j, path));
-    else tok = std::make_shared<WordPieceTokenizer>(WordPieceTokenizer::from_tokenizer_json(j, path));  // names others
+    if (type == "Unigram")
+      tok = std::make_shared<UnigramTokenizer>(UnigramTokenizer::from_tokenizer_json(j, path));
+    else if (type == "BPE")
+      tok = std::make_shared<ByteLevelBpeTokenizer>(ByteLevelBpeTokenizer::from_tokenizer_json(j, path));
+    else
+      tok = std::make_shared<WordPieceTokenizer>(WordPieceTokenizer::from_tokenizer_json(j, path));  // names others
   } else if (fs::exists(d / "vocab.txt")) {
     tok = std::make_shared<WordPieceTokenizer>(WordPieceTokenizer::from_vocab_txt((d / "vocab.txt").string()));
   } else {

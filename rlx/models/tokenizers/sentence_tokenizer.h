@@ -1,8 +1,8 @@
 // What the sentence embedder asks of a tokenizer: a text (or a batch, in input
 // order) to "cls pieces… sep" ids truncated to a length, its pad id and its
-// default length. WordPieceTokenizer (BERT, MPNet) and UnigramTokenizer
+// default length. WordPieceTokenizer (BERT, MPNet), UnigramTokenizer
 // (SentencePiece models as tokenizer.json: XLM-RoBERTa and the multilingual
-// sentence-transformers models) implement it.
+// sentence-transformers models) and ByteLevelBpeTokenizer (RoBERTa) implement it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,7 +37,7 @@ class SentenceTokenizer {
 };
 
 // The tokenizer of a Hugging Face model folder: tokenizer.json's model type
-// picks WordPiece or Unigram; a folder with only vocab.txt is WordPiece. A
+// picks WordPiece, Unigram or BPE; a folder with only vocab.txt is WordPiece. A
 // sentence-transformers max_seq_length (sentence_bert_config.json) becomes the
 // default length, as sentence-transformers truncates to it.
 std::shared_ptr<SentenceTokenizer> load_sentence_tokenizer(const std::string& dir);

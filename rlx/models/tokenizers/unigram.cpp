@@ -28,11 +28,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 #include <variant>
 #include <vector>
 
 #include "rlx/core/error.h"
 #include "rlx/formats/hf_config.h"
+#include "rlx/models/tokenizers/added_tokens.h"
 #include "rlx/models/tokenizers/hf_files.h"
 #include "rlx/models/tokenizers/parallel_encode.h"
 #include "rlx/models/tokenizers/utf8.h"
@@ -41,31 +43,15 @@ namespace rlx {
 namespace {
 
 using Json = nlohmann::json;
+using namespace detail;  // hf_files.h, added_tokens.h
 constexpr size_t npos = std::string_view::npos;
 
 // ---- UTF-8 and character classes ----------------------------------------------
 
-// Byte offset of the first invalid UTF-8 sequence, or npos.
-size_t find_invalid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const size_t len = utf8::valid_length(s.substr(i));
-    if (len == 0) return i;
-    i += len;
-  }
-  return npos;
-}
-
 // Byte length of the character starting at s[i] (s is valid UTF-8).
 inline size_t char_len(std::string_view s, size_t i) { return utf8::lead_length(static_cast<unsigned char>(s[i])); }
 
-inline char32_t char_at(std::string_view s, size_t i, size_t len) {
-  return utf8::decode(reinterpret_cast<const unsigned char*>(s.data()) + i, len);
-}
+using utf8::char_at;
 
 // Start of the character that ends just before byte `end` (> 0).
 inline size_t prev_char_start(std::string_view s, size_t end) {
@@ -74,12 +60,8 @@ inline size_t prev_char_start(std::string_view s, size_t end) {
   return i;
 }
 
-// Rust's char::is_whitespace (White_Space): what Strip, WhitespaceSplit and
-// added tokens' lstrip/rstrip test.
-constexpr bool is_whitespace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
+// Strip, WhitespaceSplit and added tokens' lstrip/rstrip test Unicode White_Space.
+constexpr auto is_whitespace = utf8::is_white_space;
 
 // End of the extended grapheme cluster that starts at byte `i`.
 size_t grapheme_end(std::string_view s, size_t i) {
@@ -144,7 +126,7 @@ class CharsMap {
     units_.resize(trie_bytes / 4);
     for (size_t i = 0; i < units_.size(); ++i) units_[i] = read_u32(bytes, 4 + 4 * i);
     replacements_.assign(bytes.substr(4 + size_t{trie_bytes}));
-    const size_t bad = find_invalid_utf8(replacements_);
+    const size_t bad = utf8::first_invalid(replacements_);
     RLX_FORMAT_CHECK(bad == npos, where, ": normalized strings are not valid UTF-8 at byte ", bad);
     validate(where);
     ascii_.fill(-1);
@@ -479,72 +461,7 @@ void apply(const Lowercase&, std::string_view in, std::string& out, bool&, std::
 
 // ---- Added tokens -----------------------------------------------------------------
 
-struct Split {
-  size_t begin, end;
-  int32_t id;  // an added token's id, or -1 for text that goes on through the pipeline
-};
-
-// HF's AddedVocabulary matching: leftmost-longest over a handful of tokens.
-class AddedMatcher {
- public:
-  struct Token {
-    std::string content;
-    int32_t id;
-    bool lstrip, rstrip;  // the match also takes the whitespace before / after it
-  };
-
-  void add(Token t) {
-    first_byte_[static_cast<unsigned char>(t.content[0])] = true;
-    tokens_.push_back(std::move(t));
-  }
-
-  void split(std::string_view text, std::vector<Split>& out) const {
-    out.clear();
-    size_t done = 0;  // end of the last split
-    for (size_t i = 0; i < text.size() && !tokens_.empty();) {
-      const Token* t = first_byte_[static_cast<unsigned char>(text[i])] ? longest_at(text, i) : nullptr;
-      if (!t) {
-        ++i;
-        continue;
-      }
-      size_t start = i, stop = i + t->content.size();
-      if (t->lstrip) {
-        while (start > done) {
-          const size_t p = prev_char_start(text, start);
-          if (!is_whitespace(char_at(text, p, start - p))) break;
-          start = p;
-        }
-        start = std::max(start, done);
-      }
-      while (t->rstrip && stop < text.size()) {
-        const size_t len = char_len(text, stop);
-        if (!is_whitespace(char_at(text, stop, len))) break;
-        stop += len;
-      }
-      if (done < start) out.push_back({done, start, -1});
-      out.push_back({start, stop, t->id});
-      done = stop;
-      i += t->content.size();  // HF resumes the search after the match itself
-    }
-    if (done < text.size()) out.push_back({done, text.size(), -1});
-  }
-
- private:
-  const Token* longest_at(std::string_view text, size_t i) const {
-    const Token* best = nullptr;
-    for (const Token& t : tokens_)
-      if ((!best || t.content.size() > best->content.size()) && text.compare(i, t.content.size(), t.content) == 0)
-        best = &t;
-    return best;
-  }
-
-  std::vector<Token> tokens_;
-  std::array<bool, 256> first_byte_{};
-};
-
 // ---- Loading helpers --------------------------------------------------------------
-
-using namespace detail;  // hf_files.h
 
 void parse_normalizer(const Json& n, const std::string& where, std::vector<Normalizer>& out) {
   if (n.is_null()) return;
@@ -599,7 +516,7 @@ struct UnigramTokenizer::Impl {
     std::string norm, tmp;  // normalizer input/output, swapped after each step
     std::string meta;       // a split after Metaspace
     std::vector<utf8proc_int32_t> cps;
-    std::vector<Split> raw_splits, norm_splits;
+    std::vector<TextPiece> raw_splits, norm_splits;
     struct PathNode {
       double score;
       size_t start;  // npos: not reached yet
@@ -627,13 +544,13 @@ struct UnigramTokenizer::Impl {
   std::string replacement;
   Prepend prepend = Prepend::kAlways;
   bool split = true;
-  AddedMatcher raw_added, normalized_added;
+  AddedTokenMatcher raw_added, normalized_added;
 };
 
 void UnigramTokenizer::Impl::encode_into(std::string_view text, size_t cap, Scratch& s,
                                          std::vector<int32_t>& ids) const {
   raw_added.split(text, s.raw_splits);
-  for (const Split& seg : s.raw_splits) {
+  for (const TextPiece& seg : s.raw_splits) {
     if (ids.size() >= cap) return;
     if (seg.id >= 0) {
       ids.push_back(seg.id);
@@ -642,7 +559,7 @@ void UnigramTokenizer::Impl::encode_into(std::string_view text, size_t cap, Scra
     bool at_origin = seg.begin == 0;
     normalize(text.substr(seg.begin, seg.end - seg.begin), s, at_origin);
     normalized_added.split(s.norm, s.norm_splits);
-    for (const Split& sub : s.norm_splits) {
+    for (const TextPiece& sub : s.norm_splits) {
       if (ids.size() >= cap) return;
       if (sub.id >= 0)
         ids.push_back(sub.id);
@@ -752,18 +669,10 @@ void UnigramTokenizer::Impl::unigram(std::string_view piece, Scratch& s, std::ve
 }
 
 Encoding UnigramTokenizer::Impl::encode_one(std::string_view text, size_t cap, Scratch& s) const {
-  const size_t bad = find_invalid_utf8(text);
-  RLX_CHECK(bad == npos, "UnigramTokenizer: invalid UTF-8 at byte offset ", bad, " (byte 0x", std::hex,
-            static_cast<unsigned>(static_cast<unsigned char>(text[bad])), ")");
+  require_utf8(text, "UnigramTokenizer");
   std::vector<int32_t> ids{cls_id};
   encode_into(text, cap, s, ids);
-  if (ids.size() > cap) ids.resize(cap);
-  ids.push_back(sep_id);
-  Encoding e;
-  e.attention_mask.assign(ids.size(), 1);
-  e.token_type_ids.assign(ids.size(), 0);
-  e.input_ids = std::move(ids);
-  return e;
+  return finish_encoding(std::move(ids), cap, sep_id);
 }
 
 // ---- Loading ----------------------------------------------------------------------
@@ -800,7 +709,7 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const Json& j, const std:
         entry.is_array() && entry.size() == 2 && entry[0].is_string() && json_detail::convert(entry[1], score),
         where_model, ".vocab[", i, "]: expected [piece, score] but found ", entry.dump().substr(0, 64));
     pieces.push_back(entry[0].get<std::string>());
-    RLX_FORMAT_CHECK(find_invalid_utf8(pieces.back()) == npos, where_model, ".vocab[", i,
+    RLX_FORMAT_CHECK(utf8::first_invalid(pieces.back()) == npos, where_model, ".vocab[", i,
                      "]: piece is not valid UTF-8");
     scores.push_back(score);
   }
@@ -835,7 +744,7 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const Json& j, const std:
   RLX_CHECK_AS(Unsupported, meta_type == "Metaspace", meta_where, ": type '", meta_type,
                "' is not supported (Metaspace, optionally after WhitespaceSplit, is)");
   impl->replacement = json_get<std::string>(*meta, "replacement", meta_where);
-  RLX_FORMAT_CHECK(!impl->replacement.empty() && find_invalid_utf8(impl->replacement) == npos &&
+  RLX_FORMAT_CHECK(!impl->replacement.empty() && utf8::first_invalid(impl->replacement) == npos &&
                        char_len(impl->replacement, 0) == impl->replacement.size(),
                    meta_where, ".replacement: expected one character but found '", impl->replacement, "'");
   const auto scheme = json_get_opt<std::string>(*meta, "prepend_scheme", meta_where);
@@ -854,37 +763,7 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const Json& j, const std:
                    ".add_prefix_space: false contradicts the prepend scheme");
   impl->split = json_get_or<bool>(*meta, "split", true, meta_where);
 
-  // cls/sep from the post-processor.
-  const std::string where_post = path + ": post_processor";
-  const Json& post = member(j, "post_processor", path);
-  RLX_CHECK_AS(Unsupported, post.is_object(), where_post,
-               ": expected RobertaProcessing or TemplateProcessing but found ", post.type_name());
-  const auto post_type = json_get<std::string>(post, "type", where_post);
-  if (post_type == "RobertaProcessing" || post_type == "BertProcessing") {
-    for (auto [key, id] : {std::pair{"cls", &impl->cls_id}, std::pair{"sep", &impl->sep_id}}) {
-      const Json& pair = member(post, key, where_post);
-      RLX_FORMAT_CHECK(pair.is_array() && pair.size() == 2 && pair[0].is_string(), where_post, ".", key,
-                       ": expected [token, id]");
-      *id = token_id(pair[1], str(where_post, ".", key));
-    }
-  } else if (post_type == "TemplateProcessing") {
-    const Json& single = member(post, "single", where_post);
-    const bool shape = single.is_array() && single.size() == 3 && single[0].is_object() &&
-                       single[0].contains("SpecialToken") && single[1].is_object() && single[1].contains("Sequence") &&
-                       single[2].is_object() && single[2].contains("SpecialToken");
-    RLX_CHECK_AS(Unsupported, shape, where_post, ".single: only the template [special] $A [special] is supported");
-    const Json& specials = member(post, "special_tokens", where_post);
-    for (auto [pos, id] : {std::pair{0, &impl->cls_id}, std::pair{2, &impl->sep_id}}) {
-      const std::string where = str(where_post, ".single[", pos, "]");
-      const auto name =
-          json_get<std::string>(member(single[static_cast<size_t>(pos)], "SpecialToken", where), "id", where);
-      const Json& ids = member(member(specials, name.c_str(), where_post + ".special_tokens"), "ids", where);
-      RLX_FORMAT_CHECK(ids.is_array() && ids.size() == 1, where, ": special token '", name, "' must map to one id");
-      *id = token_id(ids[0], where);
-    }
-  } else {
-    throw Unsupported(str(where_post, ": type '", post_type, "' is not RobertaProcessing or TemplateProcessing"));
-  }
+  std::tie(impl->cls_id, impl->sep_id) = parse_cls_sep(member(j, "post_processor", path), path + ": post_processor");
 
   std::optional<int32_t> pad_id;
   if (auto it = j.find("added_tokens"); it != j.end() && !it->is_null()) {
@@ -892,10 +771,10 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const Json& j, const std:
     for (size_t i = 0; i < it->size(); ++i) {
       const std::string where = str(path, ": added_tokens[", i, "]");
       const Json& t = (*it)[i];
-      AddedMatcher::Token token{json_get<std::string>(t, "content", where), token_id(member(t, "id", where), where),
+      AddedTokenMatcher::Token token{json_get<std::string>(t, "content", where), token_id(member(t, "id", where), where),
                                 json_get_or<bool>(t, "lstrip", false, where),
                                 json_get_or<bool>(t, "rstrip", false, where)};
-      RLX_FORMAT_CHECK(!token.content.empty() && find_invalid_utf8(token.content) == npos, where,
+      RLX_FORMAT_CHECK(!token.content.empty() && utf8::first_invalid(token.content) == npos, where,
                        ": content must be non-empty UTF-8");
       RLX_CHECK_AS(Unsupported, !json_get_or<bool>(t, "single_word", false, where), where,
                    ".single_word: single-word added tokens are not supported");
@@ -913,25 +792,9 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const Json& j, const std:
       impl->normalized_added.add(std::move(token));
     }
   }
-  if (const Json& pad = j.value("padding", Json()); pad.is_object()) {
-    pad_id = token_id(member(pad, "pad_id", path + ": padding"), path + ": padding.pad_id");
-  } else if (!pad_id && impl->trie.find("<pad>") >= 0) {
-    pad_id = impl->trie.find("<pad>");
-  }
-  RLX_FORMAT_CHECK(pad_id.has_value(), path, ": no pad id: neither a 'padding' section nor a '<pad>' token");
-  impl->pad_id = *pad_id;
-
-  // Default length: transformers' model_max_length, else the file's own truncation setting.
-  int64_t max_length = 512;
-  const Json tcfg = sibling_tokenizer_config(path);
-  if (auto n = tcfg.is_object() ? model_max_length(tcfg) : std::nullopt) {
-    max_length = *n;
-  } else if (const Json& tr = j.value("truncation", Json()); tr.is_object()) {
-    max_length = json_get_or<int64_t>(tr, "max_length", max_length, path + ": truncation");
-    RLX_FORMAT_CHECK(max_length >= 2, path, ": truncation.max_length ", max_length,
-                     " leaves no room for the two special tokens");
-  }
-  return UnigramTokenizer(std::move(impl), max_length);
+  if (!pad_id && impl->trie.find("<pad>") >= 0) pad_id = impl->trie.find("<pad>");
+  impl->pad_id = pad_id_of(j, path, pad_id);
+  return UnigramTokenizer(std::move(impl), default_max_length_of(j, path));
 }
 
 // ---- Encoding ---------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Small UTF-8 helpers shared by the LLM tokenizers (internal header).
+// Small UTF-8 helpers shared by the tokenizers (internal header).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -79,5 +79,27 @@ inline void append(std::string& out, char32_t c) {
 }
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// Byte offset of the first invalid UTF-8 sequence in `s`, or npos.
+inline size_t first_invalid(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : valid_length(s.substr(i));
+    if (len == 0) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// The code point of the valid `len`-byte sequence at byte i of `s`.
+inline char32_t char_at(std::string_view s, size_t i, size_t len) {
+  return decode(reinterpret_cast<const unsigned char*>(s.data()) + i, len);
+}
+
+// Unicode White_Space (Rust's char::is_whitespace, which the tokenizers
+// library's splits and added tokens' lstrip/rstrip test).
+constexpr bool is_white_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
 
 }  // namespace rlx::utf8

@@ -13,6 +13,7 @@
 #include "rlx/formats/mmap_file.h"
 #include "rlx/models/tokenizers/hf_files.h"
 #include "rlx/models/tokenizers/parallel_encode.h"
+#include "rlx/models/tokenizers/utf8.h"
 #include "rlx/models/tokenizers/wordpiece_tables.h"
 
 namespace rlx {
@@ -22,45 +23,6 @@ using Json = nlohmann::json;
 constexpr size_t npos = std::string_view::npos;
 
 // ---- UTF-8 -------------------------------------------------------------------
-
-// Byte offset of the first invalid sequence (truncated, overlong, surrogate,
-// > U+10FFFF, stray continuation byte), or npos when `s` is valid UTF-8.
-size_t find_invalid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    char32_t cp, min;
-    if ((c & 0xE0) == 0xC0)
-      len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0)
-      len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0)
-      len = 4, cp = c & 0x07, min = 0x10000;
-    else
-      return i;
-    if (n - i < len) return i;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
-  return npos;
-}
-
-void check_utf8(std::string_view s) {
-  const size_t bad = find_invalid_utf8(s);
-  RLX_CHECK(bad == npos, "WordPieceTokenizer: invalid UTF-8 at byte offset ", bad, " (byte 0x", std::hex,
-            static_cast<unsigned>(static_cast<unsigned char>(s[bad])), ")");
-}
 
 // Decodes one code point of already-validated UTF-8 and advances `p`.
 inline char32_t decode(const unsigned char*& p) {
@@ -223,7 +185,7 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::pair<std::string, int32_
   std::vector<size_t> offsets;
   offsets.reserve(vocab.size());
   for (const auto& [tok, id] : vocab) {
-    RLX_FORMAT_CHECK(find_invalid_utf8(tok) == npos, source, ": vocabulary token with id ", id, " is not valid UTF-8");
+    RLX_FORMAT_CHECK(utf8::first_invalid(tok) == npos, source, ": vocabulary token with id ", id, " is not valid UTF-8");
     offsets.push_back(pool->size());
     pool->append(tok);
   }
@@ -245,7 +207,7 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::pair<std::string, int32_
 
   for (auto& t : added_tokens) {
     RLX_FORMAT_CHECK(!t.content.empty(), source, ": added token with id ", t.id, " has empty content");
-    RLX_FORMAT_CHECK(find_invalid_utf8(t.content) == npos, source, ": added token with id ", t.id,
+    RLX_FORMAT_CHECK(utf8::first_invalid(t.content) == npos, source, ": added token with id ", t.id,
                      " is not valid UTF-8");
     if (!t.normalized) {
       raw_added_.add(t.content, t.id);
@@ -393,7 +355,7 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_txt(const std::string& path) {
     if (end == npos) end = text.size();
     RLX_FORMAT_CHECK(vocab.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()), path, ": too many lines");
     vocab.emplace_back(std::string(text.substr(pos, end - pos)), static_cast<int32_t>(vocab.size()));
-    RLX_FORMAT_CHECK(find_invalid_utf8(vocab.back().first) == npos, path, ": line ", vocab.size(),
+    RLX_FORMAT_CHECK(utf8::first_invalid(vocab.back().first) == npos, path, ": line ", vocab.size(),
                      " is not valid UTF-8");
     pos = end + 1;
     if (end + 1 < text.size() && text[end] == '\r' && text[end + 1] == '\n') ++pos;
@@ -600,16 +562,10 @@ size_t WordPieceTokenizer::cap_for(int64_t max_length) const {
 }
 
 Encoding WordPieceTokenizer::encode_one(std::string_view text, size_t cap, Scratch& s) const {
-  check_utf8(text);
+  detail::require_utf8(text, "WordPieceTokenizer");
   std::vector<int32_t> ids{cls_id_};
   encode_into(text, cap, s, ids);
-  if (ids.size() > cap) ids.resize(cap);
-  ids.push_back(sep_id_);
-  Encoding e;
-  e.attention_mask.assign(ids.size(), 1);
-  e.token_type_ids.assign(ids.size(), 0);
-  e.input_ids = std::move(ids);
-  return e;
+  return detail::finish_encoding(std::move(ids), cap, sep_id_);
 }
 
 Encoding WordPieceTokenizer::encode(std::string_view text, int64_t max_length) const {

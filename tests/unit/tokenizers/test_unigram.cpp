@@ -16,6 +16,7 @@
 #include "rlx/formats/hf_config.h"
 #include "rlx/models/tokenizers/sentence_tokenizer.h"
 #include "rlx/models/tokenizers/unigram.h"
+#include "tests/unit/tokenizers/tokenizer_test_util.h"
 
 namespace rlx {
 namespace {
@@ -37,20 +38,9 @@ void resolve_charsmap(Json& node) {
     for (auto& child : node) resolve_charsmap(child);
 }
 
-// A fresh directory under the test temp dir, per test so that ctest -j runs cannot collide.
-fs::path temp_dir(const std::string& name) {
-  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::path(::testing::TempDir()) / "rlx_unigram_test" /
-                       (std::string(test->test_suite_name()) + "." + test->name()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir(const std::string& name) { return test::tokenizer_temp_dir("rlx_unigram_test", name); }
 
-std::string write_file(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-  return path.string();
-}
+using test::write_file;
 
 // The fixture's tokenizer `entry` as a tokenizer.json in its own directory.
 std::string write_fixture_tokenizer(const Json& entry) {
@@ -66,11 +56,7 @@ const Json& fixture_entry(const std::string& name) {
   throw InvalidArgument("no fixture tokenizer " + name);
 }
 
-std::string show(const std::vector<int32_t>& v) {
-  std::string s;
-  for (int32_t x : v) s += std::to_string(x) + " ";
-  return s;
-}
+using test::show;
 
 TEST(UnigramHF, MatchesTokenizersOnEveryCase) {
   const Json& texts = fixture().at("texts");
@@ -249,17 +235,7 @@ TEST(Unigram, PrecompiledRule) {
 }
 
 // Expects `what` to throw E with every one of `parts` in its message.
-template <typename E, typename F>
-void expect_error(F&& what, std::initializer_list<std::string> parts) {
-  try {
-    what();
-    ADD_FAILURE() << "no exception; expected one naming " << *parts.begin();
-  } catch (const E& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(Unigram, LoaderErrorsNameTheField) {
   auto with = [](const char* key, Json value) {
@@ -334,22 +310,7 @@ TEST(Unigram, LoaderErrorsNameTheField) {
   }
 }
 
-TEST(Unigram, InvalidUtf8NamesByteOffset) {
-  const auto tok = load(tiny_json());
-  const std::pair<std::string, std::string> bad[] = {
-      {"abc\xff", "byte offset 3"},
-      {"ab\xC3", "byte offset 2"},
-      {"a\xC0\xAF", "byte offset 1"},
-      {"\xED\xA0\x80x", "byte offset 0"},
-      {"xy\xF4\x90\x80\x80", "byte offset 2"},
-  };
-  for (const auto& [text, where] : bad) expect_error<InvalidArgument>([&] { tok.encode(text); }, {where});
-  expect_error<InvalidArgument>(
-      [&] {
-        tok.encode_batch({"ok", "fine", "bad\xff", "ok", "\xff", "x"}, 0, 3);
-      },
-      {"text 2", "byte offset 3"});
-}
+TEST(Unigram, InvalidUtf8NamesByteOffset) { test::expect_invalid_utf8_named(load(tiny_json())); }
 
 TEST(Unigram, EncodesShortSentencesFast) {
   const auto tok = UnigramTokenizer::from_tokenizer_json(write_fixture_tokenizer(fixture_entry("xlmr")));
