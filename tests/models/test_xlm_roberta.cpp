@@ -154,6 +154,38 @@ TEST(XlmRobertaConfig, RobertaAndCamembertAreTheSameModel) {
   fs::remove_all(dir);
 }
 
+TEST(XlmRoberta, RobertaWithItsByteLevelBpeTokenizer) {
+  // all-distilroberta-v1's shape: model_type roberta, a byte-level BPE
+  // tokenizer.json (the byte-level BPE test's fixture, trained by tokenizers).
+  const auto fixture = nlohmann::json::parse(std::ifstream(std::string(RLX_SOURCE_DIR) +
+                                                           "/tests/data/byte_level_bpe_cases.json"));
+  const nlohmann::json& tok = fixture.at("base");
+  test::TinyBert t = tiny();
+  t.vocab = static_cast<int64_t>(tok.at("model").at("vocab").size());
+  const Weights w = test::random_bert_weights(t, 778);
+  const fs::path dir = write_model_dir(w, "roberta");
+  auto cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  cfg["model_type"] = "roberta";
+  cfg["vocab_size"] = t.vocab;
+  test::write_text(dir / "config.json", cfg.dump());
+  test::write_text(dir / "tokenizer.json", tok.dump());
+  bert::EmbedOptions o;
+  o.device = "cpu";
+  o.batch = 2;
+  bert::SentenceEmbedder e(dir.string(), o);
+  const std::vector<std::string> texts = {"The quick brown fox jumps over the lazy dog.", "Hello, world!", ""};
+  const Tensor out = e.embed(texts);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto ids = e.tokenizer().encode(texts[i]).input_ids;
+    ASSERT_EQ(ids.front(), 0) << "<s>";
+    ASSERT_EQ(ids.back(), 2) << "</s>";
+    const Mat x = test::bert_encode(t, w, ids, 2, kEps);
+    const auto ref = test::mean_pool_normalized(x, static_cast<int64_t>(ids.size()), kHidden);
+    EXPECT_GE(test::cosine(out.data<float>() + i * kHidden, ref), 0.99999) << "text " << i;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(XlmRobertaConfig, PositionsStartAfterThePadId) {
   const Weights w = make_weights();
   const fs::path dir = write_model_dir(w, "cfg");
