@@ -140,6 +140,11 @@ TEST(StModules, RefusesWhatItWouldRunDifferently) {
   expect("2 pooling modes are on");
   test::write_text(dir / "1_Pooling" / "config.json", R"({"pooling_mode_max_tokens": true})");
   expect("pooling_mode_max_tokens is not supported");
+  // The string form of the mode is read too.
+  test::write_text(dir / "1_Pooling" / "config.json", R"({"pooling_mode": "cls"})");
+  EXPECT_EQ(bert::BertConfig::from_dir(dir.string()).pooling, bert::Pooling::Cls);
+  test::write_text(dir / "1_Pooling" / "config.json", R"({"pooling_mode": "max"})");
+  expect("pooling_mode 'max' is not supported");
   test::write_text(dir / "1_Pooling" / "config.json", R"({"pooling_mode_mean_tokens": true})");
   // An unknown module type.
   const std::string modules = R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},

@@ -144,6 +144,11 @@ void read_sentence_transformers_modules(const std::string& dir, BertConfig& c) {
       std::vector<std::string> modes;
       for (const auto& [key, value] : pj.items())
         if (key.starts_with("pooling_mode_") && value.is_boolean() && value.get<bool>()) modes.push_back(key);
+      // The constructor's string form ("mean", "cls", ...), when no flag is set.
+      if (const auto mode = json_get_opt<std::string>(pj, "pooling_mode", pc); mode && modes.empty())
+        modes.push_back(*mode == "mean" ? "pooling_mode_mean_tokens"
+                        : *mode == "cls" ? "pooling_mode_cls_token"
+                                         : "pooling_mode '" + *mode + "'");
       RLX_CHECK_AS(Unsupported, modes.size() == 1, pc, ": ", modes.size(),
                    " pooling modes are on; rlx supports exactly one of pooling_mode_mean_tokens and "
                    "pooling_mode_cls_token (sentence-transformers concatenates several)");
