@@ -21,6 +21,7 @@
 namespace rlx {
 class GgufFile;
 class WordPieceTokenizer;
+class SentenceTokenizer;
 }  // namespace rlx
 
 namespace rlx::bert {
@@ -120,6 +121,9 @@ std::map<std::string, Tensor> load_weights(const BertConfig& cfg, const GgufFile
 // The WordPiece tokenizer stored in a GGUF file (tokenizer.ggml.model "bert":
 // llama.cpp's "phantom space" spelling of the vocabulary is undone).
 WordPieceTokenizer tokenizer_from_gguf(const GgufFile& file);
+// The tokenizer of a BERT-family GGUF: that WordPiece vocabulary, or the "t5"
+// (SentencePiece Unigram) one llama.cpp writes for XLM-RoBERTa models.
+std::shared_ptr<const SentenceTokenizer> sentence_tokenizer_from_gguf(const GgufFile& file);
 // True when `path` is a file starting with the GGUF magic.
 bool is_gguf_file(const std::string& path);
 

@@ -27,8 +27,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "rlx/formats/gguf.h"
 #include "rlx/models/bert/bert_internal.h"
+#include "rlx/models/tokenizers/hf_files.h"
+#include "rlx/models/tokenizers/unigram.h"
 #include "rlx/models/tokenizers/wordpiece.h"
 
 namespace rlx::bert {
@@ -147,7 +151,7 @@ BertConfig BertConfig::from_gguf(const GgufFile& f) {
   c.vocab_size = f.tensor("token_embd.weight").shape()[0];
   const GgufTensorInfo* types = f.find_tensor("token_types.weight");
   c.type_vocab = types ? types->shape()[0] : 0;
-  RLX_FORMAT_CHECK(c.arch == Arch::NomicBert || c.type_vocab > 0, f.source(), ": tensor 'token_types.weight' is missing");
+  // DistilBERT files (converted as "bert") have no token-type table; the graph then has none.
 
   const int64_t pooling = f.contains(a + ".pooling_type") ? f.get_int(a + ".pooling_type") : 1;
   if (pooling == 1) c.pooling = Pooling::Mean;
@@ -170,10 +174,83 @@ std::map<std::string, Tensor> load_weights(const BertConfig& c, const GgufFile& 
   return c.arch == Arch::NomicBert ? load_nomic_weights(c, src) : load_bert_weights(c, src);
 }
 
+namespace {
+
+// llama.cpp's "t5" vocabulary (what its converter writes for XLM-RoBERTa
+// models: bge-m3, multilingual-e5) as the tokenizer.json those models ship:
+// Precompiled (+ Replace ' {2,}' → ' ' with remove_extra_whitespaces),
+// Metaspace, Unigram over the pieces' scores, <s> … </s>. Control and
+// user-defined pieces are added tokens, matched before the model.
+std::shared_ptr<const SentenceTokenizer> unigram_from_gguf(const GgufFile& f) {
+  using Json = nlohmann::json;
+  const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
+  const auto& scores = f.get_array<float>("tokenizer.ggml.scores");
+  const auto& kinds = f.get_array<int32_t>("tokenizer.ggml.token_type");
+  RLX_FORMAT_CHECK(scores.size() == tokens.size() && kinds.size() == tokens.size(), f.source(),
+                   ": tokenizer.ggml.scores and token_type need one entry per token (", tokens.size(), ")");
+  constexpr int32_t kUnknown = 2, kControl = 3, kUserDefined = 4;  // llama.cpp's token types
+  Json vocab = Json::array(), added = Json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    vocab.push_back({tokens[i], scores[i]});
+    if (kinds[i] == kUnknown || kinds[i] == kControl || kinds[i] == kUserDefined)
+      // transformers' XLM-R tokenizer defines <mask> with lstrip; the file cannot say so.
+      added.push_back({{"id", i},
+                       {"content", tokens[i]},
+                       {"special", kinds[i] != kUserDefined},
+                       {"normalized", false},
+                       {"lstrip", tokens[i] == "<mask>"}});
+  }
+  auto id = [&](const char* key, const char* fallback) {
+    return f.get_int(f.contains(key) || !fallback ? key : fallback);
+  };
+  Json normalizers = Json::array();
+  if (f.contains("tokenizer.ggml.precompiled_charsmap")) {
+    // u8 or i8 elements, as llama.cpp accepts.
+    const char* key = "tokenizer.ggml.precompiled_charsmap";
+    const auto* u8 = std::get_if<std::vector<uint8_t>>(&f.get<GgufArray>(key).items);
+    std::string bytes;
+    if (u8) bytes.assign(u8->begin(), u8->end());
+    else for (int8_t b : f.get_array<int8_t>(key)) bytes.push_back(static_cast<char>(b));
+    normalizers.push_back({{"type", "Precompiled"}, {"precompiled_charsmap", rlx::detail::base64_encode(bytes)}});
+  }
+  if (f.get_or<bool>("tokenizer.ggml.remove_extra_whitespaces", true))
+    normalizers.push_back({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}});
+  const bool prefix = f.get_or<bool>("tokenizer.ggml.add_space_prefix", true);
+  const int64_t cls = id("tokenizer.ggml.cls_token_id", "tokenizer.ggml.bos_token_id");
+  const int64_t sep = id("tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eos_token_id");
+  for (int64_t t : {cls, sep})
+    RLX_FORMAT_CHECK(t >= 0 && t < static_cast<int64_t>(tokens.size()), f.source(), ": special token id ", t,
+                     " is outside the vocabulary of ", tokens.size());
+  const Json j = {
+      {"model", {{"type", "Unigram"}, {"unk_id", id("tokenizer.ggml.unknown_token_id", nullptr)}, {"vocab", vocab}}},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", prefix ? "always" : "never"},
+        {"split", true}}},
+      {"post_processor",
+       {{"type", "RobertaProcessing"},
+        {"cls", {tokens[static_cast<size_t>(cls)], cls}},
+        {"sep", {tokens[static_cast<size_t>(sep)], sep}}}},
+      {"added_tokens", added},
+      {"padding", {{"pad_id", id("tokenizer.ggml.padding_token_id", nullptr)}}}};
+  auto tok = std::make_shared<UnigramTokenizer>(UnigramTokenizer::from_tokenizer_json(j, f.source()));
+  tok->set_default_max_length(f.get_int(str(arch_name(gguf_arch(f)), ".context_length")));
+  return tok;
+}
+
+}  // namespace
+
+std::shared_ptr<const SentenceTokenizer> sentence_tokenizer_from_gguf(const GgufFile& f) {
+  const std::string& model = f.get<std::string>("tokenizer.ggml.model");
+  if (model == "t5") return unigram_from_gguf(f);
+  return std::make_shared<WordPieceTokenizer>(tokenizer_from_gguf(f));
+}
+
 WordPieceTokenizer tokenizer_from_gguf(const GgufFile& f) {
   const std::string& model = f.get<std::string>("tokenizer.ggml.model");
   if (model != "bert")
-    throw Unsupported(str(f.source(), ": tokenizer.ggml.model '", model, "' is not supported (bert: WordPiece)"));
+    throw Unsupported(str(f.source(), ": tokenizer.ggml.model '", model,
+                          "' is not supported (bert: WordPiece, t5: SentencePiece Unigram)"));
   const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
   const auto& kinds = f.get_array<int32_t>("tokenizer.ggml.token_type");
   RLX_FORMAT_CHECK(kinds.size() == tokens.size(), f.source(), ": tokenizer.ggml.token_type has ", kinds.size(),

@@ -21,7 +21,7 @@ ModelFiles ModelFiles::load(const std::string& path) {
     const GgufFile f = GgufFile::open(path);
     BertConfig config = BertConfig::from_gguf(f);
     auto weights = load_weights(config, f);
-    return ModelFiles{config, std::make_shared<WordPieceTokenizer>(tokenizer_from_gguf(f)), std::move(weights)};
+    return ModelFiles{config, sentence_tokenizer_from_gguf(f), std::move(weights)};
   }
   BertConfig config = BertConfig::from_dir(path);
   return ModelFiles{config, load_sentence_tokenizer(path), load_weights(config, path)};

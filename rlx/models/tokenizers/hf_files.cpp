@@ -86,6 +86,19 @@ int32_t pad_id_of(const Json& tokenizer, const std::string& path, std::optional<
   return *pad_token_id;
 }
 
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
+    for (size_t k = 0; k < 4; ++k) out.push_back(i + k <= bytes.size() ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=');
+  }
+  return out;
+}
+
 int64_t default_max_length_of(const Json& tokenizer, const std::string& path) {
   const Json tcfg = sibling_tokenizer_config(path);
   if (auto n = tcfg.is_object() ? model_max_length(tcfg) : std::nullopt) return *n;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,8 @@ std::pair<int32_t, int32_t> parse_cls_sep(const nlohmann::json& post, const std:
 // The pad id: the file's padding section, else `pad_token_id` (the id of its
 // "<pad>" token, if any), else a FormatError.
 int32_t pad_id_of(const nlohmann::json& tokenizer, const std::string& path, std::optional<int32_t> pad_token_id);
+// Standard base64 with padding (tokenizer.json's precompiled_charsmap).
+std::string base64_encode(std::string_view bytes);
 // Tokens per text when a caller gives none: tokenizer_config.json's
 // model_max_length, else the file's truncation.max_length, else 512.
 int64_t default_max_length_of(const nlohmann::json& tokenizer, const std::string& path);

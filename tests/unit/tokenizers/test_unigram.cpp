@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "rlx/core/error.h"
+#include "rlx/formats/gguf.h"
 #include "rlx/formats/hf_config.h"
+#include "rlx/models/bert/bert.h"
 #include "rlx/models/tokenizers/sentence_tokenizer.h"
 #include "rlx/models/tokenizers/unigram.h"
 #include "tests/unit/tokenizers/tokenizer_test_util.h"
@@ -330,4 +332,64 @@ TEST(Unigram, EncodesShortSentencesFast) {
 }
 
 }  // namespace
+// A llama.cpp "t5" GGUF vocabulary (how its converter stores XLM-RoBERTa
+// models' tokenizers: pieces, scores, types, the precompiled charsmap bytes)
+// tokenizes as the tokenizer.json it came from: the fixture's "bge" variant
+// (Precompiled + Replace, Metaspace), whose ids tokenizers gave.
+TEST(UnigramHF, GgufT5VocabularyMatchesTokenizerJson) {
+  const Json* bge = nullptr;
+  for (const Json& e : fixture().at("tokenizers"))
+    if (e.at("name") == "bge") bge = &e;
+  ASSERT_NE(bge, nullptr);
+  Json j = fixture().at("bases").at(bge->at("base").get<std::string>());
+  for (const auto& [key, value] : bge->at("override").items()) j[key] = value;
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  for (const Json& piece : j.at("model").at("vocab")) {
+    tokens.push_back(piece[0].get<std::string>());
+    scores.push_back(piece[1].get<float>());
+  }
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (const Json& t : j.at("added_tokens")) types[t.at("id").get<size_t>()] = 3;
+  types[3] = 2;  // <unk>
+  // The charsmap as bytes (base64 decoded here, independently of the loader).
+  const std::string b64 = fixture().at("charsmap").get<std::string>();
+  std::vector<uint8_t> charsmap;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : b64) {
+    if (c == '=') break;
+    const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    acc = acc << 6 | static_cast<uint32_t>(alphabet.find(c));
+    if ((bits += 6) >= 8) charsmap.push_back(static_cast<uint8_t>(acc >> (bits -= 8)));
+  }
+  GgufWriter w;
+  w.set("general.architecture", GgufValue(std::string("bert")));
+  w.set("bert.context_length", GgufValue(uint32_t{514}));
+  w.set("tokenizer.ggml.model", GgufValue(std::string("t5")));
+  w.set("tokenizer.ggml.tokens", GgufValue(GgufArray{tokens}));
+  w.set("tokenizer.ggml.scores", GgufValue(GgufArray{scores}));
+  w.set("tokenizer.ggml.token_type", GgufValue(GgufArray{types}));
+  w.set("tokenizer.ggml.precompiled_charsmap", GgufValue(GgufArray{charsmap}));
+  w.set("tokenizer.ggml.add_space_prefix", GgufValue(true));
+  w.set("tokenizer.ggml.remove_extra_whitespaces", GgufValue(true));
+  for (auto [key, id] : {std::pair{"bos", 0u}, std::pair{"eos", 2u}, std::pair{"unknown", 3u}, std::pair{"padding", 1u}})
+    w.set(std::string("tokenizer.ggml.") + key + "_token_id", GgufValue(uint32_t{id}));
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const auto keep = std::make_shared<std::vector<uint8_t>>(bytes);
+  const GgufFile f = GgufFile::from_memory(keep->data(), keep->size(), keep, "t5.gguf");
+  const auto tok = bert::sentence_tokenizer_from_gguf(f);
+  EXPECT_EQ(tok->pad_id(), 1);
+  EXPECT_EQ(tok->default_max_length(), 514);
+  const Json& texts = fixture().at("texts");
+  size_t failures = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto want = bge->at("ids")[i].get<std::vector<int32_t>>();
+    const Encoding e = tok->encode(texts[i].get<std::string>(), kUnlimited);
+    if (e.input_ids != want && ++failures <= 5)
+      ADD_FAILURE() << "text " << i << ": " << texts[i] << "\n got:  " << show(e.input_ids) << "\n want: " << show(want);
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
 }  // namespace rlx
