@@ -122,7 +122,8 @@ std::map<std::string, Tensor> load_weights(const BertConfig& cfg, const GgufFile
 // llama.cpp's "phantom space" spelling of the vocabulary is undone).
 WordPieceTokenizer tokenizer_from_gguf(const GgufFile& file);
 // The tokenizer of a BERT-family GGUF: that WordPiece vocabulary, or the "t5"
-// (SentencePiece Unigram) one llama.cpp writes for XLM-RoBERTa models.
+// (SentencePiece Unigram) and "gpt2" (byte-level BPE) ones llama.cpp writes
+// for XLM-RoBERTa and RoBERTa models, read as the tokenizer.json they came from.
 std::shared_ptr<const SentenceTokenizer> sentence_tokenizer_from_gguf(const GgufFile& file);
 // True when `path` is a file starting with the GGUF magic.
 bool is_gguf_file(const std::string& path);

@@ -31,6 +31,7 @@
 
 #include "rlx/formats/gguf.h"
 #include "rlx/models/bert/bert_internal.h"
+#include "rlx/models/tokenizers/byte_level_bpe_tokenizer.h"
 #include "rlx/models/tokenizers/hf_files.h"
 #include "rlx/models/tokenizers/unigram.h"
 #include "rlx/models/tokenizers/wordpiece.h"
@@ -176,37 +177,56 @@ std::map<std::string, Tensor> load_weights(const BertConfig& c, const GgufFile& 
 
 namespace {
 
-// llama.cpp's "t5" vocabulary (what its converter writes for XLM-RoBERTa
-// models: bge-m3, multilingual-e5) as the tokenizer.json those models ship:
-// Precompiled (+ Replace ' {2,}' → ' ' with remove_extra_whitespaces),
-// Metaspace, Unigram over the pieces' scores, <s> … </s>. Control and
-// user-defined pieces are added tokens, matched before the model.
-std::shared_ptr<const SentenceTokenizer> unigram_from_gguf(const GgufFile& f) {
-  using Json = nlohmann::json;
-  const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
-  const auto& scores = f.get_array<float>("tokenizer.ggml.scores");
+using Json = nlohmann::json;
+
+// The parts of a tokenizer.json that a GGUF vocabulary determines whatever its
+// model: unknown, control and user-defined pieces as added tokens (<mask> with
+// lstrip, as transformers defines it for RoBERTa and XLM-R; the file cannot
+// say so), <s> … </s> from the cls/sep (else bos/eos) ids, the pad id.
+Json tokenizer_json_common(const GgufFile& f, const std::vector<std::string>& tokens) {
   const auto& kinds = f.get_array<int32_t>("tokenizer.ggml.token_type");
-  RLX_FORMAT_CHECK(scores.size() == tokens.size() && kinds.size() == tokens.size(), f.source(),
-                   ": tokenizer.ggml.scores and token_type need one entry per token (", tokens.size(), ")");
+  RLX_FORMAT_CHECK(kinds.size() == tokens.size(), f.source(), ": tokenizer.ggml.token_type has ", kinds.size(),
+                   " entries for ", tokens.size(), " tokens");
   constexpr int32_t kUnknown = 2, kControl = 3, kUserDefined = 4;  // llama.cpp's token types
-  Json vocab = Json::array(), added = Json::array();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    vocab.push_back({tokens[i], scores[i]});
+  Json added = Json::array();
+  for (size_t i = 0; i < tokens.size(); ++i)
     if (kinds[i] == kUnknown || kinds[i] == kControl || kinds[i] == kUserDefined)
-      // transformers' XLM-R tokenizer defines <mask> with lstrip; the file cannot say so.
       added.push_back({{"id", i},
                        {"content", tokens[i]},
                        {"special", kinds[i] != kUserDefined},
                        {"normalized", false},
                        {"lstrip", tokens[i] == "<mask>"}});
-  }
   auto id = [&](const char* key, const char* fallback) {
-    return f.get_int(f.contains(key) || !fallback ? key : fallback);
+    const int64_t v = f.get_int(f.contains(key) || !fallback ? key : fallback);
+    RLX_FORMAT_CHECK(v >= 0 && v < static_cast<int64_t>(tokens.size()), f.source(), ": ", key, " ", v,
+                     " is outside the vocabulary of ", tokens.size());
+    return v;
   };
+  const int64_t cls = id("tokenizer.ggml.cls_token_id", "tokenizer.ggml.bos_token_id");
+  const int64_t sep = id("tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eos_token_id");
+  return {{"post_processor",
+           {{"type", "RobertaProcessing"},
+            {"cls", {tokens[static_cast<size_t>(cls)], cls}},
+            {"sep", {tokens[static_cast<size_t>(sep)], sep}}}},
+          {"added_tokens", added},
+          {"padding", {{"pad_id", id("tokenizer.ggml.padding_token_id", nullptr)}}}};
+}
+
+// llama.cpp's "t5" vocabulary (what its converter writes for XLM-RoBERTa
+// models: bge-m3, multilingual-e5) as the tokenizer.json those models ship:
+// Precompiled (+ Replace ' {2,}' with remove_extra_whitespaces), Metaspace,
+// Unigram over the pieces' scores.
+Json unigram_tokenizer_json(const GgufFile& f) {
+  const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
+  const auto& scores = f.get_array<float>("tokenizer.ggml.scores");
+  RLX_FORMAT_CHECK(scores.size() == tokens.size(), f.source(), ": tokenizer.ggml.scores has ", scores.size(),
+                   " entries for ", tokens.size(), " tokens");
+  Json j = tokenizer_json_common(f, tokens);
+  Json vocab = Json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) vocab.push_back({tokens[i], scores[i]});
   Json normalizers = Json::array();
-  if (f.contains("tokenizer.ggml.precompiled_charsmap")) {
+  if (const char* key = "tokenizer.ggml.precompiled_charsmap"; f.contains(key)) {
     // u8 or i8 elements, as llama.cpp accepts.
-    const char* key = "tokenizer.ggml.precompiled_charsmap";
     const auto* u8 = std::get_if<std::vector<uint8_t>>(&f.get<GgufArray>(key).items);
     std::string bytes;
     if (u8) bytes.assign(u8->begin(), u8->end());
@@ -216,41 +236,62 @@ std::shared_ptr<const SentenceTokenizer> unigram_from_gguf(const GgufFile& f) {
   if (f.get_or<bool>("tokenizer.ggml.remove_extra_whitespaces", true))
     normalizers.push_back({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}});
   const bool prefix = f.get_or<bool>("tokenizer.ggml.add_space_prefix", true);
-  const int64_t cls = id("tokenizer.ggml.cls_token_id", "tokenizer.ggml.bos_token_id");
-  const int64_t sep = id("tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eos_token_id");
-  for (int64_t t : {cls, sep})
-    RLX_FORMAT_CHECK(t >= 0 && t < static_cast<int64_t>(tokens.size()), f.source(), ": special token id ", t,
-                     " is outside the vocabulary of ", tokens.size());
-  const Json j = {
-      {"model", {{"type", "Unigram"}, {"unk_id", id("tokenizer.ggml.unknown_token_id", nullptr)}, {"vocab", vocab}}},
-      {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
-      {"pre_tokenizer",
-       {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", prefix ? "always" : "never"},
-        {"split", true}}},
-      {"post_processor",
-       {{"type", "RobertaProcessing"},
-        {"cls", {tokens[static_cast<size_t>(cls)], cls}},
-        {"sep", {tokens[static_cast<size_t>(sep)], sep}}}},
-      {"added_tokens", added},
-      {"padding", {{"pad_id", id("tokenizer.ggml.padding_token_id", nullptr)}}}};
-  auto tok = std::make_shared<UnigramTokenizer>(UnigramTokenizer::from_tokenizer_json(j, f.source()));
-  tok->set_default_max_length(f.get_int(str(arch_name(gguf_arch(f)), ".context_length")));
-  return tok;
+  j["model"] = {{"type", "Unigram"}, {"unk_id", f.get_int("tokenizer.ggml.unknown_token_id")}, {"vocab", vocab}};
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", normalizers}};
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", "\u2581"},
+                        {"prepend_scheme", prefix ? "always" : "never"},
+                        {"split", true}};
+  return j;
+}
+
+// llama.cpp's "gpt2" vocabulary in a BERT file (RoBERTa models, pre
+// "roberta-bpe" or GPT-2's) as RoBERTa's tokenizer.json: ByteLevel with the
+// GPT-2 regex, BPE by the merges' order.
+Json bpe_tokenizer_json(const GgufFile& f) {
+  const std::string pre = f.get_or<std::string>("tokenizer.ggml.pre", "default");
+  if (pre != "roberta-bpe" && pre != "default" && pre != "gpt2" && pre != "gpt-2")
+    throw Unsupported(str(f.source(), ": tokenizer.ggml.pre '", pre,
+                          "' is not supported in an embedding model (roberta-bpe, gpt2, default)"));
+  const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
+  Json j = tokenizer_json_common(f, tokens);
+  Json vocab = Json::object();
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  j["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", f.get_array<std::string>("tokenizer.ggml.merges")}};
+  if (f.contains("tokenizer.ggml.unknown_token_id")) {
+    const int64_t unk = f.get_int("tokenizer.ggml.unknown_token_id");
+    RLX_FORMAT_CHECK(unk >= 0 && unk < static_cast<int64_t>(tokens.size()), f.source(),
+                     ": tokenizer.ggml.unknown_token_id ", unk, " is outside the vocabulary");
+    j["model"]["unk_token"] = tokens[static_cast<size_t>(unk)];
+  }
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  return j;
 }
 
 }  // namespace
 
 std::shared_ptr<const SentenceTokenizer> sentence_tokenizer_from_gguf(const GgufFile& f) {
   const std::string& model = f.get<std::string>("tokenizer.ggml.model");
-  if (model == "t5") return unigram_from_gguf(f);
-  return std::make_shared<WordPieceTokenizer>(tokenizer_from_gguf(f));
+  std::shared_ptr<SentenceTokenizer> tok;
+  if (model == "t5")
+    tok = std::make_shared<UnigramTokenizer>(
+        UnigramTokenizer::from_tokenizer_json(unigram_tokenizer_json(f), f.source()));
+  else if (model == "gpt2")
+    tok = std::make_shared<ByteLevelBpeTokenizer>(
+        ByteLevelBpeTokenizer::from_tokenizer_json(bpe_tokenizer_json(f), f.source()));
+  else
+    return std::make_shared<WordPieceTokenizer>(tokenizer_from_gguf(f));
+  tok->set_default_max_length(f.get_int(str(arch_name(gguf_arch(f)), ".context_length")));
+  return tok;
 }
 
 WordPieceTokenizer tokenizer_from_gguf(const GgufFile& f) {
   const std::string& model = f.get<std::string>("tokenizer.ggml.model");
   if (model != "bert")
     throw Unsupported(str(f.source(), ": tokenizer.ggml.model '", model,
-                          "' is not supported (bert: WordPiece, t5: SentencePiece Unigram)"));
+                          "' is not supported (bert: WordPiece, t5: SentencePiece Unigram, gpt2: byte-level BPE)"));
   const auto& tokens = f.get_array<std::string>("tokenizer.ggml.tokens");
   const auto& kinds = f.get_array<int32_t>("tokenizer.ggml.token_type");
   RLX_FORMAT_CHECK(kinds.size() == tokens.size(), f.source(), ": tokenizer.ggml.token_type has ", kinds.size(),

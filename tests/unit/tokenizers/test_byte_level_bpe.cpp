@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "rlx/core/error.h"
+#include "rlx/formats/gguf.h"
 #include "rlx/formats/hf_config.h"
+#include "rlx/models/bert/bert.h"
 #include "rlx/models/tokenizers/byte_level_bpe_tokenizer.h"
 #include "rlx/models/tokenizers/sentence_tokenizer.h"
 #include "tests/unit/tokenizers/tokenizer_test_util.h"
@@ -342,4 +344,43 @@ TEST(ByteLevelBpe, EncodesShortSentencesFast) {
 }
 
 }  // namespace
+// A llama.cpp "gpt2" vocabulary in a BERT GGUF (how its converter stores
+// RoBERTa models' tokenizers: tokens, types, "a b" merges, pre "roberta-bpe")
+// tokenizes as the tokenizer.json it came from: the fixture's "roberta" one.
+TEST(ByteLevelBpeHF, GgufGpt2VocabularyMatchesTokenizerJson) {
+  const Json& base = fixture().at("base");
+  std::vector<std::string> tokens(base.at("model").at("vocab").size());
+  for (const auto& [token, id] : base.at("model").at("vocab").items()) tokens.at(id.get<size_t>()) = token;
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (const Json& t : base.at("added_tokens")) types.at(t.at("id").get<size_t>()) = 3;
+  std::vector<std::string> merges;
+  for (const Json& m : base.at("model").at("merges"))
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  GgufWriter w;
+  w.set("general.architecture", GgufValue(std::string("bert")));
+  w.set("bert.context_length", GgufValue(uint32_t{512}));
+  w.set("tokenizer.ggml.model", GgufValue(std::string("gpt2")));
+  w.set("tokenizer.ggml.pre", GgufValue(std::string("roberta-bpe")));
+  w.set("tokenizer.ggml.tokens", GgufValue(GgufArray{tokens}));
+  w.set("tokenizer.ggml.token_type", GgufValue(GgufArray{types}));
+  w.set("tokenizer.ggml.merges", GgufValue(GgufArray{merges}));
+  for (auto [key, id] : {std::pair{"bos", 0u}, std::pair{"eos", 2u}, std::pair{"padding", 1u}})
+    w.set(std::string("tokenizer.ggml.") + key + "_token_id", GgufValue(uint32_t{id}));
+  const auto bytes = std::make_shared<std::vector<uint8_t>>(w.to_bytes());
+  const GgufFile f = GgufFile::from_memory(bytes->data(), bytes->size(), bytes, "roberta.gguf");
+  const auto tok = bert::sentence_tokenizer_from_gguf(f);
+  EXPECT_EQ(tok->pad_id(), 1);
+  EXPECT_EQ(tok->default_max_length(), 512);
+  const Json* roberta = &fixture_entry("roberta");
+  const Json& texts = fixture().at("texts");
+  size_t failures = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto want = roberta->at("ids")[i].get<std::vector<int32_t>>();
+    const Encoding e = tok->encode(texts[i].get<std::string>(), kUnlimited);
+    if (e.input_ids != want && ++failures <= 5)
+      ADD_FAILURE() << "text " << i << ": " << texts[i] << "\n got:  " << show(e.input_ids) << "\n want: " << show(want);
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
 }  // namespace rlx
