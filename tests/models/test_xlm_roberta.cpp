@@ -124,12 +124,7 @@ fs::path write_model_dir(const Weights& w, const std::string& tag) {
   return dir;
 }
 
-struct Case {
-  std::string device;
-  DType dtype;
-  double min_cos;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.device << " " << dtype_name(c.dtype); }
+using Case = test::DeviceCase;
 
 class XlmRoberta : public ::testing::TestWithParam<Case> {};
 
@@ -237,6 +232,4 @@ TEST_P(XlmRoberta, EmbeddingsMatchFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Devices, XlmRoberta,
                          ::testing::Values(Case{"cpu", DType::F32, 0.99999}, Case{"cpu", DType::F16, 0.999},
                                            Case{"cuda", DType::F32, 0.99999}, Case{"cuda", DType::F16, 0.999}),
-                         [](const auto& info) {
-                           return info.param.device + "_" + std::string(dtype_name(info.param.dtype));
-                         });
+                         [](const auto& info) { return test::device_case_name(info.param); });

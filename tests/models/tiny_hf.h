@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -235,5 +236,14 @@ inline void write_mean_pooling_modules(const std::filesystem::path& dir, int64_t
   write_text(dir / "1_Pooling" / "config.json",
              nlohmann::json{{"word_embedding_dimension", hidden}, {"pooling_mode_mean_tokens", true}}.dump());
 }
+
+// A device, a compute dtype and the cosine an embedding test asks of them.
+struct DeviceCase {
+  std::string device;
+  DType dtype;
+  double min_cos;
+};
+inline void PrintTo(const DeviceCase& c, std::ostream* os) { *os << c.device << " " << dtype_name(c.dtype); }
+inline std::string device_case_name(const DeviceCase& c) { return c.device + "_" + std::string(dtype_name(c.dtype)); }
 
 }  // namespace rlx::test
