@@ -288,6 +288,36 @@ TEST(LlmErrors, BadFiles) {
   }
 }
 
+// RoPE scaling keys as llama.cpp reads them: rope.scaling.factor, else
+// rope.scale_linear, for type none or linear (0: none); other types refused.
+TEST(LlmConfig, RopeScalingKeys) {
+  const std::string path = temp_path("scaling.gguf");
+  test::write_tiny_gguf(test::tiny_spec("qwen3"), path);
+  const GgufFile base = GgufFile::open(path);
+  auto config_with = [&](const std::vector<std::pair<std::string, GgufValue>>& extra) {
+    GgufWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    for (const auto& [k, v] : extra) w.set(k, v);
+    for (const auto& t : base.tensors()) w.add_tensor(t.name, base.view(t));
+    const std::string p = temp_path("scaling_variant.gguf");
+    w.write(p);
+    return llm::LlmConfig::from_gguf(GgufFile::open(p));
+  };
+  EXPECT_FLOAT_EQ(config_with({}).rope_freq_scale, 1.0f);
+  EXPECT_FLOAT_EQ(config_with({{"qwen3.rope.scale_linear", GgufValue(4.0f)}}).rope_freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(config_with({{"qwen3.rope.scaling.type", GgufValue(std::string("linear"))},
+                               {"qwen3.rope.scaling.factor", GgufValue(8.0f)}})
+                      .rope_freq_scale,
+                  0.125f);
+  EXPECT_FLOAT_EQ(config_with({{"qwen3.rope.scaling.factor", GgufValue(0.0f)}}).rope_freq_scale, 1.0f);
+  expect_error<Unsupported>([&] { config_with({{"qwen3.rope.scaling.type", GgufValue(std::string("yarn"))}}); },
+                            "'yarn' is not supported");
+  expect_error<FormatError>([&] { config_with({{"qwen3.rope.scaling.factor", GgufValue(-2.0f)}}); },
+                            "must be positive");
+  fs::remove(path);
+  fs::remove(temp_path("scaling_variant.gguf"));
+}
+
 // ---- Gemma 3 270M Q4_K_M against transformers -------------------------------
 
 struct GemmaCase {

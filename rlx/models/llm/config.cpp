@@ -84,23 +84,16 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   RLX_FORMAT_CHECK(c.n_rot >= 2 && c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f.source(), ": ",
                    m.key("rope.dimension_count"), " ", c.n_rot, " must be even and at most the head size ",
                    c.head_dim);
-  // Linear scaling: rope.scaling.type "linear" with rope.scaling.factor, or
-  // the older rope.scale_linear key alone (as llama.cpp reads them).
+  // Linear scaling as llama.cpp reads it: rope.scaling.factor, else the older
+  // rope.scale_linear, whatever the type ("none" or "linear"); 0 or absent means none.
   const std::string scaling = f.get_or<std::string>(m.key("rope.scaling.type"), "none");
-  if (scaling == "linear") {
-    const float factor = m.float_or("rope.scaling.factor", m.float_or("rope.scale_linear", 1.0));
-    RLX_FORMAT_CHECK(std::isfinite(factor) && factor > 0, f.source(), ": ", m.key("rope.scaling.factor"), " ", factor,
-                     " must be positive");
-    c.rope_freq_scale = 1.0f / factor;
-  } else if (scaling == "none") {
-    const float factor = m.float_or("rope.scale_linear", 1.0);
-    RLX_FORMAT_CHECK(std::isfinite(factor) && factor > 0, f.source(), ": ", m.key("rope.scale_linear"), " ", factor,
-                     " must be positive");
-    c.rope_freq_scale = 1.0f / factor;
-  } else {
+  if (scaling != "none" && scaling != "linear")
     throw Unsupported(str(f.source(), ": ", m.key("rope.scaling.type"), " '", scaling,
                           "' is not supported (none, linear)"));
-  }
+  const float factor = m.float_or("rope.scaling.factor", m.float_or("rope.scale_linear", 0.0));
+  RLX_FORMAT_CHECK(std::isfinite(factor) && factor >= 0, f.source(), ": ", m.key("rope.scaling.factor"), " ", factor,
+                   " must be positive (or 0: none)");
+  c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
   c.attn_softcap = m.float_or("attn_logit_softcapping", 0.0);
   c.final_softcap = m.float_or("final_logit_softcapping", 0.0);
   RLX_FORMAT_CHECK(std::isfinite(c.rms_eps) && c.rms_eps > 0 && std::isfinite(c.rope_base) && c.rope_base > 0 &&
