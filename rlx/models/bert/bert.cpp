@@ -183,6 +183,47 @@ void read_sentence_transformers_modules(const std::string& dir, BertConfig& c) {
                ": Dense or Normalize without a Pooling module");
 }
 
+EncoderInputs encoder_inputs(Graph& g) {
+  EncoderInputs in;
+  in.ids = input(g, "input_ids", DType::I32, {"B", "L"});
+  in.types = input(g, "token_type_ids", DType::I32, {"B", "L"});
+  in.mask = input(g, "attention_mask", DType::I32, {"B", "L"});
+  in.positions = input(g, "positions", DType::I32, {"L"});
+  return in;
+}
+
+Value bert_embeddings(Graph& g, const EncoderInputs& in, const BertConfig& c) {
+  const DType f = DType::F32;
+  const int64_t H = c.hidden;
+  // RoBERTa's table starts position_offset rows early (create_position_ids_from_input_ids).
+  Value pos_table = param(g, names::kPosEmb, f, {c.position_offset + c.max_position, H});
+  if (c.position_offset > 0) pos_table = narrow(pos_table, 0, c.position_offset, c.max_position);
+  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), in.ids) + gather(pos_table, in.positions);
+  if (c.type_vocab > 0) emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), in.types);
+  return layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
+}
+
+Value post_ln_layer(Graph& g, Value x, int64_t i, const PostLnLayerNames& n, const AttentionAttrs& a,
+                    Value mask_or_bias, const BertConfig& c) {
+  const DType f = DType::F32;
+  const int64_t H = c.hidden;
+  auto linear = [&](Value v, const char* part, int64_t out, int64_t in) {
+    return project(g, v, names::layer(i, str(part, ".weight").c_str()), out, in, c) +
+           param(g, names::layer(i, str(part, ".bias").c_str()), f, {out});
+  };
+  auto norm_param = [&](const char* part, const char* which) {
+    return param(g, names::layer(i, str(part, which).c_str()), f, {H});
+  };
+  auto qkv = linear(x, n.qkv, 3 * H, H);
+  auto ctx = attention(narrow(qkv, 2, 0, H), narrow(qkv, 2, H, H), narrow(qkv, 2, 2 * H, H), a, mask_or_bias);
+  auto attn = linear(ctx, n.out, H, H);
+  x = layer_norm(attn + x, norm_param(n.attn_norm, ".weight"), norm_param(n.attn_norm, ".bias"), c.layer_norm_eps);
+  auto h = linear(x, n.up, c.intermediate, H);
+  h = c.gelu_tanh ? gelu_tanh(h) : gelu(h);
+  auto y = linear(h, n.down, H, c.intermediate);
+  return layer_norm(y + x, norm_param(n.out_norm, ".weight"), norm_param(n.out_norm, ".bias"), c.layer_norm_eps);
+}
+
 Value project(Graph& g, Value x, const std::string& name, int64_t out, int64_t in, const BertConfig& c) {
   if (is_quant(c.linear_dtype)) return dequant_matmul(x, param(g, name, c.linear_dtype, {out, in}));
   return matmul(x, param(g, name, DType::F32, {out, in}), MatMulAttrs{false, true});  // HF Linear: [out, in]
@@ -240,38 +281,14 @@ Graph build_graph(const BertConfig& c) {
   if (c.arch == Arch::NomicBert) return build_nomic_graph(c);
   if (c.arch == Arch::MPNet) return build_mpnet_graph(c);
   Graph g;
-  const DType f = DType::F32;
-  const int64_t H = c.hidden, D = c.hidden / c.heads;
-  auto ids = input(g, "input_ids", DType::I32, {"B", "L"});
-  auto types = input(g, "token_type_ids", DType::I32, {"B", "L"});
-  auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
-  auto pos = input(g, "positions", DType::I32, {"L"});
-
-  // RoBERTa's table starts position_offset rows early (create_position_ids_from_input_ids).
-  Value pos_table = param(g, names::kPosEmb, f, {c.position_offset + c.max_position, H});
-  if (c.position_offset > 0) pos_table = narrow(pos_table, 0, c.position_offset, c.max_position);
-  auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) + gather(pos_table, pos);
-  if (c.type_vocab > 0) emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
-  Value x = layer_norm(emb, param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
-
-  auto linear = [&](Value v, int64_t layer, const char* w, const char* b, int64_t out, int64_t in) {
-    return project(g, v, names::layer(layer, w), out, in, c) + param(g, names::layer(layer, b), f, {out});
-  };
-  for (int64_t i = 0; i < c.layers; ++i) {
-    auto qkv = linear(x, i, "attention.self.qkv.weight", "attention.self.qkv.bias", 3 * H, H);
-    AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(D)};
-    a.mask = MaskKind::Custom;
-    auto ctx = attention(narrow(qkv, 2, 0, H), narrow(qkv, 2, H, H), narrow(qkv, 2, 2 * H, H), a, mask);
-    auto attn = linear(ctx, i, "attention.output.dense.weight", "attention.output.dense.bias", H, H);
-    x = layer_norm(attn + x, param(g, names::layer(i, "attention.output.LayerNorm.weight"), f, {H}),
-                   param(g, names::layer(i, "attention.output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
-    auto h = linear(x, i, "intermediate.dense.weight", "intermediate.dense.bias", c.intermediate, H);
-    h = c.gelu_tanh ? gelu_tanh(h) : gelu(h);
-    auto y = linear(h, i, "output.dense.weight", "output.dense.bias", H, c.intermediate);
-    x = layer_norm(y + x, param(g, names::layer(i, "output.LayerNorm.weight"), f, {H}),
-                   param(g, names::layer(i, "output.LayerNorm.bias"), f, {H}), c.layer_norm_eps);
-  }
-  add_pooling_output(g, x, mask, c);
+  const EncoderInputs in = encoder_inputs(g);
+  Value x = bert_embeddings(g, in, c);
+  AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(c.hidden / c.heads)};
+  a.mask = MaskKind::Custom;
+  const PostLnLayerNames names{"attention.self.qkv", "attention.output.dense", "attention.output.LayerNorm",
+                               "intermediate.dense", "output.dense",           "output.LayerNorm"};
+  for (int64_t i = 0; i < c.layers; ++i) x = post_ln_layer(g, x, i, names, a, in.mask, c);
+  add_pooling_output(g, x, in.mask, c);
   return g;
 }
 

@@ -39,6 +39,27 @@ Tensor concat_rows(const std::vector<Tensor>& parts);
 // DequantMatMul for packed weights).
 Value project(Graph& g, Value x, const std::string& name, int64_t out, int64_t in, const BertConfig& cfg);
 
+// The inputs every BERT-family graph takes, in order (bert.h, build_graph).
+struct EncoderInputs {
+  Value ids, types, mask, positions;
+};
+EncoderInputs encoder_inputs(Graph& g);
+
+// LayerNorm(word + position (+ token type) embeddings) with BERT's weight
+// names; positions read past position_offset rows (RoBERTa, MPNet) and no
+// token types when the model has none (DistilBERT, MPNet).
+Value bert_embeddings(Graph& g, const EncoderInputs& in, const BertConfig& cfg);
+
+// Weight-name prefixes (without ".weight"/".bias") of a post-LN layer's parts
+// under "encoder.layer.N.".
+struct PostLnLayerNames {
+  const char *qkv, *out, *attn_norm, *up, *down, *out_norm;
+};
+// x = LN(x + attention(q, k, v of x·Wqkvᵀ; mask_or_bias)·Woᵀ), then
+// x = LN(x + gelu(x·W1ᵀ)·W2ᵀ), every projection with its bias.
+Value post_ln_layer(Graph& g, Value x, int64_t layer, const PostLnLayerNames& names, const AttentionAttrs& attn,
+                    Value mask_or_bias, const BertConfig& cfg);
+
 // Sets the graph's output: hidden states, or pooled (mean over mask / CLS)
 // and optionally L2-normalized embeddings.
 void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& cfg);

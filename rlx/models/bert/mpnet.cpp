@@ -26,7 +26,6 @@ const char* kRelBias = "encoder.relative_attention_bias.weight";
 // transformers' MPNetEncoder.compute_position_bias buckets with its default
 // num_buckets = 32 whatever the config says; the table has the config's rows.
 constexpr int64_t kBucketCount = 32;
-std::string mpnet_layer(int64_t i, const char* suffix) { return str("encoder.layer.", i, ".", suffix); }
 
 }  // namespace
 
@@ -89,44 +88,22 @@ Tensor mpnet_relative_buckets(const BertConfig& c, int64_t L) {
 
 Graph build_mpnet_graph(const BertConfig& c) {
   Graph g;
-  const DType f = DType::F32;
-  const int64_t H = c.hidden, D = c.hidden / c.heads, I = c.intermediate;
-  auto ids = input(g, "input_ids", DType::I32, {"B", "L"});
-  input(g, "token_type_ids", DType::I32, {"B", "L"});  // taken for a uniform interface; MPNet has none
-  auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
-  auto pos = input(g, "positions", DType::I32, {"L"});
+  const EncoderInputs in = encoder_inputs(g);  // MPNet reads no token types
   auto buckets = input(g, "relative_position_buckets", DType::I32, {"L", "L"});
-
-  Value positions = narrow(param(g, names::kPosEmb, f, {c.position_offset + c.max_position, H}), 0,
-                           c.position_offset, c.max_position);
-  Value x = layer_norm(gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids) + gather(positions, pos),
-                       param(g, names::kEmbLnW, f, {H}), param(g, names::kEmbLnB, f, {H}), c.layer_norm_eps);
+  Value x = bert_embeddings(g, in, c);
 
   // [1, heads, L, L] from the table, plus a large negative for masked keys
   // (−30000: finite in f16 and bf16, so no 0·∞; its softmax weight is 0).
+  const DType f = DType::F32;
   Value rel = transpose(gather(param(g, kRelBias, f, {c.relative_buckets, c.heads}), buckets), {2, 0, 1});
-  Value key_bias = (cast(mask, f) - scalar(g, 1.0f)) * scalar(g, 30000.0f);
+  Value key_bias = (cast(in.mask, f) - scalar(g, 1.0f)) * scalar(g, 30000.0f);
   Value bias = reshape(rel, {1, c.heads, "L", "L"}) + reshape(key_bias, {"B", 1, 1, "L"});
-  AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(D)};
+  AttentionAttrs a{static_cast<int>(c.heads), static_cast<int>(c.heads), static_cast<int>(c.hidden / c.heads)};
   a.mask = MaskKind::Bias;
-
-  auto linear = [&](Value v, int64_t i, const char* w, int64_t out, int64_t in) {
-    return project(g, v, mpnet_layer(i, str(w, ".weight").c_str()), out, in, c) +
-           param(g, mpnet_layer(i, str(w, ".bias").c_str()), f, {out});
-  };
-  auto norm = [&](Value v, int64_t i, const char* which) {
-    return layer_norm(v, param(g, mpnet_layer(i, str(which, ".weight").c_str()), f, {H}),
-                      param(g, mpnet_layer(i, str(which, ".bias").c_str()), f, {H}), c.layer_norm_eps);
-  };
-  for (int64_t i = 0; i < c.layers; ++i) {
-    auto qkv = linear(x, i, "attention.attn.qkv", 3 * H, H);
-    auto ctx = attention(narrow(qkv, 2, 0, H), narrow(qkv, 2, H, H), narrow(qkv, 2, 2 * H, H), a, bias);
-    x = norm(linear(ctx, i, "attention.attn.o", H, H) + x, i, "attention.LayerNorm");
-    auto h = linear(x, i, "intermediate.dense", I, H);
-    h = c.gelu_tanh ? gelu_tanh(h) : gelu(h);
-    x = norm(linear(h, i, "output.dense", H, I) + x, i, "output.LayerNorm");
-  }
-  add_pooling_output(g, x, mask, c);
+  const PostLnLayerNames names{"attention.attn.qkv", "attention.attn.o", "attention.LayerNorm",
+                               "intermediate.dense", "output.dense",     "output.LayerNorm"};
+  for (int64_t i = 0; i < c.layers; ++i) x = post_ln_layer(g, x, i, names, a, bias, c);
+  add_pooling_output(g, x, in.mask, c);
   return g;
 }
 
@@ -139,7 +116,7 @@ std::map<std::string, Tensor> load_mpnet_weights(const BertConfig& c, const Weig
   w[names::kEmbLnB] = src.get(names::kEmbLnB, {H});
   w[kRelBias] = src.get(kRelBias, {c.relative_buckets, c.heads});
   for (int64_t i = 0; i < c.layers; ++i) {
-    auto name = [&](const char* s) { return mpnet_layer(i, s); };
+    auto name = [&](const char* s) { return names::layer(i, s); };
     auto get = [&](const char* s, std::vector<int64_t> shape) { return src.get(name(s), shape); };
     auto linear = [&](const char* s, std::vector<int64_t> shape) { return src.get_linear(name(s), shape, c); };
     w[name("attention.attn.qkv.weight")] = concat_rows(

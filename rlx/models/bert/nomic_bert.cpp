@@ -74,10 +74,8 @@ Graph build_nomic_graph(const BertConfig& c) {
   Graph g;
   const DType f = DType::F32;
   const int64_t H = c.hidden, D = c.hidden / c.heads, I = c.intermediate;
-  auto ids = input(g, "input_ids", DType::I32, {"B", "L"});
-  auto types = input(g, "token_type_ids", DType::I32, {"B", "L"});
-  auto mask = input(g, "attention_mask", DType::I32, {"B", "L"});
-  auto pos = input(g, "positions", DType::I32, {"L"});
+  const EncoderInputs in = encoder_inputs(g);
+  const Value ids = in.ids, types = in.types, mask = in.mask, pos = in.positions;
 
   auto emb = gather(param(g, names::kWordEmb, f, {c.vocab_size, H}), ids);
   if (c.type_vocab > 0) emb = emb + gather(param(g, names::kTypeEmb, f, {c.type_vocab, H}), types);
