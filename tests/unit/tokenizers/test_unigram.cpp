@@ -65,27 +65,12 @@ TEST(UnigramHF, MatchesTokenizersOnEveryCase) {
   const int64_t trunc_length = fixture().at("trunc_length").get<int64_t>();
   ASSERT_GE(texts.size(), 200u);
   ASSERT_GE(fixture().at("tokenizers").size(), 8u);
-  size_t checked = 0;
   for (const Json& entry : fixture().at("tokenizers")) {
     const std::string name = entry.at("name").get<std::string>();
     const auto tok = UnigramTokenizer::from_tokenizer_json(write_fixture_tokenizer(entry));
-    size_t failures = 0;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      const auto text = texts[i].get<std::string>();
-      for (auto [length, key] : {std::pair{kUnlimited, "ids"}, std::pair{trunc_length, "trunc"}}) {
-        const auto want = entry.at(key)[i].get<std::vector<int32_t>>();
-        const Encoding e = tok.encode(text, length);
-        ++checked;
-        ASSERT_EQ(e.attention_mask, std::vector<int32_t>(e.input_ids.size(), 1));
-        ASSERT_EQ(e.token_type_ids, std::vector<int32_t>(e.input_ids.size(), 0));
-        if (e.input_ids != want && ++failures <= 5)  // the first few in full, then a count
-          ADD_FAILURE() << name << " text " << i << " max_length " << length << ": " << text
-                        << "\n got:  " << show(e.input_ids) << "\n want: " << show(want);
-      }
-    }
-    EXPECT_EQ(failures, 0u) << name << ": " << failures << " mismatches";
+    for (auto [length, key] : {std::pair{kUnlimited, "ids"}, std::pair{trunc_length, "trunc"}})
+      EXPECT_EQ(test::id_mismatches(tok, texts, entry.at(key), length, name), 0u) << name << " " << key;
   }
-  EXPECT_EQ(checked, texts.size() * 2 * fixture().at("tokenizers").size());
 }
 
 TEST(UnigramHF, SpecialIdsAndLengths) {
@@ -381,15 +366,7 @@ TEST(UnigramHF, GgufT5VocabularyMatchesTokenizerJson) {
   const auto tok = bert::sentence_tokenizer_from_gguf(f);
   EXPECT_EQ(tok->pad_id(), 1);
   EXPECT_EQ(tok->default_max_length(), 514);
-  const Json& texts = fixture().at("texts");
-  size_t failures = 0;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const auto want = bge->at("ids")[i].get<std::vector<int32_t>>();
-    const Encoding e = tok->encode(texts[i].get<std::string>(), kUnlimited);
-    if (e.input_ids != want && ++failures <= 5)
-      ADD_FAILURE() << "text " << i << ": " << texts[i] << "\n got:  " << show(e.input_ids) << "\n want: " << show(want);
-  }
-  EXPECT_EQ(failures, 0u);
+  EXPECT_EQ(test::id_mismatches(*tok, fixture().at("texts"), bge->at("ids"), kUnlimited, "bge gguf"), 0u);
 }
 
 }  // namespace rlx

@@ -4,6 +4,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -50,6 +52,26 @@ void expect_error(F&& what, std::initializer_list<std::string> parts) {
   } catch (const std::exception& e) {
     ADD_FAILURE() << "wrong exception type: " << e.what();
   }
+}
+
+// Encodes texts[i] (a JSON array of strings) up to max_length and compares
+// with want[i] (lists of ids); every encoding must be one unpadded sequence.
+// Reports the first five mismatches in full and returns their count.
+inline size_t id_mismatches(const SentenceTokenizer& tok, const nlohmann::json& texts, const nlohmann::json& want,
+                            int64_t max_length, const std::string& label) {
+  EXPECT_EQ(texts.size(), want.size()) << label;
+  size_t failures = 0;
+  for (size_t i = 0; i < texts.size() && i < want.size(); ++i) {
+    const auto text = texts[i].get<std::string>();
+    const auto expected = want[i].get<std::vector<int32_t>>();
+    const Encoding e = tok.encode(text, max_length);
+    EXPECT_EQ(e.attention_mask, std::vector<int32_t>(e.input_ids.size(), 1)) << label;
+    EXPECT_EQ(e.token_type_ids, std::vector<int32_t>(e.input_ids.size(), 0)) << label;
+    if (e.input_ids != expected && ++failures <= 5)
+      ADD_FAILURE() << label << " text " << i << " max_length " << max_length << ": " << text
+                    << "\n got:  " << show(e.input_ids) << "\n want: " << show(expected);
+  }
+  return failures;
 }
 
 // Invalid UTF-8 is an InvalidArgument naming the first bad byte's offset,
