@@ -11,7 +11,9 @@
 // embedding batch shapes (B texts x L tokens), whole-run time per batch and
 // kernel time summed per kernel description, largest first.
 //
-//   rlx_cpu_bench [--reps N] [--minilm DIR]   (RLX_NUM_THREADS sets the thread count)
+// With --gemv, only the quantized decode GEMV (weight bytes read per second).
+//
+//   rlx_cpu_bench [--reps N] [--minilm DIR | --gemv]   (RLX_NUM_THREADS sets the thread count)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rlx/ir/builder.h"
@@ -212,6 +215,91 @@ void bench_layernorm(int reps) {
   std::printf("  memcpy same size (1 thread): %.1f GB/s (read + write)\n", bytes / tc * 1e-9);
 }
 
+volatile double g_sink = 0;  // keeps the bandwidth loop's sums alive
+
+// Read bandwidth of the machine with every hardware thread: the decode GEMV's
+// ceiling. GB/s over a 512 MB buffer, best of 5.
+double read_bandwidth_gbs() {
+  const size_t n = size_t{64} << 20;  // 8-byte words
+  std::vector<uint64_t> buf(n, 1);
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<uint64_t> part(threads);
+  double best = 1e9;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const size_t b = n * t / threads, e = n * (t + 1) / threads;
+        uint64_t acc[8] = {};
+        for (size_t i = b; i + 8 <= e; i += 8) {
+          __builtin_prefetch(buf.data() + i + 512);  // 4 KB ahead, as the GEMV asks
+          for (int l = 0; l < 8; ++l) acc[l] ^= buf[i + l];
+        }
+        part[t] = acc[0] ^ acc[7];
+      });
+    for (auto& th : pool) th.join();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  for (uint64_t p : part) g_sink = g_sink + static_cast<double>(p);
+  return static_cast<double>(n * sizeof(uint64_t)) / best * 1e-9;
+}
+
+// The decode GEMV (DequantMatMul, one activation row) on quantized weights:
+// weight bytes read per second, with enough copies of W (each its own
+// executable, run in turn) that every run reads from DRAM, not the caches.
+// Shapes: Gemma 3 270M's q8_0 output head and FFN, and 4096-wide layers.
+void bench_quant_gemv(int reps) {
+  std::printf("\nquantized GEMV y[1,N] = x[1,K]·W[N,K]ᵀ (W in its GGUF blocks, cold: copies of W > 512 MB "
+              "rotated), median of %d\n", reps);
+  std::printf("  memory read ceiling (all threads, 512 MB): %.1f GB/s\n", read_bandwidth_gbs());
+  std::printf("  %-8s %-16s %10s %10s %12s\n", "type", "N x K", "MB", "kernel ms", "GB/s of W");
+  struct S { rlx::DType type; int64_t n, k; };
+  // Random blocks with the scale fields (f16, at these byte offsets) set to realistic values.
+  struct Layout { rlx::DType type; int64_t bytes; std::vector<int> f16_fields; };
+  const Layout layouts[] = {{rlx::DType::Q8_0, 34, {0}},       {rlx::DType::Q4_0, 18, {0}},
+                            {rlx::DType::Q5_0, 22, {0}},       {rlx::DType::Q4_K, 144, {0, 2}},
+                            {rlx::DType::Q5_K, 176, {0, 2}},   {rlx::DType::Q6_K, 210, {208}}};
+  for (S s : {S{rlx::DType::Q8_0, 262144, 640}, S{rlx::DType::Q4_K, 4096, 4096}, S{rlx::DType::Q5_K, 4096, 4096},
+              S{rlx::DType::Q6_K, 4096, 4096}, S{rlx::DType::Q8_0, 4096, 4096}, S{rlx::DType::Q4_0, 4096, 4096},
+              S{rlx::DType::Q5_0, 2048, 640}, S{rlx::DType::Q4_K, 640, 2048}}) {
+    rlx::Graph g;
+    auto x = rlx::input(g, "x", rlx::DType::F32, {1, s.k});
+    auto w = rlx::param(g, "w", s.type, {s.n, s.k});
+    rlx::output("y", rlx::dequant_matmul(x, w));
+    rlx::Session session("cpu");
+    const Layout& l =
+        *std::find_if(std::begin(layouts), std::end(layouts), [&](const Layout& c) { return c.type == s.type; });
+    const int64_t bytes = rlx::dtype_bytes(s.type, s.n * s.k);
+    const int64_t copies = std::clamp<int64_t>((int64_t{512} << 20) / bytes + 1, 1, 512);
+    std::vector<std::shared_ptr<rlx::Executable>> exes;
+    std::mt19937 rng(12);
+    for (int64_t c = 0; c < copies; ++c) {
+      std::vector<uint8_t> blocks(static_cast<size_t>(bytes));
+      for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+      const uint16_t scale = 0x211f;  // 0.01 in f16
+      for (size_t b = 0; b < blocks.size(); b += static_cast<size_t>(l.bytes))
+        for (int off : l.f16_fields) std::memcpy(blocks.data() + b + off, &scale, 2);
+      exes.push_back(session.compile(g));
+      exes.back()->set_param("w", rlx::Tensor::from_bytes(s.type, {s.n, s.k}, blocks.data(), blocks.size()));
+    }
+    const std::vector<rlx::Tensor> in = {random_tensor({1, s.k}, 13)};
+    for (auto& e : exes) e->run(in);  // warm-up: compile, fault pages in
+    std::vector<double> kern;
+    for (int i = 0; i < std::max<int64_t>(reps, copies); ++i) {
+      auto& e = *exes[static_cast<size_t>(i % copies)];
+      e.run(in);
+      kern.push_back(kernel_seconds(e));
+    }
+    std::sort(kern.begin(), kern.end());
+    const double t = kern[kern.size() / 2], mb = static_cast<double>(bytes) * 1e-6;
+    char shape[32];
+    std::snprintf(shape, sizeof(shape), "%lld x %lld", static_cast<long long>(s.n), static_cast<long long>(s.k));
+    const std::string type(rlx::dtype_name(s.type));
+    std::printf("  %-8s %-16s %10.1f %10.3f %12.1f\n", type.c_str(), shape, mb, t * 1e3, mb / t * 1e-3);
+  }
+}
+
 // Per kernel description: summed "... -> desc  T us" times of the last run.
 void add_kernel_times(const rlx::Executable& exe, std::map<std::string, double>& by_kernel) {
   const std::string r = exe.dispatch_report();
@@ -282,10 +370,12 @@ void bench_minilm(int reps, const std::string& dir) {
 int main(int argc, char** argv) {
   int reps = 15;
   std::string minilm;
+  bool gemv_only = false;
   const char* usage =
-      "usage: rlx_cpu_bench [--reps N] [--minilm DIR]   (RLX_NUM_THREADS sets the thread count)\n"
-      "CPU matmul (rlx with and without OpenBLAS, beside cblas_sgemm), attention and layernorm; with --minilm DIR,\n"
-      "that model's BERT encoder at embedding batch shapes.\n";
+      "usage: rlx_cpu_bench [--reps N] [--minilm DIR | --gemv]   (RLX_NUM_THREADS sets the thread count)\n"
+      "CPU matmul (rlx with and without OpenBLAS, beside cblas_sgemm), attention, layernorm and the quantized\n"
+      "decode GEMV; with --minilm DIR, that model's BERT encoder at embedding batch shapes; with --gemv, the\n"
+      "quantized GEMV alone.\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -294,6 +384,7 @@ int main(int argc, char** argv) {
     }
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--minilm" && i + 1 < argc) minilm = argv[++i];
+    else if (a == "--gemv") gemv_only = true;
     else {
       std::fprintf(stderr, "cpu_bench: unexpected argument '%s'\n%s", a.c_str(), usage);
       return 2;
@@ -309,8 +400,11 @@ int main(int argc, char** argv) {
     bench_minilm(reps, minilm);
     return 0;
   }
-  bench_matmul(reps);
-  bench_attention(reps);
-  bench_layernorm(reps);
+  if (!gemv_only) {
+    bench_matmul(reps);
+    bench_attention(reps);
+    bench_layernorm(reps);
+  }
+  bench_quant_gemv(reps);
   return 0;
 }

@@ -8,7 +8,7 @@
 namespace rlx::cpu {
 
 // Whether quant_dot takes `type` on this CPU (AVX2; Q4_0, Q5_0, Q8_0, Q4_K,
-// Q6_K).
+// Q5_K, Q6_K).
 bool quant_dot_supported(DType type);
 
 // Σ x[i]·w[i] over a row of K elements of `type` (K a multiple of its block
@@ -16,5 +16,10 @@ bool quant_dot_supported(DType type);
 // weight is formed as the reference dequantizer forms it, and the products
 // are summed in dot8's eight lanes, in its order.
 float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K);
+
+// y[r] = quant_dot(type, w + r·row_bytes, x, K) for r < rows, several rows at
+// a time (the same bits as one by one).
+void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t K, int64_t rows,
+                    float* y);
 
 }  // namespace rlx::cpu

@@ -30,7 +30,7 @@ RLX_CPU_MULTIVERSION
 void gemv_rows(DType wt, const uint8_t* w, int64_t row_bytes, const float* x, int64_t M, int64_t N, int64_t K,
                int64_t n0, int64_t n1, float* row, float* y) {
   if (M == 1 && quant_dot_supported(wt)) {  // the same bits, without the row copy
-    for (int64_t n = n0; n < n1; ++n) y[n] = quant_dot(wt, w + n * row_bytes, x, K);
+    quant_dot_rows(wt, w + n0 * row_bytes, row_bytes, x, K, n1 - n0, y + n0);
     return;
   }
   for (int64_t n = n0; n < n1; ++n) {
