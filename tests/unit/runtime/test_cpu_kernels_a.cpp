@@ -782,6 +782,45 @@ TEST(CpuKernelsA, ArgMaxWideStridedAxis) {
   expect_exact(y, ref, "argmax strided");
 }
 
+TEST(CpuKernelsA, ArgMaxLongRowsTiesZerosAndNaN) {
+  // Rows of 1003 (the vectorized last-axis path, with a tail): ties of the
+  // maximum, -0 before +0, a NaN (ranks first), all -inf, the maximum in the tail.
+  const int64_t n = 1003;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = random_ints(6 * n, 27, -50, 50);
+  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(n + j)] = -1.0;
+  v[static_cast<size_t>(n + 500)] = -0.0;
+  v[static_cast<size_t>(n + 700)] = 0.0;
+  v[static_cast<size_t>(2 * n + 900)] = kNaN;
+  v[static_cast<size_t>(2 * n + 950)] = kNaN;
+  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(3 * n + j)] = -inf;
+  v[static_cast<size_t>(4 * n + n - 1)] = 99.0;
+  v[static_cast<size_t>(5 * n + 3)] = 60.0;
+  v[static_cast<size_t>(5 * n + 800)] = 60.0;
+  for (DType t : {DType::F32, DType::BF16}) {
+    const Tensor x = make(t, {6, n}, v);
+    const auto xv = x.to_f64();
+    Graph g;
+    output("y", argmax(input(g, "x", t, {6, n}), 1));
+    const Tensor y = run_graph(g, {x})[0];
+    std::vector<double> ref;
+    for (int64_t r = 0; r < 6; ++r) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < n; ++j) {
+        const double bv = xv[static_cast<size_t>(r * n + best)], val = xv[static_cast<size_t>(r * n + j)];
+        if (!std::isnan(bv) && (std::isnan(val) || val > bv)) best = j;
+      }
+      ref.push_back(static_cast<double>(best));
+    }
+    EXPECT_EQ(ref[1], 500.0);
+    EXPECT_EQ(ref[2], 900.0);
+    EXPECT_EQ(ref[3], 0.0);
+    EXPECT_EQ(ref[4], static_cast<double>(n - 1));
+    EXPECT_EQ(ref[5], 3.0);
+    expect_exact(y, ref, str("argmax long rows ", t));
+  }
+}
+
 TEST(CpuKernelsA, TopKValuesAndIndices) {
   const Dims d{3, 2, 17};
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
@@ -895,13 +934,15 @@ TEST(CpuKernelsA, SampleMatchesReference) {
 }
 
 TEST(CpuKernelsA, SampleLargeVocabMatchesReference) {
-  // V > 256 so the sorted prefix grows in steps; flat and peaked logits.
+  // V > 256 so the sorted prefix grows in steps; flat and peaked logits; top_k
+  // on both sides of the kernel's heap limit (1024).
   const Dims d{6, 3001};
   for (double scale : {0.2, 8.0}) {
     const auto v = random_values(numel(d), 26, -scale, scale);
     const Tensor x = make(DType::F32, d, v);
     for (const SampleAttrs& a : std::vector<SampleAttrs>{{1.0f, 0, 1.0f, 7}, {0.8f, 0, 0.95f, 8}, {1.0f, 700, 0.99f, 9},
-                                                         {1.0f, 1000, 1.0f, 10}}) {
+                                                         {1.0f, 1000, 1.0f, 10}, {1.0f, 2000, 0.9f, 11},
+                                                         {0.9f, 40, 0.95f, 12}}) {
       Graph g;
       output("y", sample(input(g, "x", DType::F32, to_shape(d)), a));
       const Tensor y = run_graph(g, {x})[0];
