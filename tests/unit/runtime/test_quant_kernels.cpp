@@ -15,6 +15,7 @@
 #include "rlx/formats/quant.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 namespace rlx {
 namespace {
@@ -150,10 +151,13 @@ TEST(QuantKernels, ShapeErrorsAreClear) {
 // The CPU decode GEMV's in-register dot (quant_dot, AVX2 + FMA) against a
 // float64 dot of the reference dequantizer's row: random blocks with scale
 // fields drawn from realistic ranges, random activations, every supported
-// type, 1-7 rows per call. The dot factors each block's scale out of its sum
-// (and Σx out of the k-quants' mins), so it is held to f32 rounding of the
-// terms it adds: |error| ≤ 2·√K·2⁻²⁴·Σ|x|·(|w| + max|w|) (the errors seen are
-// under 1% of it); one wrong weight costs about 1/K of Σ|x·w|, 30 times more.
+// type, 1-7 rows per call, on both of its paths:
+// - f32 activations (RLX_CPU_GEMV_Q8=0, and q8_0 always): f32 rounding of the
+//   terms it adds, |error| ≤ 2·√K·2⁻²⁴·Σ|x|·(|w| + max|w|) (the errors seen
+//   are under 1% of it);
+// - int8 activations (the default for the others): x re-quantized per 32
+//   with step dx = max|x| / (127·256), |error| ≤ Σ|w|·dx + twice the f32 bound.
+// One wrong weight costs about 1/K of Σ|x·w|, several times either bound.
 TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
   struct Case {
     DType type;
@@ -167,45 +171,70 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(1e-4f, 0.05f), xs(-2.0f, 2.0f);
   int ran = 0;
-  double worst = 0;  // largest error / bound seen
-  for (const auto& c : cases) {
-    if (!cpu::quant_dot_supported(c.type)) continue;
-    ++ran;
-    for (int64_t K : {int64_t{256}, int64_t{2048}}) {
-      const int64_t nb = K / c.block_elems;
-      for (int trial = 0; trial < 20; ++trial) {
-        const int64_t rows = 1 + trial % 7, row_bytes = nb * c.block_bytes;
-        std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes));
-        for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
-        for (int64_t b = 0; b < rows * nb; ++b)
-          for (int off : c.f16_fields) {
-            const float s = trial % 5 == 0 && off == 2 ? 0.0f : (byte(rng) & 1 ? scale(rng) : -scale(rng));
-            const uint16_t h = f32_to_f16(s);
-            std::memcpy(w.data() + b * c.block_bytes + off, &h, 2);
+  double worst[2] = {0, 0};  // largest error / bound seen, f32 and int8 paths
+  for (bool int8 : {false, true}) {
+    test::ScopedEnv q8("RLX_CPU_GEMV_Q8", int8 ? "1" : "0");
+    for (const auto& c : cases) {
+      if (!cpu::quant_dot_supported(c.type)) continue;
+      ++ran;
+      const bool int8_path = int8 && c.type != DType::Q8_0;
+      for (int64_t K : {int64_t{256}, int64_t{2048}}) {
+        const int64_t nb = K / c.block_elems;
+        for (int trial = 0; trial < 20; ++trial) {
+          const int64_t rows = 1 + trial % 7, row_bytes = nb * c.block_bytes;
+          std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes));
+          for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+          for (int64_t b = 0; b < rows * nb; ++b)
+            for (int off : c.f16_fields) {
+              const float s = trial % 5 == 0 && off == 2 ? 0.0f : (byte(rng) & 1 ? scale(rng) : -scale(rng));
+              const uint16_t h = f32_to_f16(s);
+              std::memcpy(w.data() + b * c.block_bytes + off, &h, 2);
+            }
+          std::vector<float> x(static_cast<size_t>(K)), row(static_cast<size_t>(K)), got(static_cast<size_t>(rows));
+          for (auto& v : x) v = xs(rng);
+          if (trial % 4 == 1)  // a block of zeros and one with an outlier
+            for (int j = 0; j < 32; ++j) x[static_cast<size_t>(j)] = 0.0f, x[static_cast<size_t>(32 + j)] *= 1e-3f;
+          std::vector<double> dx(static_cast<size_t>(K / 32), 0.0);
+          for (int64_t i = 0; i < K; ++i)
+            dx[static_cast<size_t>(i / 32)] =
+                std::max<double>(dx[static_cast<size_t>(i / 32)], std::fabs(x[i]) / (127.0 * 256));
+          const cpu::QuantDotX prepared(c.type, x.data(), K);
+          ASSERT_EQ(prepared.int8, int8_path) << dtype_name(c.type);
+          cpu::quant_dot_rows(c.type, w.data(), row_bytes, prepared, rows, got.data());
+          if (trial == 3) {  // a NaN in x: the f32 path, and NaN out
+            std::vector<float> xn = x;
+            xn[static_cast<size_t>(K / 2)] = std::nanf("");
+            const cpu::QuantDotX nan_x(c.type, xn.data(), K);
+            EXPECT_FALSE(nan_x.int8);
+            float yn = 0;
+            cpu::quant_dot_rows(c.type, w.data(), row_bytes, nan_x, 1, &yn);
+            EXPECT_TRUE(std::isnan(yn)) << dtype_name(c.type);
           }
-        std::vector<float> x(static_cast<size_t>(K)), row(static_cast<size_t>(K)), got(static_cast<size_t>(rows));
-        for (auto& v : x) v = xs(rng);
-        cpu::quant_dot_rows(c.type, w.data(), row_bytes, x.data(), K, rows, got.data());
-        for (int64_t r = 0; r < rows; ++r) {
-          dequantize_row(c.type, w.data() + r * row_bytes, row.data(), K);
-          double want = 0, wmax = 0, mag = 0;
-          for (int64_t i = 0; i < K; ++i) {
-            want += static_cast<double>(x[i]) * row[i];
-            wmax = std::max(wmax, std::fabs(static_cast<double>(row[i])));
+          for (int64_t r = 0; r < rows; ++r) {
+            dequantize_row(c.type, w.data() + r * row_bytes, row.data(), K);
+            double want = 0, wmax = 0, mag = 0, quant = 0;
+            for (int64_t i = 0; i < K; ++i) {
+              want += static_cast<double>(x[i]) * row[i];
+              wmax = std::max(wmax, std::fabs(static_cast<double>(row[i])));
+              quant += std::fabs(static_cast<double>(row[i])) * dx[static_cast<size_t>(i / 32)];
+            }
+            for (int64_t i = 0; i < K; ++i) mag += std::fabs(static_cast<double>(x[i])) * (std::fabs(row[i]) + wmax);
+            const double f32 = 2.0 * std::sqrt(static_cast<double>(K)) * std::ldexp(1.0, -24) * mag;
+            const double bound = int8_path ? quant + 2 * f32 : f32;
+            const double err = std::fabs(got[static_cast<size_t>(r)] - want);
+            worst[int8_path] = std::max(worst[int8_path], err / bound);
+            ASSERT_LE(err, bound) << dtype_name(c.type) << (int8_path ? " int8" : " f32") << " K " << K << " trial "
+                                  << trial << " row " << r << " of " << rows << ": " << got[static_cast<size_t>(r)]
+                                  << " vs " << want;
+            const float one = cpu::quant_dot(c.type, w.data() + r * row_bytes, x.data(), K);
+            ASSERT_EQ(one, got[static_cast<size_t>(r)]) << dtype_name(c.type) << " (one row alone)";
           }
-          for (int64_t i = 0; i < K; ++i) mag += std::fabs(static_cast<double>(x[i])) * (std::fabs(row[i]) + wmax);
-          const double bound = 2.0 * std::sqrt(static_cast<double>(K)) * std::ldexp(1.0, -24) * mag;
-          const double err = std::fabs(got[static_cast<size_t>(r)] - want);
-          worst = std::max(worst, err / bound);
-          ASSERT_LE(err, bound) << dtype_name(c.type) << " K " << K << " trial " << trial << " row " << r << " of "
-                                << rows << ": " << got[static_cast<size_t>(r)] << " vs " << want;
-          const float one = cpu::quant_dot(c.type, w.data() + r * row_bytes, x.data(), K);
-          ASSERT_EQ(one, got[static_cast<size_t>(r)]) << dtype_name(c.type) << " (one row alone)";
         }
       }
     }
   }
-  std::printf("worst error: %.2e of the bound\n", worst);
+  std::printf("worst error: %.2e of the f32 bound, %.2e of the int8 bound\n", worst[0], worst[1]);
+
   if (ran == 0) GTEST_SKIP() << "this CPU has no AVX2: quant_dot is not used";
 }
 

@@ -1,25 +1,34 @@
-// quant_dot: AVX2 + FMA dot products of quantized rows with f32 activations,
-// the CPU decode GEMV's inner loop.
+// quant_dot: AVX2 dot products of quantized weight rows with one activation
+// row, the CPU decode GEMV's inner loop.
 //
 // Why: a decode token reads every weight once, so the GEMV should run at
 // memory speed; dequantizing a row and then dotting it (or forming each
 // weight q·d before multiplying it by x) spent four floating-point operations
 // per weight and left Gemma 3 270M at half of llama.cpp's CPU decode speed.
-// Here a block's scale is factored out of its sum, as llama.cpp does, but
-// the activations stay f32:
-//   Σ x·(d·q)        = d · Σ x·q                      (q8_0, q4_0, q5_0, q6_k per 16)
-//   Σ x·(d·sc·q − m') = (d·sc) · Σ x·q − m' · Σ x      (q4_k, q5_k per 32; Σ x once per call)
-// so a weight costs one int→float conversion and one FMA, and a row's only
-// loop-carried dependency is one FMA per 32 weights.
-//
-// Accuracy: f32 with FMA, in an order that differs from dequantize_row + dot8;
-// the QuantDot test bounds the difference from a float64 dot of the
-// dequantized row by f32 rounding (≈ K·2⁻²⁴ of Σ|x·w|).
+// Every layout here gives, per sub-block of 32, its weights as unsigned bytes
+// u (w = scale·(u − offset) − m'), its scale(s) and its min m', and each
+// block's scale is factored out of its sum:
+//   Σ x·w = scale · Σ x·(u − offset) − m' · Σ x      (Σ x per 32 once per call)
+// Two ways to take Σ x·(u − offset):
+// - f32 (q8_0 always; the rest with RLX_CPU_GEMV_Q8=0 or a non-finite x): one
+//   int→float conversion and one FMA per weight. Error: f32 rounding.
+// - int8 (q4_0, q5_0, q4_k, q5_k, q6_k by default): x re-quantized once per
+//   call to two int8 levels per 32, x̃ = dx·(256·a + b) with 256·dx =
+//   max|x| / 127 (a = round(x / (256·dx)), b = round(remainder / dx), clamped
+//   to int8), so that 32 weights cost two byte multiply-adds per level.
+//   |x − x̃| ≤ dx (≤ dx/2 unless b was clamped), i.e. about 15 bits of each
+//   block's largest |x|; the bound per row is Σ|w|·dx + f32 rounding.
+// Each row asks for its bytes 4 KB ahead: without that the hardware prefetcher
+// left a core reading DRAM at about half its share.
 #include "rlx/backends/cpu/kernels/quant_dot.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 #include "rlx/formats/quant_internal.h"  // the reference block layouts' helpers
 
@@ -44,38 +53,22 @@ RLX_AVX2_INLINE float load_f16(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// Eight signed bytes → eight floats.
-RLX_AVX2_INLINE __m256 i8x8_ps(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-
 RLX_AVX2_INLINE float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-// Σ x[0..32) · q[0..32) for 32 int8 weights in memory, in eight lanes.
-RLX_AVX2_INLINE __m256 dot32_i8(const float* x, const uint8_t* q) {
-  __m256 s = _mm256_mul_ps(_mm256_loadu_ps(x), i8x8_ps(q));
-  s = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), i8x8_ps(q + 8), s);
-  s = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16), i8x8_ps(q + 16), s);
-  return _mm256_fmadd_ps(_mm256_loadu_ps(x + 24), i8x8_ps(q + 24), s);
+// Eight signed bytes → eight floats.
+RLX_AVX2_INLINE __m256 i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+RLX_AVX2_INLINE __m256 i8x8_ps(const uint8_t* p) {
+  return i8x8_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The same for 32 int8 weights in a register (each group of eight widened by
-// one shuffle; q6_k wants its two halves apart, with a scale each).
-RLX_AVX2_INLINE __m256 i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+// Σ x[0..16) · q[0..16) for 16 int8 weights, in eight lanes.
 RLX_AVX2_INLINE __m256 dot16_i8(const float* x, __m128i q) {
   const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(x), i8x8_ps(q));
   return _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), i8x8_ps(_mm_srli_si128(q, 8)), s);
-}
-RLX_AVX2_INLINE __m256 dot32_i8(const float* x, __m256i q8) {
-  const __m128i lo = _mm256_castsi256_si128(q8), hi = _mm256_extracti128_si256(q8, 1);
-  __m256 s = _mm256_mul_ps(_mm256_loadu_ps(x), i8x8_ps(lo));
-  s = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), i8x8_ps(_mm_srli_si128(lo, 8)), s);
-  s = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16), i8x8_ps(hi), s);
-  return _mm256_fmadd_ps(_mm256_loadu_ps(x + 24), i8x8_ps(_mm_srli_si128(hi, 8)), s);
 }
 
 // The 32 nibbles of 16 bytes in q4_0 / q5_0 order: byte j's low nibble is
@@ -93,45 +86,44 @@ RLX_AVX2_INLINE __m256i bits32(const uint8_t* p, int right, int mask) {
   return _mm256_and_si256(sh, _mm256_set1_epi8(static_cast<char>(mask)));
 }
 
-// A row's running sum: acc (eight lanes) − mins.
-struct Acc {
-  __m256 acc;
-  float mins;
-};
+// Each layout: kElems weights in kBytes per block, kSubs sub-blocks of 32;
+// u(b, s): sub-block s's weights as unsigned bytes, w = scale·(u − kOffset) −
+// min; scale(b, s, lo, hi): the scale of its first and last 16 (equal but for
+// q6_k); min(b, s): m' (k-quants, kMins). kInt8: the int8 path takes it; kTwoScales: lo ≠ hi.
 
-// Each layout adds sub-block s (32 weights, s < kSubs) of the block at b, with
-// activations x (its 32) and their sum xsum, into a.
-
-// q8_0: f16 d, i8 qs[32]; w = d·q.
+// q8_0: f16 d, i8 qs[32]; w = d·q. Its u would be q + 128, too large for the
+// byte multiply-add's int16 pairs, so it keeps the f32 path (which reads
+// memory as fast as the int8 one would).
 struct Q8_0 {
-  static constexpr int kElems = 32, kBytes = 34, kSubs = 1;
-  static constexpr bool kMins = false;  // needs Σx per 32
-  RLX_AVX2_INLINE static void sub(const uint8_t* b, int, const float* x, float, Acc& a) {
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(b)), dot32_i8(x, b + 2), a.acc);
+  static constexpr int kElems = 32, kBytes = 34, kSubs = 1, kOffset = 128;
+  static constexpr bool kMins = false, kInt8 = false, kTwoScales = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), _mm256_set1_epi8(-128));
   }
+  RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
+  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
 // q4_0: f16 d, u8 qs[16]; element j: (low nibble of qs[j]) − 8, element
 // j + 16: (high nibble) − 8; w = d·q.
 struct Q4_0 {
-  static constexpr int kElems = 32, kBytes = 18, kSubs = 1;
-  static constexpr bool kMins = false;  // needs Σx per 32
-  RLX_AVX2_INLINE static void sub(const uint8_t* b, int, const float* x, float, Acc& a) {
-    const __m256i q8 = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(b)), dot32_i8(x, q8), a.acc);
-  }
+  static constexpr int kElems = 32, kBytes = 18, kSubs = 1, kOffset = 8;
+  static constexpr bool kMins = false, kInt8 = true, kTwoScales = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return nibbles32(b + 2); }
+  RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
+  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
 // q5_0: f16 d, u32 qh, u8 qs[16]; element j < 16: (low nibble | bit j of qh
 // as bit 4) − 16, element j + 16: (high nibble | bit j + 16 of qh as bit 4)
 // − 16; w = d·q.
 struct Q5_0 {
-  static constexpr int kElems = 32, kBytes = 22, kSubs = 1;
-  static constexpr bool kMins = false;  // needs Σx per 32
-  RLX_AVX2_INLINE static void sub(const uint8_t* b, int, const float* x, float, Acc& a) {
+  static constexpr int kElems = 32, kBytes = 22, kSubs = 1, kOffset = 16;
+  static constexpr bool kMins = false, kInt8 = true, kTwoScales = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) {
     uint32_t qh;
     std::memcpy(&qh, b + 2, 4);
-    // Byte j = 0xFF where bit j of qh is set: byte j / 8 of qh to byte j, all
+    // Byte j = 0x10 where bit j of qh is set: byte j / 8 of qh to byte j, all
     // of its bits but bit j % 8 set, compared with all ones.
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                             3, 3, 3, 3, 3, 3, 3);
@@ -139,40 +131,41 @@ struct Q5_0 {
     const __m256i bit = _mm256_cmpeq_epi8(
         _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), others),
         _mm256_set1_epi8(-1));
-    // nibble + 16·bit − 16 as int8: the nibble where the bit is set, else nibble | 0xF0.
-    const __m256i high = _mm256_andnot_si256(bit, _mm256_set1_epi8(static_cast<char>(0xF0)));
-    const __m256i q8 = _mm256_or_si256(nibbles32(b + 6), high);
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(b)), dot32_i8(x, q8), a.acc);
+    return _mm256_or_si256(nibbles32(b + 6), _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
   }
+  RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
+  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
 // q4_k: 256 elements; f16 d, f16 dmin, 12 bytes of scales/mins, u8 qs[128].
 // Sub-blocks in pairs: the low nibbles of 32 bytes, then their high nibbles;
 // w = (d·sc)·q − dmin·m.
 struct Q4_K {
-  static constexpr int kElems = 256, kBytes = 144, kSubs = 8;
-  static constexpr bool kMins = true;  // needs Σx per 32
-  RLX_AVX2_INLINE static void sub(const uint8_t* b, int s, const float* x, float xsum, Acc& a) {
+  static constexpr int kElems = 256, kBytes = 144, kSubs = 8, kOffset = 0;
+  static constexpr bool kMins = true, kInt8 = true, kTwoScales = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) { return bits32(b + 16 + 32 * (s / 2), 4 * (s % 2), 0x0F); }
+  RLX_AVX2_INLINE static void scale(const uint8_t* b, int s, float& lo, float& hi) {
     int sc, m;
     scale_min_k4(s, b + 4, sc, m);
-    const __m256i q8 = bits32(b + 16 + 32 * (s / 2), 4 * (s % 2), 0x0F);
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(b) * static_cast<float>(sc)), dot32_i8(x, q8), a.acc);
-    a.mins += load_f16(b + 2) * static_cast<float>(m) * xsum;
+    lo = hi = load_f16(b) * static_cast<float>(sc);
+  }
+  RLX_AVX2_INLINE static float min(const uint8_t* b, int s) {
+    int sc, m;
+    scale_min_k4(s, b + 4, sc, m);
+    return load_f16(b + 2) * static_cast<float>(m);
   }
 };
 
 // q5_k: 256 elements; f16 d, f16 dmin, 12 bytes of scales/mins, u8 qh[32],
 // u8 qs[128]. As q4_k, plus bit s of qh[l] as 16; w = (d·sc)·q − dmin·m.
 struct Q5_K {
-  static constexpr int kElems = 256, kBytes = 176, kSubs = 8;
-  static constexpr bool kMins = true;  // needs Σx per 32
-  RLX_AVX2_INLINE static void sub(const uint8_t* b, int s, const float* x, float xsum, Acc& a) {
-    int sc, m;
-    scale_min_k4(s, b + 4, sc, m);
-    const __m256i q8 = _mm256_or_si256(bits32(b + 48 + 32 * (s / 2), 4 * (s % 2), 0x0F), bits32(b + 16, s - 4, 0x10));
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(b) * static_cast<float>(sc)), dot32_i8(x, q8), a.acc);
-    a.mins += load_f16(b + 2) * static_cast<float>(m) * xsum;
+  static constexpr int kElems = 256, kBytes = 176, kSubs = 8, kOffset = 0;
+  static constexpr bool kMins = true, kInt8 = true, kTwoScales = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    return _mm256_or_si256(bits32(b + 48 + 32 * (s / 2), 4 * (s % 2), 0x0F), bits32(b + 16, s - 4, 0x10));
   }
+  RLX_AVX2_INLINE static void scale(const uint8_t* b, int s, float& lo, float& hi) { Q4_K::scale(b, s, lo, hi); }
+  RLX_AVX2_INLINE static float min(const uint8_t* b, int s) { return Q4_K::min(b, s); }
 };
 
 // q6_k: 256 elements; ql[128] (low 4 bits), qh[64] (high 2 bits), i8
@@ -180,50 +173,161 @@ struct Q5_K {
 // l = 0..31) is ((ql[l + 32·(k & 1)] >> 4·(k ≥ 2)) & 0xF | ((qh[l] >> 2k) & 3)
 // << 4) − 32, scaled by sc[l / 16 + 2k]; w = (d·sc)·q.
 struct Q6_K {
-  static constexpr int kElems = 256, kBytes = 210, kSubs = 8;
-  static constexpr bool kMins = false;  // needs Σx per 32
-  RLX_AVX2_INLINE static void sub(const uint8_t* b, int s, const float* x, float, Acc& a) {
+  static constexpr int kElems = 256, kBytes = 210, kSubs = 8, kOffset = 32;
+  static constexpr bool kMins = false, kInt8 = true, kTwoScales = true;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     const int n = s / 4, k = s % 4;
     const __m256i low = bits32(b + 64 * n + 32 * (k & 1), k >= 2 ? 4 : 0, 0x0F);
-    const __m256i high = bits32(b + 128 + 32 * n, 2 * k - 4, 0x30);  // bits 2k, 2k + 1 → bits 4, 5
-    const __m256i q8 = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
-    // Two scales per 32: positions 0-15 and 16-31.
-    const __m256 s0 = dot16_i8(x, _mm256_castsi256_si128(q8));
-    const __m256 s1 = dot16_i8(x + 16, _mm256_extracti128_si256(q8, 1));
-    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n + 2 * k);
-    const float d = load_f16(b + 208);
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[0])), s0, a.acc);
-    a.acc = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[1])), s1, a.acc);
+    return _mm256_or_si256(low, bits32(b + 128 + 32 * n, 2 * k - 4, 0x30));  // bits 2k, 2k + 1 → bits 4, 5
   }
+  RLX_AVX2_INLINE static void scale(const uint8_t* b, int s, float& lo, float& hi) {
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * (s / 4) + 2 * (s % 4));
+    const float d = load_f16(b + 208);
+    lo = d * static_cast<float>(sc[0]);
+    hi = d * static_cast<float>(sc[1]);
+  }
+  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
-// Σ over the row's blocks, asking for the bytes kPrefetch ahead: a decode
-// GEMV streams a chunk of consecutive rows, and the hardware prefetcher alone
-// kept a core at about half of its share of DRAM bandwidth (Gemma 3's 178 MB
-// q8_0 output head: 14.4 → 6.3 ms on two cores).
+// Four vectors of int32 (in int8 range) → 32 int8 in element order.
+RLX_AVX2_INLINE __m256i pack32(const __m256i (&v)[4]) {
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // undo the packs' interleave
+}
+
+RLX_AVX2_INLINE __m256 round_clamp(__m256 t, __m256 lo, __m256 hi) {
+  return _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+}
+
+// The int8 path's two levels of x (see the header comment), eight lanes at a
+// time. false when x has a NaN or an infinity (the
+// f32 path then gives the IEEE result).
+RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
+  q.a.resize(static_cast<size_t>(K));
+  q.b.resize(static_cast<size_t>(K));
+  q.dx.resize(static_cast<size_t>(K / 32));
+  q.sums4.resize(static_cast<size_t>(K / 4));
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t blk = 0; blk < K / 32; ++blk) {
+    const float* p = x + 32 * blk;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(p + 8 * j);
+      const __m256 av = _mm256_andnot_ps(sign, v[j]);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, _mm256_set1_ps(3.4e38f), _CMP_NLE_UQ));  // NaN or infinity
+      m = _mm256_max_ps(m, av);
+    }
+    if (_mm256_movemask_ps(bad)) return false;
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    __m256i qa[4], qb[4];
+    if (amax < 1e-30f) {  // zeros (and denormal dust) quantize to zero
+      q.dx[static_cast<size_t>(blk)] = 0.0f;
+      for (int j = 0; j < 4; ++j) qa[j] = qb[j] = _mm256_setzero_si256();
+    } else {
+      const float d1 = amax / 127.0f;
+      q.dx[static_cast<size_t>(blk)] = d1 / 256.0f;
+      const __m256 inv = _mm256_set1_ps(127.0f / amax), inv256 = _mm256_set1_ps(256.0f * 127.0f / amax);
+      const __m256 d = _mm256_set1_ps(d1), hi = _mm256_set1_ps(127.0f);
+      for (int j = 0; j < 4; ++j) {
+        const __m256 ra = round_clamp(_mm256_mul_ps(v[j], inv), _mm256_set1_ps(-127.0f), hi);
+        const __m256 r = _mm256_fnmadd_ps(ra, d, v[j]);
+        const __m256 rb = round_clamp(_mm256_mul_ps(r, inv256), _mm256_set1_ps(-128.0f), hi);
+        qa[j] = _mm256_cvtps_epi32(ra);
+        qb[j] = _mm256_cvtps_epi32(rb);
+      }
+    }
+    const __m256i a8 = pack32(qa), b8 = pack32(qb);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.a.data() + 32 * blk), a8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.b.data() + 32 * blk), b8);
+    // Σ over each four consecutive bytes: (1·a pairs) then pairs of pairs.
+    const __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a8), ones16);
+    const __m256i sb = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, b8), ones16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.sums4.data() + 8 * blk),
+                        _mm256_add_epi32(_mm256_slli_epi32(sa, 8), sb));
+  }
+  return true;
+}
+
+constexpr int64_t kPrefetch = 4096;  // bytes ahead in the row stream
+
+// One row, f32 activations.
 template <class L>
-RLX_AVX2 float dot_row(const uint8_t* w, const float* x, const float* xsum, int64_t nb) {
-  constexpr int64_t kPrefetch = 4096;
-  Acc a{_mm256_setzero_ps(), 0.0f};
+RLX_AVX2 float dot_row_f32(const uint8_t* w, const float* x, const float* xsum, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
       const int64_t sub = i * L::kSubs + s;
-      L::sub(w, s, x + 32 * sub, xsum[sub], a);
+      const float* xs = x + 32 * sub;
+      float lo, hi;
+      L::scale(w, s, lo, hi);
+      if constexpr (std::is_same_v<L, Q8_0>) {  // the int8 weights as stored, widened straight from memory
+        __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), i8x8_ps(w + 2));
+        for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), i8x8_ps(w + 2 + 8 * g), t);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(lo), t, acc);
+        continue;
+      }
+      const __m256i q = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(lo), dot16_i8(xs, _mm256_castsi256_si128(q)), acc);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(hi), dot16_i8(xs + 16, _mm256_extracti128_si256(q, 1)), acc);
+      if constexpr (L::kMins) mins += L::min(w, s) * xsum[sub];
     }
   }
-  return hsum(a.acc) - a.mins;
+  return hsum(acc) - mins;
+}
+
+// One row, int8 activations: per sub-block, per lane (four weights) the
+// integer 256·Σu·a + Σu·b − offset·(256·Σa + Σb), exact in f32 (< 2^24).
+template <class L>
+RLX_AVX2 float dot_row_int8(const uint8_t* w, const QuantDotX& q, const float* xsum, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  const __m256i ones = _mm256_set1_epi16(1), c256 = _mm256_set1_epi16(256);
+  for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int s = 0; s < L::kSubs; ++s) {
+      const int64_t sub = i * L::kSubs + s;
+      const __m256i u = L::u(w, s);
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.a.data() + 32 * sub));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.b.data() + 32 * sub));
+      // u ≤ 63 and |a|, |b| ≤ 128: each int16 pair sum stays below 2^15.
+      __m256i t = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, a), c256),
+                                   _mm256_madd_epi16(_mm256_maddubs_epi16(u, b), ones));
+      if constexpr (L::kOffset != 0) {
+        const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.sums4.data() + 8 * sub));
+        constexpr int kShift = L::kOffset == 8 ? 3 : L::kOffset == 16 ? 4 : 5;  // offset = 2^kShift
+        static_assert(L::kOffset == 1 << kShift);
+        t = _mm256_sub_epi32(t, _mm256_slli_epi32(sums, kShift));
+      }
+      float lo, hi;
+      L::scale(w, s, lo, hi);
+      const float dx = q.dx[static_cast<size_t>(sub)];
+      const __m256 scale = L::kTwoScales ? _mm256_setr_m128(_mm_set1_ps(lo * dx), _mm_set1_ps(hi * dx))  // lanes 0-3: 0-15
+                                         : _mm256_set1_ps(lo * dx);
+      acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(t), acc);
+      if constexpr (L::kMins) mins += L::min(w, s) * xsum[sub];
+    }
+  }
+  return hsum(acc) - mins;
 }
 
 template <class L>
-void dot_rows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t K, int64_t rows, float* y) {
-  thread_local std::vector<float> xsum;  // Σ x per 32, for the k-quants' mins
-  xsum.assign(static_cast<size_t>(K / 32), 0.0f);
-  if constexpr (L::kMins)
-    for (int64_t b = 0; b < K / 32; ++b)
-      for (int64_t j = 0; j < 32; ++j) xsum[static_cast<size_t>(b)] += x[32 * b + j];
-  for (int64_t r = 0; r < rows; ++r) y[r] = dot_row<L>(w + r * row_bytes, x, xsum.data(), K / L::kElems);
+void dot_rows(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y) {
+  const int64_t nb = x.K / L::kElems;
+  if constexpr (L::kInt8)
+    if (x.int8) {
+      for (int64_t r = 0; r < rows; ++r) y[r] = dot_row_int8<L>(w + r * row_bytes, x, x.xsum.data(), nb);
+      return;
+    }
+  for (int64_t r = 0; r < rows; ++r) y[r] = dot_row_f32<L>(w + r * row_bytes, x.x, x.xsum.data(), nb);
 }
 
 }  // namespace
@@ -240,26 +344,36 @@ bool quant_dot_supported(DType type) {
 #endif
 }
 
-void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t K, int64_t rows,
-                    float* y) {
+QuantDotX::QuantDotX(DType type, const float* xs, int64_t k) : x(xs), K(k), xsum(static_cast<size_t>(k / 32), 0.0f) {
+  if (type == DType::Q4_K || type == DType::Q5_K)
+    for (int64_t b = 0; b < K / 32; ++b)
+      for (int64_t j = 0; j < 32; ++j) xsum[static_cast<size_t>(b)] += x[32 * b + j];
+#if RLX_QUANT_DOT_AVX2
+  const bool int8_type = type == DType::Q4_0 || type == DType::Q5_0 || type == DType::Q4_K || type == DType::Q5_K ||
+                         type == DType::Q6_K;
+  int8 = int8_type && quant_dot_supported(type) && env_bool("RLX_CPU_GEMV_Q8") && quantize_x(x, K, *this);
+#endif
+}
+
+void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y) {
 #if RLX_QUANT_DOT_AVX2
   switch (type) {
-    case DType::Q8_0: return dot_rows<Q8_0>(w, row_bytes, x, K, rows, y);
-    case DType::Q4_0: return dot_rows<Q4_0>(w, row_bytes, x, K, rows, y);
-    case DType::Q5_0: return dot_rows<Q5_0>(w, row_bytes, x, K, rows, y);
-    case DType::Q4_K: return dot_rows<Q4_K>(w, row_bytes, x, K, rows, y);
-    case DType::Q5_K: return dot_rows<Q5_K>(w, row_bytes, x, K, rows, y);
-    case DType::Q6_K: return dot_rows<Q6_K>(w, row_bytes, x, K, rows, y);
+    case DType::Q8_0: return dot_rows<Q8_0>(w, row_bytes, x, rows, y);
+    case DType::Q4_0: return dot_rows<Q4_0>(w, row_bytes, x, rows, y);
+    case DType::Q5_0: return dot_rows<Q5_0>(w, row_bytes, x, rows, y);
+    case DType::Q4_K: return dot_rows<Q4_K>(w, row_bytes, x, rows, y);
+    case DType::Q5_K: return dot_rows<Q5_K>(w, row_bytes, x, rows, y);
+    case DType::Q6_K: return dot_rows<Q6_K>(w, row_bytes, x, rows, y);
     default: break;
   }
 #endif
-  (void)w, (void)row_bytes, (void)x, (void)K, (void)rows, (void)y;
+  (void)w, (void)row_bytes, (void)x, (void)rows, (void)y;
   throw Unsupported(str("quant_dot: no kernel for ", dtype_name(type)));
 }
 
 float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K) {
   float y = 0.0f;
-  quant_dot_rows(type, w, 0, x, K, 1, &y);
+  quant_dot_rows(type, w, 0, QuantDotX(type, x, K), 1, &y);
   return y;
 }
 

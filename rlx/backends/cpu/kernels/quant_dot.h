@@ -1,25 +1,37 @@
-// Private to the CPU backend: one quantized weight row dotted with an f32
-// vector without an f32 copy of the row (the decode GEMV's inner loop).
+// Private to the CPU backend: quantized weight rows dotted with one f32
+// activation row without an f32 copy of the rows (the decode GEMV's inner
+// loop; the method and its error bounds are in quant_dot.cpp's header).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "rlx/core/dtype.h"
 
 namespace rlx::cpu {
 
-// Whether quant_dot takes `type` on this CPU (AVX2; Q4_0, Q5_0, Q8_0, Q4_K,
-// Q5_K, Q6_K).
+// Whether quant_dot takes `type` on this CPU (AVX2 + FMA; Q4_0, Q5_0, Q8_0,
+// Q4_K, Q5_K, Q6_K).
 bool quant_dot_supported(DType type);
 
-// Σ x[i]·w[i] over a row of K elements of `type` (K a multiple of its block
-// size). Bit-identical to dequantize_row followed by dot8(x, row, K): each
-// weight is formed as the reference dequantizer forms it, and the products
-// are summed in dot8's eight lanes, in its order.
-float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K);
+// One activation row x[K] prepared for quant_dot_rows with weights of `type`,
+// once per GEMV: Σx per 32 (the k-quants' mins) and, on the int8 path,
+// x re-quantized to two int8 levels per 32.
+struct QuantDotX {
+  QuantDotX(DType type, const float* x, int64_t K);
+  const float* x;
+  int64_t K;
+  bool int8 = false;              // the int8 path applies (type, RLX_CPU_GEMV_Q8, x finite)
+  std::vector<float> xsum;        // [K / 32]
+  std::vector<int8_t> a, b;       // [K]: x ≈ dx·(256·a + b)
+  std::vector<float> dx;          // [K / 32]
+  std::vector<int32_t> sums4;     // [K / 4]: 256·Σa + Σb over each four consecutive elements
+};
 
-// y[r] = quant_dot(type, w + r·row_bytes, x, K) for r < rows, several rows at
-// a time (the same bits as one by one).
-void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t K, int64_t rows,
-                    float* y);
+// y[r] = Σ_k x[k]·w_r[k] for the rows w_r = w + r·row_bytes, r < rows, each of
+// x.K elements of `type` (a multiple of its block size).
+void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y);
+
+// One row, x prepared on the spot.
+float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K);
 
 }  // namespace rlx::cpu

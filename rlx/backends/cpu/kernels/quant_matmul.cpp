@@ -4,8 +4,8 @@
 // W ever exists.
 // - Few rows of x (decode): each task dequantizes one W row into a
 //   thread-local buffer and dots it with every x row — W is read once. With
-//   one row of x and a type quant_dot takes (AVX2), the row is decoded in
-//   registers instead, with the same result.
+//   one row of x and a type quant_dot takes (AVX2 + FMA), the rows are
+//   decoded in registers instead (quant_dot.cpp).
 // - Many rows (prefill): W is dequantized a tile of rows at a time and the
 //   tile goes through the f32 GEMM (OpenBLAS when available).
 #include <algorithm>
@@ -23,16 +23,12 @@ namespace {
 constexpr int64_t kGemvMaxRows = 16;  // up to here the per-row dot beats a GEMM on dequantized tiles
 constexpr int64_t kTileRows = 256;    // W rows dequantized per GEMM tile
 
-// Rows [n0, n1) of the decode path: each W row dequantized into `row`, then
-// dotted with the M rows of x. Compiled per ISA (the dot's eight lanes fill
-// one AVX2 register).
+// Rows [n0, n1) of the decode path with several rows of x: each W row
+// dequantized into `row`, then dotted with the M rows of x. Compiled per ISA
+// (the dot's eight lanes fill one AVX2 register).
 RLX_CPU_MULTIVERSION
 void gemv_rows(DType wt, const uint8_t* w, int64_t row_bytes, const float* x, int64_t M, int64_t N, int64_t K,
                int64_t n0, int64_t n1, float* row, float* y) {
-  if (M == 1 && quant_dot_supported(wt)) {  // the same bits, without the row copy
-    quant_dot_rows(wt, w + n0 * row_bytes, row_bytes, x, K, n1 - n0, y + n0);
-    return;
-  }
   for (int64_t n = n0; n < n1; ++n) {
     dequantize_row(wt, w + n * row_bytes, row, K);
     for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot8(x + m * K, row, K);
@@ -54,6 +50,13 @@ void dequant_matmul_kernel(KernelArgs& a) {
     return;
   }
 
+  if (M == 1 && quant_dot_supported(wt)) {  // weights decoded in registers, x prepared once
+    const QuantDotX qx(wt, x, K);
+    a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
+      quant_dot_rows(wt, w + b * row_bytes, row_bytes, qx, e - b, y + b);
+    });
+    return;
+  }
   if (M <= kGemvMaxRows) {
     a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
       std::vector<float> row(static_cast<size_t>(K));
