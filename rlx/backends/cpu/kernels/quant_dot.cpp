@@ -88,8 +88,10 @@ RLX_AVX2_INLINE __m256i bits32(const uint8_t* p, int right, int mask) {
 
 // Each layout: kElems weights in kBytes per block, kSubs sub-blocks of 32;
 // u(b, s): sub-block s's weights as unsigned bytes, w = scale·(u − kOffset) −
-// min; scale(b, s, lo, hi): the scale of its first and last 16 (equal but for
-// q6_k); min(b, s): m' (k-quants, kMins). kInt8: the int8 path takes it; kTwoScales: lo ≠ hi.
+// m'. Without mins (m' = 0): scale(b, s, lo, hi), the scale of the
+// sub-block's first and last 16 (equal unless kTwoScales). With mins (kMins,
+// the k4 layouts): block_scales(b, sc, mn), all eight scales and m' at once.
+// kInt8: the int8 path takes it.
 
 // q8_0: f16 d, i8 qs[32]; w = d·q. Its u would be q + 128, too large for the
 // byte multiply-add's int16 pairs, so it keeps the f32 path (which reads
@@ -101,7 +103,6 @@ struct Q8_0 {
     return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), _mm256_set1_epi8(-128));
   }
   RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
-  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
 // q4_0: f16 d, u8 qs[16]; element j: (low nibble of qs[j]) − 8, element
@@ -111,7 +112,6 @@ struct Q4_0 {
   static constexpr bool kMins = false, kInt8 = true, kTwoScales = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return nibbles32(b + 2); }
   RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
-  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
 // q5_0: f16 d, u32 qh, u8 qs[16]; element j < 16: (low nibble | bit j of qh
@@ -134,26 +134,30 @@ struct Q5_0 {
     return _mm256_or_si256(nibbles32(b + 6), _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
   }
   RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
-  static float min(const uint8_t*, int) { return 0.0f; }
 };
+
+// The eight 6-bit scales and mins of a q4_k / q5_k block at once, as
+// d·sc and dmin·m (what scale_min_k4 gives one at a time): bytes 0-3 hold
+// scales 0-3 (+ the top 2 bits of scales 4-7), bytes 4-7 the mins 0-3 (+ the
+// top bits of mins 4-7), bytes 8-11 the low nibbles of scales and mins 4-7.
+RLX_AVX2_INLINE void k4_scales_mins(const uint8_t* b, __m256& sc, __m256& mn) {
+  uint32_t w[3];
+  std::memcpy(w, b + 4, 12);
+  const uint64_t scales = (w[0] & 0x3F3F3F3Fu) | uint64_t{(w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4)} << 32;
+  const uint64_t mins = (w[1] & 0x3F3F3F3Fu) | uint64_t{((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4)} << 32;
+  auto widen = [](uint64_t v) __attribute__((always_inline)) { return _mm_cvtsi64_si128(static_cast<long long>(v)); };
+  sc = _mm256_mul_ps(_mm256_set1_ps(load_f16(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(widen(scales))));
+  mn = _mm256_mul_ps(_mm256_set1_ps(load_f16(b + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(widen(mins))));
+}
 
 // q4_k: 256 elements; f16 d, f16 dmin, 12 bytes of scales/mins, u8 qs[128].
 // Sub-blocks in pairs: the low nibbles of 32 bytes, then their high nibbles;
-// w = (d·sc)·q − dmin·m.
+// w = (d·sc)·q − dmin·m. Its scales and mins come per block (kBlockScales).
 struct Q4_K {
   static constexpr int kElems = 256, kBytes = 144, kSubs = 8, kOffset = 0;
   static constexpr bool kMins = true, kInt8 = true, kTwoScales = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) { return bits32(b + 16 + 32 * (s / 2), 4 * (s % 2), 0x0F); }
-  RLX_AVX2_INLINE static void scale(const uint8_t* b, int s, float& lo, float& hi) {
-    int sc, m;
-    scale_min_k4(s, b + 4, sc, m);
-    lo = hi = load_f16(b) * static_cast<float>(sc);
-  }
-  RLX_AVX2_INLINE static float min(const uint8_t* b, int s) {
-    int sc, m;
-    scale_min_k4(s, b + 4, sc, m);
-    return load_f16(b + 2) * static_cast<float>(m);
-  }
+  RLX_AVX2_INLINE static void block_scales(const uint8_t* b, __m256& sc, __m256& mn) { k4_scales_mins(b, sc, mn); }
 };
 
 // q5_k: 256 elements; f16 d, f16 dmin, 12 bytes of scales/mins, u8 qh[32],
@@ -164,8 +168,7 @@ struct Q5_K {
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     return _mm256_or_si256(bits32(b + 48 + 32 * (s / 2), 4 * (s % 2), 0x0F), bits32(b + 16, s - 4, 0x10));
   }
-  RLX_AVX2_INLINE static void scale(const uint8_t* b, int s, float& lo, float& hi) { Q4_K::scale(b, s, lo, hi); }
-  RLX_AVX2_INLINE static float min(const uint8_t* b, int s) { return Q4_K::min(b, s); }
+  RLX_AVX2_INLINE static void block_scales(const uint8_t* b, __m256& sc, __m256& mn) { k4_scales_mins(b, sc, mn); }
 };
 
 // q6_k: 256 elements; ql[128] (low 4 bits), qh[64] (high 2 bits), i8
@@ -186,7 +189,6 @@ struct Q6_K {
     lo = d * static_cast<float>(sc[0]);
     hi = d * static_cast<float>(sc[1]);
   }
-  static float min(const uint8_t*, int) { return 0.0f; }
 };
 
 // Four vectors of int32 (in int8 range) → 32 int8 in element order.
@@ -254,33 +256,66 @@ RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
 
 constexpr int64_t kPrefetch = 4096;  // bytes ahead in the row stream
 
+// A layout's scales for sub-block s of the block at b, times `dx`: lo (and hi)
+// from scale(), or, with kMins, from the block's eight in `block` (filled
+// once per block by begin_block).
+template <class L>
+struct Scales {
+  RLX_AVX2_INLINE Scales() : mins(_mm256_setzero_ps()) {}
+  alignas(32) float block[8];
+  __m256 mins;  // Σ over blocks of m'·Σx, eight subs per lane
+  RLX_AVX2_INLINE void begin_block(const uint8_t* b, const float* dx8, const float* xsum8) {
+    if constexpr (L::kMins) {
+      __m256 sc, mn;
+      L::block_scales(b, sc, mn);
+      _mm256_store_ps(block, dx8 ? _mm256_mul_ps(sc, _mm256_loadu_ps(dx8)) : sc);
+      mins = _mm256_fmadd_ps(mn, _mm256_loadu_ps(xsum8), mins);
+    }
+  }
+  // The eight lanes' scale for sub-block s (lanes 0-3: its weights 0-15).
+  RLX_AVX2_INLINE __m256 lanes(const uint8_t* b, int s, float dx) const {
+    if constexpr (L::kMins) {
+      (void)b, (void)dx;
+      return _mm256_broadcast_ss(block + s);
+    } else {
+      float lo, hi;
+      L::scale(b, s, lo, hi);
+      if constexpr (L::kTwoScales) return _mm256_setr_m128(_mm_set1_ps(lo * dx), _mm_set1_ps(hi * dx));
+      else return _mm256_set1_ps(lo * dx);
+    }
+  }
+};
+
 // One row, f32 activations.
 template <class L>
 RLX_AVX2 float dot_row_f32(const uint8_t* w, const float* x, const float* xsum, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
+  Scales<L> sc;
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
+    sc.begin_block(w, nullptr, xsum + i * L::kSubs);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
-      const int64_t sub = i * L::kSubs + s;
-      const float* xs = x + 32 * sub;
-      float lo, hi;
-      L::scale(w, s, lo, hi);
+      const float* xs = x + 32 * (i * L::kSubs + s);
+      const __m256 scale = sc.lanes(w, s, 1.0f);
       if constexpr (std::is_same_v<L, Q8_0>) {  // the int8 weights as stored, widened straight from memory
         __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), i8x8_ps(w + 2));
         for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), i8x8_ps(w + 2 + 8 * g), t);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(lo), t, acc);
+        acc = _mm256_fmadd_ps(scale, t, acc);
         continue;
       }
       const __m256i q = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(lo), dot16_i8(xs, _mm256_castsi256_si128(q)), acc);
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(hi), dot16_i8(xs + 16, _mm256_extracti128_si256(q, 1)), acc);
-      if constexpr (L::kMins) mins += L::min(w, s) * xsum[sub];
+      const __m256 lo = dot16_i8(xs, _mm256_castsi256_si128(q)), hi = dot16_i8(xs + 16, _mm256_extracti128_si256(q, 1));
+      if constexpr (L::kTwoScales) {  // scale: lanes 0-3 for weights 0-15, 4-7 for 16-31
+        acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x00), lo, acc);
+        acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x11), hi, acc);
+      } else {
+        acc = _mm256_fmadd_ps(scale, _mm256_add_ps(lo, hi), acc);
+      }
     }
   }
-  return hsum(acc) - mins;
+  return hsum(acc) - hsum(sc.mins);
 }
 
 // One row, int8 activations: per sub-block, per lane (four weights) the
@@ -288,10 +323,11 @@ RLX_AVX2 float dot_row_f32(const uint8_t* w, const float* x, const float* xsum, 
 template <class L>
 RLX_AVX2 float dot_row_int8(const uint8_t* w, const QuantDotX& q, const float* xsum, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
+  Scales<L> sc;
   const __m256i ones = _mm256_set1_epi16(1), c256 = _mm256_set1_epi16(256);
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
+    sc.begin_block(w, q.dx.data() + i * L::kSubs, xsum + i * L::kSubs);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
       const int64_t sub = i * L::kSubs + s;
@@ -307,16 +343,10 @@ RLX_AVX2 float dot_row_int8(const uint8_t* w, const QuantDotX& q, const float* x
         static_assert(L::kOffset == 1 << kShift);
         t = _mm256_sub_epi32(t, _mm256_slli_epi32(sums, kShift));
       }
-      float lo, hi;
-      L::scale(w, s, lo, hi);
-      const float dx = q.dx[static_cast<size_t>(sub)];
-      const __m256 scale = L::kTwoScales ? _mm256_setr_m128(_mm_set1_ps(lo * dx), _mm_set1_ps(hi * dx))  // lanes 0-3: 0-15
-                                         : _mm256_set1_ps(lo * dx);
-      acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(t), acc);
-      if constexpr (L::kMins) mins += L::min(w, s) * xsum[sub];
+      acc = _mm256_fmadd_ps(sc.lanes(w, s, q.dx[static_cast<size_t>(sub)]), _mm256_cvtepi32_ps(t), acc);
     }
   }
-  return hsum(acc) - mins;
+  return hsum(acc) - hsum(sc.mins);
 }
 
 template <class L>
