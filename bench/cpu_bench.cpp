@@ -273,10 +273,13 @@ void bench_quant_gemv(int reps) {
     const int64_t bytes = rlx::dtype_bytes(s.type, s.n * s.k);
     const int64_t copies = std::clamp<int64_t>((int64_t{512} << 20) / bytes + 1, 1, 512);
     std::vector<std::shared_ptr<rlx::Executable>> exes;
-    std::mt19937 rng(12);
+    std::mt19937_64 rng(12);
     for (int64_t c = 0; c < copies; ++c) {
       std::vector<uint8_t> blocks(static_cast<size_t>(bytes));
-      for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+      for (size_t b = 0; b < blocks.size(); b += 8) {  // eight random bytes per draw: 512 MB per shape
+        const uint64_t r = rng();
+        std::memcpy(blocks.data() + b, &r, std::min<size_t>(8, blocks.size() - b));
+      }
       const uint16_t scale = 0x211f;  // 0.01 in f16
       for (size_t b = 0; b < blocks.size(); b += static_cast<size_t>(l.bytes))
         for (int off : l.f16_fields) std::memcpy(blocks.data() + b + off, &scale, 2);
