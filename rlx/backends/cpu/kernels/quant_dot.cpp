@@ -88,10 +88,10 @@ RLX_AVX2_INLINE __m256i bits32(const uint8_t* p, int right, int mask) {
 
 // Each layout: kElems weights in kBytes per block, kSubs sub-blocks of 32;
 // u(b, s): sub-block s's weights as unsigned bytes, w = scale·(u − kOffset) −
-// m'. Without mins (m' = 0): scale(b, s, lo, hi), the scale of the
-// sub-block's first and last 16 (equal unless kTwoScales). With mins (kMins,
-// the k4 layouts): block_scales(b, sc, mn), all eight scales and m' at once.
-// kInt8: the int8 path takes it.
+// m'; then the scales: scale(b) where a block is one sub-block; the k4
+// layouts (kMins): block_scales(b, sc, mn), all eight scales and m' at once;
+// q6_k (kTwoScales): block_scales(b, s0, s8), sixteen scales, two per
+// sub-block. kInt8: the int8 path takes it.
 
 // q8_0: f16 d, i8 qs[32]; w = d·q. Its u would be q + 128, too large for the
 // byte multiply-add's int16 pairs, so it keeps the f32 path (which reads
@@ -102,7 +102,7 @@ struct Q8_0 {
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) {
     return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), _mm256_set1_epi8(-128));
   }
-  RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
 };
 
 // q4_0: f16 d, u8 qs[16]; element j: (low nibble of qs[j]) − 8, element
@@ -111,7 +111,7 @@ struct Q4_0 {
   static constexpr int kElems = 32, kBytes = 18, kSubs = 1, kOffset = 8;
   static constexpr bool kMins = false, kInt8 = true, kTwoScales = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return nibbles32(b + 2); }
-  RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
 };
 
 // q5_0: f16 d, u32 qh, u8 qs[16]; element j < 16: (low nibble | bit j of qh
@@ -133,7 +133,7 @@ struct Q5_0 {
         _mm256_set1_epi8(-1));
     return _mm256_or_si256(nibbles32(b + 6), _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
   }
-  RLX_AVX2_INLINE static void scale(const uint8_t* b, int, float& lo, float& hi) { lo = hi = load_f16(b); }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
 };
 
 // The eight 6-bit scales and mins of a q4_k / q5_k block at once, as
@@ -183,11 +183,11 @@ struct Q6_K {
     const __m256i low = bits32(b + 64 * n + 32 * (k & 1), k >= 2 ? 4 : 0, 0x0F);
     return _mm256_or_si256(low, bits32(b + 128 + 32 * n, 2 * k - 4, 0x30));  // bits 2k, 2k + 1 → bits 4, 5
   }
-  RLX_AVX2_INLINE static void scale(const uint8_t* b, int s, float& lo, float& hi) {
-    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * (s / 4) + 2 * (s % 4));
-    const float d = load_f16(b + 208);
-    lo = d * static_cast<float>(sc[0]);
-    hi = d * static_cast<float>(sc[1]);
+  // The block's sixteen scales d·sc: sub-block s has 2s (weights 0-15) and 2s + 1.
+  RLX_AVX2_INLINE static void block_scales(const uint8_t* b, __m256& s0, __m256& s8) {
+    const __m256 d = _mm256_set1_ps(load_f16(b + 208));
+    s0 = _mm256_mul_ps(d, i8x8_ps(b + 192));
+    s8 = _mm256_mul_ps(d, i8x8_ps(b + 200));
   }
 };
 
@@ -256,33 +256,44 @@ RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
 
 constexpr int64_t kPrefetch = 4096;  // bytes ahead in the row stream
 
-// A layout's scales for sub-block s of the block at b, times `dx`: lo (and hi)
-// from scale(), or, with kMins, from the block's eight in `block` (filled
-// once per block by begin_block).
+// A layout's scales for sub-block s of the block at b, times `dx`: from
+// scale() for the one-sub-block layouts, else from the block's scales taken
+// once per block by begin_block (kMins: eight, and the mins' m'·Σx; q6_k
+// (kTwoScales): sixteen, two per sub-block).
 template <class L>
 struct Scales {
   RLX_AVX2_INLINE Scales() : mins(_mm256_setzero_ps()) {}
-  alignas(32) float block[8];
+  alignas(32) float block[16];
   __m256 mins;  // Σ over blocks of m'·Σx, eight subs per lane
+  // dx8: the block's eight dx, or null (the f32 path: 1).
   RLX_AVX2_INLINE void begin_block(const uint8_t* b, const float* dx8, const float* xsum8) {
     if constexpr (L::kMins) {
       __m256 sc, mn;
       L::block_scales(b, sc, mn);
       _mm256_store_ps(block, dx8 ? _mm256_mul_ps(sc, _mm256_loadu_ps(dx8)) : sc);
       mins = _mm256_fmadd_ps(mn, _mm256_loadu_ps(xsum8), mins);
+    } else if constexpr (L::kTwoScales) {
+      __m256 s0, s8;
+      L::block_scales(b, s0, s8);
+      if (dx8) {  // scale 2s and 2s + 1 belong to sub-block s
+        const __m256 dx = _mm256_loadu_ps(dx8);
+        s0 = _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(dx, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+        s8 = _mm256_mul_ps(s8, _mm256_permutevar8x32_ps(dx, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
+      }
+      _mm256_store_ps(block, s0);
+      _mm256_store_ps(block + 8, s8);
     }
   }
   // The eight lanes' scale for sub-block s (lanes 0-3: its weights 0-15).
   RLX_AVX2_INLINE __m256 lanes(const uint8_t* b, int s, float dx) const {
     if constexpr (L::kMins) {
-      (void)b, (void)dx;
       return _mm256_broadcast_ss(block + s);
+    } else if constexpr (L::kTwoScales) {
+      return _mm256_setr_m128(_mm_broadcast_ss(block + 2 * s), _mm_broadcast_ss(block + 2 * s + 1));
     } else {
-      float lo, hi;
-      L::scale(b, s, lo, hi);
-      if constexpr (L::kTwoScales) return _mm256_setr_m128(_mm_set1_ps(lo * dx), _mm_set1_ps(hi * dx));
-      else return _mm256_set1_ps(lo * dx);
+      return _mm256_set1_ps(L::scale(b) * dx);
     }
+    (void)b, (void)s, (void)dx;
   }
 };
 
@@ -294,11 +305,11 @@ RLX_AVX2 float dot_row_f32(const uint8_t* w, const float* x, const float* xsum, 
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
-    sc.begin_block(w, nullptr, xsum + i * L::kSubs);
+    sc.begin_block(w, nullptr, xsum + i * L::kSubs);  // dx = 1
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
       const float* xs = x + 32 * (i * L::kSubs + s);
-      const __m256 scale = sc.lanes(w, s, 1.0f);
+      const __m256 scale = sc.lanes(w, s, 1.0f);  // dx = 1
       if constexpr (std::is_same_v<L, Q8_0>) {  // the int8 weights as stored, widened straight from memory
         __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), i8x8_ps(w + 2));
         for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), i8x8_ps(w + 2 + 8 * g), t);
