@@ -160,10 +160,6 @@ void register_cpu_float_kernel(OpKind op, std::vector<DType> signature, const Cp
 }
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-float gelu_tanh(float x) {
-  const float k = 0.79788456080286536f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
 
 void register_all_kernels() {
   static std::once_flag once;

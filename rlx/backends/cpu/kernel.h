@@ -110,8 +110,8 @@ void register_attention_kernels();
 void register_quant_kernels();  // DequantMatMul, Gather from quant tables
 void register_all_kernels();  // idempotent
 
-// Shared numerics (kernels/math.h has inline versions for loops).
+// Shared numerics (kernels/vmath.h has the inline versions for loops,
+// gelu_tanh_fast among them).
 float gelu_erf(float x);
-float gelu_tanh(float x);
 
 }  // namespace rlx::cpu

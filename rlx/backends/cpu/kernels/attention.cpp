@@ -444,13 +444,13 @@ void glu_kernel(KernelArgs& args) {
       float* out = y + r * n;
       switch (act) {
         case GluAct::Silu:
-          for (int64_t j = 0; j < n; ++j) out[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+          for (int64_t j = 0; j < n; ++j) out[j] = silu_fast(gate[j]) * up[j];
           break;
         case GluAct::GeluErf:
           for (int64_t j = 0; j < n; ++j) out[j] = gelu_erf(gate[j]) * up[j];
           break;
         case GluAct::GeluTanh:
-          for (int64_t j = 0; j < n; ++j) out[j] = gelu_tanh(gate[j]) * up[j];
+          for (int64_t j = 0; j < n; ++j) out[j] = gelu_tanh_fast(gate[j]) * up[j];
           break;
       }
     }

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "rlx/backends/cpu/kernel.h"
+#include "rlx/backends/cpu/kernels/vmath.h"
 #include "rlx/backends/cpu/kernels/strided.h"
 #include "rlx/core/half.h"
 
@@ -43,7 +44,7 @@ C unary_op(C x) {
     if constexpr (f32) return gelu_erf(x);
     else return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440));
   } else if constexpr (F == UnaryFn::GeluTanh) {
-    if constexpr (f32) return gelu_tanh(x);
+    if constexpr (f32) return gelu_tanh_fast(x);
     else return 0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
   } else if constexpr (F == UnaryFn::Silu) {
     return x * sigmoid(x);

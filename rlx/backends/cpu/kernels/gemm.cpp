@@ -465,7 +465,7 @@ bool blas_built_in() {
 #endif
 }
 
-// Loops over a row: vectorized, GELU-erf and SiLU through vmath.h (libm's
+// Loops over a row: vectorized, the activations through vmath.h (libm's
 // erf/exp would run one element at a time).
 RLX_CPU_MULTIVERSION
 void bias_act_row(float* c, const float* bias, int64_t n, Activation act) {
@@ -477,13 +477,13 @@ void bias_act_row(float* c, const float* bias, int64_t n, Activation act) {
       for (int64_t j = 0; j < n; ++j) c[j] = c[j] > 0.0f ? c[j] : 0.0f;
       return;
     case Activation::Silu:
-      for (int64_t j = 0; j < n; ++j) c[j] = c[j] / (1.0f + exp_fast(-c[j]));
+      for (int64_t j = 0; j < n; ++j) c[j] = silu_fast(c[j]);
       return;
     case Activation::GeluErf:
       for (int64_t j = 0; j < n; ++j) c[j] = gelu_erf_fast(c[j]);
       return;
     case Activation::GeluTanh:
-      for (int64_t j = 0; j < n; ++j) c[j] = gelu_tanh(c[j]);
+      for (int64_t j = 0; j < n; ++j) c[j] = gelu_tanh_fast(c[j]);
       return;
   }
 }

@@ -1,4 +1,5 @@
-// Private to the CPU backend: branch-free f32 exp and erf for hot loops.
+// Private to the CPU backend: branch-free f32 exp, erf and the activations
+// built on them, for hot loops.
 // Written with plain arithmetic and bit casts so loops calling them
 // vectorize (std::exp / std::erf are libm calls, one element at a time).
 #pragma once
@@ -50,5 +51,17 @@ inline float erf_fast(float x) {
 
 // 0.5·x·(1 + erf(x/√2)).
 inline float gelu_erf_fast(float x) { return 0.5f * x * (1.0f + erf_fast(x * 0.70710678118654752f)); }
+
+// 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), taken as x / (1 + e^(−2u))
+// (the same function: (1 + tanh u)/2 is the logistic of 2u), so it needs
+// only exp and keeps exp's relative accuracy in the negative tail, where
+// 1 + tanh(u) would cancel.
+inline float gelu_tanh_fast(float x) {
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + exp_fast(-2.0f * u));
+}
+
+// x / (1 + e^(−x)).
+inline float silu_fast(float x) { return x / (1.0f + exp_fast(-x)); }
 
 }  // namespace rlx::cpu
