@@ -426,6 +426,22 @@ void rope_write_kernel(KernelArgs& args) {
 
 enum class GluAct { Silu, GeluErf, GeluTanh };
 
+// out = act(gate) · up over a row; compiled per ISA so the vmath loops vectorize.
+RLX_CPU_MULTIVERSION
+void glu_row(GluAct act, const float* gate, const float* up, float* out, int64_t n) {
+  switch (act) {
+    case GluAct::Silu:
+      for (int64_t j = 0; j < n; ++j) out[j] = silu_fast(gate[j]) * up[j];
+      break;
+    case GluAct::GeluErf:
+      for (int64_t j = 0; j < n; ++j) out[j] = gelu_erf(gate[j]) * up[j];
+      break;
+    case GluAct::GeluTanh:
+      for (int64_t j = 0; j < n; ++j) out[j] = gelu_tanh_fast(gate[j]) * up[j];
+      break;
+  }
+}
+
 void glu_kernel(KernelArgs& args) {
   GluAct act = GluAct::Silu;
   if (args.node.op == OpKind::FusedGeGLU) {
@@ -438,22 +454,7 @@ void glu_kernel(KernelArgs& args) {
   if (n == 0) return;
   const int64_t rows = args.out_numel() / n;
   args.pool.parallel_for(rows, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* gate = x + r * 2 * n;
-      const float* up = gate + n;
-      float* out = y + r * n;
-      switch (act) {
-        case GluAct::Silu:
-          for (int64_t j = 0; j < n; ++j) out[j] = silu_fast(gate[j]) * up[j];
-          break;
-        case GluAct::GeluErf:
-          for (int64_t j = 0; j < n; ++j) out[j] = gelu_erf(gate[j]) * up[j];
-          break;
-        case GluAct::GeluTanh:
-          for (int64_t j = 0; j < n; ++j) out[j] = gelu_tanh_fast(gate[j]) * up[j];
-          break;
-      }
-    }
+    for (int64_t r = r0; r < r1; ++r) glu_row(act, x + r * 2 * n, x + r * 2 * n + n, y + r * n, n);
   });
 }
 
