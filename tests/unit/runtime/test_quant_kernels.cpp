@@ -34,8 +34,12 @@ struct Case {
   int64_t M, N, K;
 };
 
-void check_dequant_matmul(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(str(dtype_name(c.w), " x=", dtype_name(c.x), " M=", c.M, " N=", c.N, " K=", c.K));
+// int8_x: allow the error of the decode GEMV's int8 activations
+// (RLX_CPU_GEMV_Q8, quant_dot.cpp): Σ|w|·dx with dx = max|x| / (127·256) per
+// 32 elements of x.
+void check_dequant_matmul(const Case& c, uint32_t seed, bool int8_x = false) {
+  SCOPED_TRACE(str(dtype_name(c.w), " x=", dtype_name(c.x), " M=", c.M, " N=", c.N, " K=", c.K,
+                   int8_x ? " (int8 activations allowed)" : ""));
   const Tensor w = quantize(Tensor::from(normal(c.N * c.K, seed), {c.N, c.K}), c.w);
   const Tensor x = Tensor::from(normal(c.M * c.K, seed + 1), {c.M, c.K}).to(c.x);
   const std::vector<double> wd = dequantize(w).to_f64(), xd = x.to_f64();
@@ -55,15 +59,23 @@ void check_dequant_matmul(const Case& c, uint32_t seed) {
   int bad = 0;
   for (int64_t m = 0; m < c.M; ++m)
     for (int64_t n = 0; n < c.N; ++n) {
-      double ref = 0.0, mag = 0.0;
+      double ref = 0.0, mag = 0.0, quant = 0.0;
       for (int64_t k = 0; k < c.K; ++k) {
         const double p = xd[static_cast<size_t>(m * c.K + k)] * wd[static_cast<size_t>(n * c.K + k)];
         ref += p;
         mag += std::fabs(p);
+        if (int8_x && k % 32 == 0) {
+          double xmax = 0.0, wsum = 0.0;
+          for (int64_t j = k; j < std::min(c.K, k + 32); ++j) {
+            xmax = std::max(xmax, std::fabs(xd[static_cast<size_t>(m * c.K + j)]));
+            wsum += std::fabs(wd[static_cast<size_t>(n * c.K + j)]);
+          }
+          quant += wsum * xmax / (127.0 * 256);
+        }
       }
       const double got = yd[static_cast<size_t>(m * c.N + n)];
       // f32 sums over K: error bounded by a few ulps of the magnitude sum.
-      if (std::fabs(got - ref) > 1e-5 * mag + out_tol * std::fabs(ref) + 1e-6 && bad++ < 5)
+      if (std::fabs(got - ref) > 1e-5 * mag + quant + out_tol * std::fabs(ref) + 1e-6 && bad++ < 5)
         ADD_FAILURE() << "y[" << m << ", " << n << "] = " << got << ", want " << ref;
     }
   EXPECT_EQ(bad, 0);
@@ -72,17 +84,23 @@ void check_dequant_matmul(const Case& c, uint32_t seed) {
 TEST(QuantKernels, DequantMatMulEveryQuantizableType) {
   const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                          DType::Q4_K, DType::Q6_K, DType::F16,  DType::BF16};
-  uint32_t seed = 1;
-  for (DType t : types) {
-    if (!has_cpu_quantize(t)) continue;
-    check_dequant_matmul({t, DType::F32, 1, 300, 512}, seed++);   // decode row path
-    check_dequant_matmul({t, DType::F32, 5, 33, 256}, seed++);
-    check_dequant_matmul({t, DType::F32, 70, 300, 512}, seed++);  // tiled GEMM path, partial tile
+  // Once with f32 activations everywhere (f32 rounding only), once with the
+  // default, where m ≤ 8 rows may take int8 activations.
+  for (bool int8_x : {false, true}) {
+    test::ScopedEnv q8("RLX_CPU_GEMV_Q8", int8_x ? "1" : "0");
+    uint32_t seed = 1;
+    for (DType t : types) {
+      if (!has_cpu_quantize(t)) continue;
+      check_dequant_matmul({t, DType::F32, 1, 300, 512}, seed++, int8_x);   // decode row path
+      check_dequant_matmul({t, DType::F32, 5, 33, 256}, seed++, int8_x);
+      check_dequant_matmul({t, DType::F32, 12, 40, 256}, seed++, int8_x);   // dequantize + dot, 9-16 rows
+      check_dequant_matmul({t, DType::F32, 70, 300, 512}, seed++, int8_x);  // tiled GEMM path, partial tile
+    }
   }
 }
 
 TEST(QuantKernels, DequantMatMulHalfActivations) {
-  check_dequant_matmul({DType::Q4_K, DType::F16, 3, 40, 256}, 7);
+  check_dequant_matmul({DType::Q4_K, DType::F16, 3, 40, 256}, 7, true);
   check_dequant_matmul({DType::Q8_0, DType::BF16, 40, 40, 256}, 8);
   check_dequant_matmul({DType::Q5_0, DType::F16, 17, 260, 64}, 9);
 }
@@ -151,7 +169,7 @@ TEST(QuantKernels, ShapeErrorsAreClear) {
 // The CPU decode GEMV's in-register dot (quant_dot, AVX2 + FMA) against a
 // float64 dot of the reference dequantizer's row: random blocks with scale
 // fields drawn from realistic ranges, random activations, every supported
-// type, 1-7 rows per call, on both of its paths:
+// type, 1-7 weight rows against 1-8 rows of x per call, on both of its paths:
 // - f32 activations (RLX_CPU_GEMV_Q8=0, and q8_0 always): f32 rounding of the
 //   terms it adds, |error| ≤ 2·√K·2⁻²⁴·Σ|x|·(|w| + max|w|) (the errors seen
 //   are under 1% of it);
@@ -180,8 +198,8 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
       const bool int8_path = int8 && c.type != DType::Q8_0;
       for (int64_t K : {int64_t{256}, int64_t{2048}}) {
         const int64_t nb = K / c.block_elems;
-        for (int trial = 0; trial < 20; ++trial) {
-          const int64_t rows = 1 + trial % 7, row_bytes = nb * c.block_bytes;
+        for (int trial = 0; trial < 24; ++trial) {
+          const int64_t rows = 1 + trial % 7, M = 1 + trial % 8, row_bytes = nb * c.block_bytes;
           std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes));
           for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
           for (int64_t b = 0; b < rows * nb; ++b)
@@ -190,44 +208,50 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
               const uint16_t h = f32_to_f16(s);
               std::memcpy(w.data() + b * c.block_bytes + off, &h, 2);
             }
-          std::vector<float> x(static_cast<size_t>(K)), row(static_cast<size_t>(K)), got(static_cast<size_t>(rows));
+          std::vector<float> x(static_cast<size_t>(M * K)), row(static_cast<size_t>(K));
+          std::vector<float> got(static_cast<size_t>(M * rows));
           for (auto& v : x) v = xs(rng);
           if (trial % 4 == 1)  // a block of zeros and one with an outlier
             for (int j = 0; j < 32; ++j) x[static_cast<size_t>(j)] = 0.0f, x[static_cast<size_t>(32 + j)] *= 1e-3f;
-          std::vector<double> dx(static_cast<size_t>(K / 32), 0.0);
-          for (int64_t i = 0; i < K; ++i)
+          std::vector<double> dx(static_cast<size_t>(M * K / 32), 0.0);
+          for (int64_t i = 0; i < M * K; ++i)
             dx[static_cast<size_t>(i / 32)] =
-                std::max<double>(dx[static_cast<size_t>(i / 32)], std::fabs(x[i]) / (127.0 * 256));
-          const cpu::QuantDotX prepared(c.type, x.data(), K);
+                std::max<double>(dx[static_cast<size_t>(i / 32)], std::fabs(x[static_cast<size_t>(i)]) / (127.0 * 256));
+          const cpu::QuantDotX prepared(c.type, x.data(), M, K);
           ASSERT_EQ(prepared.int8, int8_path) << dtype_name(c.type);
-          cpu::quant_dot_rows(c.type, w.data(), row_bytes, prepared, rows, got.data());
-          if (trial == 3) {  // a NaN in x: the f32 path, and NaN out
+          cpu::quant_dot_rows(c.type, w.data(), row_bytes, prepared, rows, got.data(), rows);
+          if (trial == 3) {  // a NaN in the last row of x: the f32 path for all rows, and NaN out of that row
             std::vector<float> xn = x;
-            xn[static_cast<size_t>(K / 2)] = std::nanf("");
-            const cpu::QuantDotX nan_x(c.type, xn.data(), K);
+            xn[static_cast<size_t>((M - 1) * K + K / 2)] = std::nanf("");
+            const cpu::QuantDotX nan_x(c.type, xn.data(), M, K);
             EXPECT_FALSE(nan_x.int8);
-            float yn = 0;
-            cpu::quant_dot_rows(c.type, w.data(), row_bytes, nan_x, 1, &yn);
-            EXPECT_TRUE(std::isnan(yn)) << dtype_name(c.type);
+            std::vector<float> yn(static_cast<size_t>(M));
+            cpu::quant_dot_rows(c.type, w.data(), row_bytes, nan_x, 1, yn.data(), 1);
+            EXPECT_TRUE(std::isnan(yn[static_cast<size_t>(M - 1)])) << dtype_name(c.type);
+            for (int64_t m = 0; m + 1 < M; ++m) EXPECT_FALSE(std::isnan(yn[static_cast<size_t>(m)]));
           }
           for (int64_t r = 0; r < rows; ++r) {
             dequantize_row(c.type, w.data() + r * row_bytes, row.data(), K);
-            double want = 0, wmax = 0, mag = 0, quant = 0;
-            for (int64_t i = 0; i < K; ++i) {
-              want += static_cast<double>(x[i]) * row[i];
-              wmax = std::max(wmax, std::fabs(static_cast<double>(row[i])));
-              quant += std::fabs(static_cast<double>(row[i])) * dx[static_cast<size_t>(i / 32)];
+            for (int64_t m = 0; m < M; ++m) {
+              const float* xm = x.data() + m * K;
+              double want = 0, wmax = 0, mag = 0, quant = 0;
+              for (int64_t i = 0; i < K; ++i) {
+                want += static_cast<double>(xm[i]) * row[i];
+                wmax = std::max(wmax, std::fabs(static_cast<double>(row[i])));
+                quant += std::fabs(static_cast<double>(row[i])) * dx[static_cast<size_t>((m * K + i) / 32)];
+              }
+              for (int64_t i = 0; i < K; ++i) mag += std::fabs(static_cast<double>(xm[i])) * (std::fabs(row[i]) + wmax);
+              const double f32 = 2.0 * std::sqrt(static_cast<double>(K)) * std::ldexp(1.0, -24) * mag;
+              const double bound = int8_path ? quant + 2 * f32 : f32;
+              const float y = got[static_cast<size_t>(m * rows + r)];
+              const double err = std::fabs(y - want);
+              worst[int8_path] = std::max(worst[int8_path], err / bound);
+              ASSERT_LE(err, bound) << dtype_name(c.type) << (int8_path ? " int8" : " f32") << " K " << K << " trial "
+                                    << trial << " weight row " << r << " of " << rows << ", x row " << m << " of "
+                                    << M << ": " << y << " vs " << want;
+              const float one = cpu::quant_dot(c.type, w.data() + r * row_bytes, xm, K);
+              ASSERT_EQ(one, y) << dtype_name(c.type) << " (one row of x alone)";
             }
-            for (int64_t i = 0; i < K; ++i) mag += std::fabs(static_cast<double>(x[i])) * (std::fabs(row[i]) + wmax);
-            const double f32 = 2.0 * std::sqrt(static_cast<double>(K)) * std::ldexp(1.0, -24) * mag;
-            const double bound = int8_path ? quant + 2 * f32 : f32;
-            const double err = std::fabs(got[static_cast<size_t>(r)] - want);
-            worst[int8_path] = std::max(worst[int8_path], err / bound);
-            ASSERT_LE(err, bound) << dtype_name(c.type) << (int8_path ? " int8" : " f32") << " K " << K << " trial "
-                                  << trial << " row " << r << " of " << rows << ": " << got[static_cast<size_t>(r)]
-                                  << " vs " << want;
-            const float one = cpu::quant_dot(c.type, w.data() + r * row_bytes, x.data(), K);
-            ASSERT_EQ(one, got[static_cast<size_t>(r)]) << dtype_name(c.type) << " (one row alone)";
           }
         }
       }

@@ -201,14 +201,14 @@ RLX_AVX2_INLINE __m256 round_clamp(__m256 t, __m256 lo, __m256 hi) {
   return _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
 }
 
-// The int8 path's two levels of x (see the header comment), eight lanes at a
-// time. false when x has a NaN or an infinity (the
-// f32 path then gives the IEEE result).
-RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
-  q.a.resize(static_cast<size_t>(K));
-  q.b.resize(static_cast<size_t>(K));
-  q.dx.resize(static_cast<size_t>(K / 32));
-  q.sums4.resize(static_cast<size_t>(K / 4));
+// The int8 path's two levels of row m of x (see the header comment), eight
+// lanes at a time. false when the row has a NaN or an infinity (the f32 path
+// then gives the IEEE result).
+RLX_AVX2 bool quantize_x(const float* x, int64_t K, int64_t m, QuantDotX& q) {
+  int8_t* qa_row = q.a.data() + m * K;
+  int8_t* qb_row = q.b.data() + m * K;
+  float* dx = q.dx.data() + m * (K / 32);
+  int32_t* sums4 = q.sums4.data() + m * (K / 4);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t blk = 0; blk < K / 32; ++blk) {
@@ -227,11 +227,11 @@ RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
     const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
     __m256i qa[4], qb[4];
     if (amax < 1e-30f) {  // zeros (and denormal dust) quantize to zero
-      q.dx[static_cast<size_t>(blk)] = 0.0f;
+      dx[blk] = 0.0f;
       for (int j = 0; j < 4; ++j) qa[j] = qb[j] = _mm256_setzero_si256();
     } else {
       const float d1 = amax / 127.0f;
-      q.dx[static_cast<size_t>(blk)] = d1 / 256.0f;
+      dx[blk] = d1 / 256.0f;
       const __m256 inv = _mm256_set1_ps(127.0f / amax), inv256 = _mm256_set1_ps(256.0f * 127.0f / amax);
       const __m256 d = _mm256_set1_ps(d1), hi = _mm256_set1_ps(127.0f);
       for (int j = 0; j < 4; ++j) {
@@ -243,12 +243,12 @@ RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
       }
     }
     const __m256i a8 = pack32(qa), b8 = pack32(qb);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.a.data() + 32 * blk), a8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.b.data() + 32 * blk), b8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qa_row + 32 * blk), a8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb_row + 32 * blk), b8);
     // Σ over each four consecutive bytes: (1·a pairs) then pairs of pairs.
     const __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a8), ones16);
     const __m256i sb = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, b8), ones16);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.sums4.data() + 8 * blk),
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums4 + 8 * blk),
                         _mm256_add_epi32(_mm256_slli_epi32(sa, 8), sb));
   }
   return true;
@@ -256,119 +256,165 @@ RLX_AVX2 bool quantize_x(const float* x, int64_t K, QuantDotX& q) {
 
 constexpr int64_t kPrefetch = 4096;  // bytes ahead in the row stream
 
-// A layout's scales for sub-block s of the block at b, times `dx`: from
-// scale() for the one-sub-block layouts, else from the block's scales taken
-// once per block by begin_block (kMins: eight, and the mins' m'·Σx; q6_k
+// A layout's weight scales for sub-block s of the block at b: from scale()
+// for the one-sub-block layouts, else from the block's scales taken once per
+// block by begin_block (kMins: eight, and the mins m' in `mins`; q6_k
 // (kTwoScales): sixteen, two per sub-block).
 template <class L>
 struct Scales {
-  RLX_AVX2_INLINE Scales() : mins(_mm256_setzero_ps()) {}
   alignas(32) float block[16];
-  __m256 mins;  // Σ over blocks of m'·Σx, eight subs per lane
-  // dx8: the block's eight dx, or null (the f32 path: 1).
-  RLX_AVX2_INLINE void begin_block(const uint8_t* b, const float* dx8, const float* xsum8) {
+  __m256 mins;  // kMins: the block's eight m', one per sub-block
+  RLX_AVX2_INLINE void begin_block(const uint8_t* b) {
     if constexpr (L::kMins) {
-      __m256 sc, mn;
-      L::block_scales(b, sc, mn);
-      _mm256_store_ps(block, dx8 ? _mm256_mul_ps(sc, _mm256_loadu_ps(dx8)) : sc);
-      mins = _mm256_fmadd_ps(mn, _mm256_loadu_ps(xsum8), mins);
+      __m256 sc;
+      L::block_scales(b, sc, mins);
+      _mm256_store_ps(block, sc);
     } else if constexpr (L::kTwoScales) {
       __m256 s0, s8;
       L::block_scales(b, s0, s8);
-      if (dx8) {  // scale 2s and 2s + 1 belong to sub-block s
-        const __m256 dx = _mm256_loadu_ps(dx8);
-        s0 = _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(dx, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
-        s8 = _mm256_mul_ps(s8, _mm256_permutevar8x32_ps(dx, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
-      }
       _mm256_store_ps(block, s0);
       _mm256_store_ps(block + 8, s8);
     }
   }
   // The eight lanes' scale for sub-block s (lanes 0-3: its weights 0-15).
-  RLX_AVX2_INLINE __m256 lanes(const uint8_t* b, int s, float dx) const {
-    if constexpr (L::kMins) {
-      return _mm256_broadcast_ss(block + s);
-    } else if constexpr (L::kTwoScales) {
-      return _mm256_setr_m128(_mm_broadcast_ss(block + 2 * s), _mm_broadcast_ss(block + 2 * s + 1));
-    } else {
-      return _mm256_set1_ps(L::scale(b) * dx);
-    }
-    (void)b, (void)s, (void)dx;
+  RLX_AVX2_INLINE __m256 lanes(const uint8_t* b, int s) const {
+    if constexpr (L::kMins) return _mm256_broadcast_ss(block + s);
+    else if constexpr (L::kTwoScales) return _mm256_setr_m128(_mm_broadcast_ss(block + 2 * s), _mm_broadcast_ss(block + 2 * s + 1));
+    else return _mm256_set1_ps(L::scale(b));
+    (void)b, (void)s;
   }
 };
 
-// One row, f32 activations.
-template <class L>
-RLX_AVX2 float dot_row_f32(const uint8_t* w, const float* x, const float* xsum, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
+// One weight row against the M rows of x, f32 activations: out[m].
+template <class L, int M>
+RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, float* out) {
+  __m256 acc[M], mins[M];
+  #pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
   Scales<L> sc;
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
+  const int64_t nsub = q.K / 32;
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
-    sc.begin_block(w, nullptr, xsum + i * L::kSubs);  // dx = 1
+    sc.begin_block(w);
+    if constexpr (L::kMins)
+      #pragma GCC unroll 8
+      for (int m = 0; m < M; ++m)
+        mins[m] = _mm256_fmadd_ps(sc.mins, _mm256_loadu_ps(q.xsum.data() + m * nsub + i * L::kSubs), mins[m]);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
-      const float* xs = x + 32 * (i * L::kSubs + s);
-      const __m256 scale = sc.lanes(w, s, 1.0f);  // dx = 1
+      const int64_t sub = i * L::kSubs + s;
+      const __m256 scale = sc.lanes(w, s);
       if constexpr (std::is_same_v<L, Q8_0>) {  // the int8 weights as stored, widened straight from memory
-        __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), i8x8_ps(w + 2));
-        for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), i8x8_ps(w + 2 + 8 * g), t);
-        acc = _mm256_fmadd_ps(scale, t, acc);
+        __m256 wq[4];
+        #pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) wq[g] = i8x8_ps(w + 2 + 8 * g);
+        #pragma GCC unroll 8
+        for (int m = 0; m < M; ++m) {
+          const float* xs = q.x + m * q.K + 32 * sub;
+          __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), wq[0]);
+          #pragma GCC unroll 4
+          for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), wq[g], t);
+          acc[m] = _mm256_fmadd_ps(scale, t, acc[m]);
+        }
         continue;
       }
-      const __m256i q = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
-      const __m256 lo = dot16_i8(xs, _mm256_castsi256_si128(q)), hi = dot16_i8(xs + 16, _mm256_extracti128_si256(q, 1));
-      if constexpr (L::kTwoScales) {  // scale: lanes 0-3 for weights 0-15, 4-7 for 16-31
-        acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x00), lo, acc);
-        acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x11), hi, acc);
-      } else {
-        acc = _mm256_fmadd_ps(scale, _mm256_add_ps(lo, hi), acc);
+      const __m256i qw = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
+      const __m128i q_lo = _mm256_castsi256_si128(qw), q_hi = _mm256_extracti128_si256(qw, 1);
+      #pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        const float* xs = q.x + m * q.K + 32 * sub;
+        const __m256 lo = dot16_i8(xs, q_lo), hi = dot16_i8(xs + 16, q_hi);
+        if constexpr (L::kTwoScales) {  // scale: lanes 0-3 for weights 0-15, 4-7 for 16-31
+          acc[m] = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x00), lo, acc[m]);
+          acc[m] = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x11), hi, acc[m]);
+        } else {
+          acc[m] = _mm256_fmadd_ps(scale, _mm256_add_ps(lo, hi), acc[m]);
+        }
       }
     }
   }
-  return hsum(acc) - hsum(sc.mins);
+  #pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
 }
 
-// One row, int8 activations: per sub-block, per lane (four weights) the
-// integer 256·Σu·a + Σu·b − offset·(256·Σa + Σb), exact in f32 (< 2^24).
-template <class L>
-RLX_AVX2 float dot_row_int8(const uint8_t* w, const QuantDotX& q, const float* xsum, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
+// One weight row against the M rows of x, int8 activations: per sub-block,
+// per lane (four weights) the integer 256·Σu·a + Σu·b − offset·(256·Σa + Σb),
+// exact in f32 (< 2^24), times the weight scale and dx. The weights are
+// decoded once for all M rows.
+template <class L, int M>
+RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, float* out) {
+  __m256 acc[M], mins[M];
+  #pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
   Scales<L> sc;
   const __m256i ones = _mm256_set1_epi16(1), c256 = _mm256_set1_epi16(256);
+  const int64_t nsub = q.K / 32;
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
-    sc.begin_block(w, q.dx.data() + i * L::kSubs, xsum + i * L::kSubs);
+    sc.begin_block(w);
+    if constexpr (L::kMins)
+      #pragma GCC unroll 8
+      for (int m = 0; m < M; ++m)
+        mins[m] = _mm256_fmadd_ps(sc.mins, _mm256_loadu_ps(q.xsum.data() + m * nsub + i * L::kSubs), mins[m]);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
       const int64_t sub = i * L::kSubs + s;
       const __m256i u = L::u(w, s);
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.a.data() + 32 * sub));
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.b.data() + 32 * sub));
-      // u ≤ 63 and |a|, |b| ≤ 128: each int16 pair sum stays below 2^15.
-      __m256i t = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, a), c256),
-                                   _mm256_madd_epi16(_mm256_maddubs_epi16(u, b), ones));
-      if constexpr (L::kOffset != 0) {
-        const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.sums4.data() + 8 * sub));
-        constexpr int kShift = L::kOffset == 8 ? 3 : L::kOffset == 16 ? 4 : 5;  // offset = 2^kShift
-        static_assert(L::kOffset == 1 << kShift);
-        t = _mm256_sub_epi32(t, _mm256_slli_epi32(sums, kShift));
+      const __m256 scale = sc.lanes(w, s);
+      #pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.a.data() + m * q.K + 32 * sub));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.b.data() + m * q.K + 32 * sub));
+        // u ≤ 63 and |a|, |b| ≤ 128: each int16 pair sum stays below 2^15.
+        __m256i t = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, a), c256),
+                                     _mm256_madd_epi16(_mm256_maddubs_epi16(u, b), ones));
+        if constexpr (L::kOffset != 0) {
+          const __m256i sums =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.sums4.data() + m * (q.K / 4) + 8 * sub));
+          constexpr int kShift = L::kOffset == 8 ? 3 : L::kOffset == 16 ? 4 : 5;  // offset = 2^kShift
+          static_assert(L::kOffset == 1 << kShift);
+          t = _mm256_sub_epi32(t, _mm256_slli_epi32(sums, kShift));
+        }
+        const __m256 s_dx = _mm256_mul_ps(scale, _mm256_set1_ps(q.dx[static_cast<size_t>(m * nsub + sub)]));
+        acc[m] = _mm256_fmadd_ps(s_dx, _mm256_cvtepi32_ps(t), acc[m]);
       }
-      acc = _mm256_fmadd_ps(sc.lanes(w, s, q.dx[static_cast<size_t>(sub)]), _mm256_cvtepi32_ps(t), acc);
     }
   }
-  return hsum(acc) - hsum(sc.mins);
+  #pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
+}
+
+template <class L, int M>
+void dot_rows(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y, int64_t ldy) {
+  const int64_t nb = x.K / L::kElems;
+  float out[M];
+  for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (L::kInt8) {
+      if (x.int8) {
+        dot_row_int8<L, M>(w + r * row_bytes, x, nb, out);
+        for (int m = 0; m < M; ++m) y[m * ldy + r] = out[m];
+        continue;
+      }
+    }
+    dot_row_f32<L, M>(w + r * row_bytes, x, nb, out);
+    for (int m = 0; m < M; ++m) y[m * ldy + r] = out[m];
+  }
 }
 
 template <class L>
-void dot_rows(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y) {
-  const int64_t nb = x.K / L::kElems;
-  if constexpr (L::kInt8)
-    if (x.int8) {
-      for (int64_t r = 0; r < rows; ++r) y[r] = dot_row_int8<L>(w + r * row_bytes, x, x.xsum.data(), nb);
-      return;
-    }
-  for (int64_t r = 0; r < rows; ++r) y[r] = dot_row_f32<L>(w + r * row_bytes, x.x, x.xsum.data(), nb);
+void dot_rows_m(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y, int64_t ldy) {
+  switch (x.M) {
+    case 1: return dot_rows<L, 1>(w, row_bytes, x, rows, y, ldy);
+    case 2: return dot_rows<L, 2>(w, row_bytes, x, rows, y, ldy);
+    case 3: return dot_rows<L, 3>(w, row_bytes, x, rows, y, ldy);
+    case 4: return dot_rows<L, 4>(w, row_bytes, x, rows, y, ldy);
+    case 5: return dot_rows<L, 5>(w, row_bytes, x, rows, y, ldy);
+    case 6: return dot_rows<L, 6>(w, row_bytes, x, rows, y, ldy);
+    case 7: return dot_rows<L, 7>(w, row_bytes, x, rows, y, ldy);
+    case 8: return dot_rows<L, 8>(w, row_bytes, x, rows, y, ldy);
+    default: throw InvalidArgument(str("quant_dot: ", x.M, " rows of x; at most ", QuantDotX::kMaxRows));
+  }
 }
 
 }  // namespace
@@ -385,36 +431,45 @@ bool quant_dot_supported(DType type) {
 #endif
 }
 
-QuantDotX::QuantDotX(DType type, const float* xs, int64_t k) : x(xs), K(k), xsum(static_cast<size_t>(k / 32), 0.0f) {
+QuantDotX::QuantDotX(DType type, const float* xs, int64_t m, int64_t k)
+    : x(xs), M(m), K(k), xsum(static_cast<size_t>(m * (k / 32)), 0.0f) {
+  RLX_CHECK_AS(InvalidArgument, M >= 1 && M <= kMaxRows, "quant_dot: ", M, " rows of x; 1 to ", kMaxRows);
   if (type == DType::Q4_K || type == DType::Q5_K)
-    for (int64_t b = 0; b < K / 32; ++b)
+    for (int64_t b = 0; b < M * (K / 32); ++b)
       for (int64_t j = 0; j < 32; ++j) xsum[static_cast<size_t>(b)] += x[32 * b + j];
 #if RLX_QUANT_DOT_AVX2
   const bool int8_type = type == DType::Q4_0 || type == DType::Q5_0 || type == DType::Q4_K || type == DType::Q5_K ||
                          type == DType::Q6_K;
-  int8 = int8_type && quant_dot_supported(type) && env_bool("RLX_CPU_GEMV_Q8") && quantize_x(x, K, *this);
+  if (!int8_type || !quant_dot_supported(type) || !env_bool("RLX_CPU_GEMV_Q8")) return;
+  a.resize(static_cast<size_t>(M * K));
+  b.resize(static_cast<size_t>(M * K));
+  dx.resize(static_cast<size_t>(M * (K / 32)));
+  sums4.resize(static_cast<size_t>(M * (K / 4)));
+  int8 = true;
+  for (int64_t r = 0; r < M && int8; ++r) int8 = quantize_x(x + r * K, K, r, *this);
 #endif
 }
 
-void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y) {
+void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y,
+                    int64_t ldy) {
 #if RLX_QUANT_DOT_AVX2
   switch (type) {
-    case DType::Q8_0: return dot_rows<Q8_0>(w, row_bytes, x, rows, y);
-    case DType::Q4_0: return dot_rows<Q4_0>(w, row_bytes, x, rows, y);
-    case DType::Q5_0: return dot_rows<Q5_0>(w, row_bytes, x, rows, y);
-    case DType::Q4_K: return dot_rows<Q4_K>(w, row_bytes, x, rows, y);
-    case DType::Q5_K: return dot_rows<Q5_K>(w, row_bytes, x, rows, y);
-    case DType::Q6_K: return dot_rows<Q6_K>(w, row_bytes, x, rows, y);
+    case DType::Q8_0: return dot_rows_m<Q8_0>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q4_0: return dot_rows_m<Q4_0>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q5_0: return dot_rows_m<Q5_0>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q4_K: return dot_rows_m<Q4_K>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q5_K: return dot_rows_m<Q5_K>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q6_K: return dot_rows_m<Q6_K>(w, row_bytes, x, rows, y, ldy);
     default: break;
   }
 #endif
-  (void)w, (void)row_bytes, (void)x, (void)rows, (void)y;
+  (void)w, (void)row_bytes, (void)x, (void)rows, (void)y, (void)ldy;
   throw Unsupported(str("quant_dot: no kernel for ", dtype_name(type)));
 }
 
 float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K) {
   float y = 0.0f;
-  quant_dot_rows(type, w, 0, QuantDotX(type, x, K), 1, &y);
+  quant_dot_rows(type, w, 0, QuantDotX(type, x, 1, K), 1, &y, 1);
   return y;
 }
 

@@ -13,25 +13,28 @@ namespace rlx::cpu {
 // Q4_K, Q5_K, Q6_K).
 bool quant_dot_supported(DType type);
 
-// One activation row x[K] prepared for quant_dot_rows with weights of `type`,
-// once per GEMV: Σx per 32 (the k-quants' mins) and, on the int8 path,
-// x re-quantized to two int8 levels per 32.
+// The rows of x [M, K] (M ≤ kMaxRows) prepared for quant_dot_rows with
+// weights of `type`, once per GEMV: Σx per 32 (the k-quants' mins) and, on
+// the int8 path, x re-quantized to two int8 levels per 32.
 struct QuantDotX {
-  QuantDotX(DType type, const float* x, int64_t K);
+  static constexpr int64_t kMaxRows = 8;
+  QuantDotX(DType type, const float* x, int64_t M, int64_t K);
   const float* x;
-  int64_t K;
-  bool int8 = false;              // the int8 path applies (type, RLX_CPU_GEMV_Q8, x finite)
-  std::vector<float> xsum;        // [K / 32]
-  std::vector<int8_t> a, b;       // [K]: x ≈ dx·(256·a + b)
-  std::vector<float> dx;          // [K / 32]
-  std::vector<int32_t> sums4;     // [K / 4]: 256·Σa + Σb over each four consecutive elements
+  int64_t M, K;
+  bool int8 = false;           // the int8 path applies (type, RLX_CPU_GEMV_Q8, every row finite)
+  std::vector<float> xsum;     // [M, K / 32]
+  std::vector<int8_t> a, b;    // [M, K]: x ≈ dx·(256·a + b)
+  std::vector<float> dx;       // [M, K / 32]
+  std::vector<int32_t> sums4;  // [M, K / 4]: 256·Σa + Σb over each four consecutive elements
 };
 
-// y[r] = Σ_k x[k]·w_r[k] for the rows w_r = w + r·row_bytes, r < rows, each of
-// x.K elements of `type` (a multiple of its block size).
-void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y);
+// y[m·ldy + r] = Σ_k x[m, k]·w_r[k] for m < x.M and the rows w_r = w +
+// r·row_bytes, r < rows, each of x.K elements of `type` (a multiple of its
+// block size). Each weight row is read once for all M rows of x.
+void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y,
+                    int64_t ldy);
 
-// One row, x prepared on the spot.
+// One row of weights and one of x.
 float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K);
 
 }  // namespace rlx::cpu

@@ -4,8 +4,8 @@
 // W ever exists.
 // - Few rows of x (decode): each task dequantizes one W row into a
 //   thread-local buffer and dots it with every x row — W is read once. With
-//   one row of x and a type quant_dot takes (AVX2 + FMA), the rows are
-//   decoded in registers instead (quant_dot.cpp).
+//   up to 8 rows of x and a type quant_dot takes (AVX2 + FMA), the rows are
+//   decoded in registers instead, once for all rows of x (quant_dot.cpp).
 // - Many rows (prefill): W is dequantized a tile of rows at a time and the
 //   tile goes through the f32 GEMM (OpenBLAS when available).
 #include <algorithm>
@@ -50,10 +50,10 @@ void dequant_matmul_kernel(KernelArgs& a) {
     return;
   }
 
-  if (M == 1 && quant_dot_supported(wt)) {  // weights decoded in registers, x prepared once
-    const QuantDotX qx(wt, x, K);
+  if (M <= QuantDotX::kMaxRows && quant_dot_supported(wt)) {  // weights decoded in registers, x prepared once
+    const QuantDotX qx(wt, x, M, K);
     a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
-      quant_dot_rows(wt, w + b * row_bytes, row_bytes, qx, e - b, y + b);
+      quant_dot_rows(wt, w + b * row_bytes, row_bytes, qx, e - b, y + b, N);
     });
     return;
   }
