@@ -47,11 +47,15 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_FUSE_EMBED_NORM", EnvType::Bool, "1",
        "CUDA lowering: one launch for an embedding layer's gathers (up to 4 tables), their sum and its LayerNorm."},
       {"RLX_CUDA_FUSE_GEMM_LN", EnvType::Bool, "1",
-       "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512) and the residual LayerNorm that "
-       "is its only reader as one sm90 kernel (MiniLM's attention-out projection and norm)."},
+       "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512, at least "
+       "RLX_CUDA_GEMM_LN_MIN_ROWS rows) and the residual LayerNorm that is its only reader as one sm90 kernel "
+       "(MiniLM's attention-out projection and norm)."},
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},
+      {"RLX_CUDA_GEMM_LN_MIN_ROWS", EnvType::Int, "0",
+       "Fewest rows (tokens) for which RLX_CUDA_FUSE_GEMM_LN fuses; 0: one wave of the kernel's 128-row CTAs "
+       "(128 x the SM count). Below it cuBLASLt and the norm kernel are faster."},
       {"RLX_CUDA_GEMV_GLU", EnvType::Bool, "1",
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "rlx/backends/cuda/kernels/gemm_ln_sm90.h"
@@ -146,8 +147,9 @@ TEST(GemmLnSm90, MatchesFloat64) {
 
 // y = LayerNorm(x·Wᵀ + b + 2r), the projection the add's first operand as in
 // the BERT builder, on the CPU in f32 and on CUDA in f16 and bf16 with the
-// fusion on and off; K = 384 fuses, K = 1536 is past the kernel's measured
-// win and keeps the GEMM and the norm. The fused form writes the norm into
+// fusion on and off; K = 384 fuses (with the minimum row count lowered: 300
+// rows are less than a wave), K = 1536 is past the kernel's measured win and
+// keeps the GEMM and the norm. The fused form writes the norm into
 // the projection's block (a view in the memory plan); the result also feeds a
 // second op, so the view's lifetime is exercised.
 TEST(GemmLnSm90, LoweringFusesProjectionAndNormAndMatchesCpu) {
@@ -191,14 +193,18 @@ TEST(GemmLnSm90, LoweringFusesProjectionAndNormAndMatchesCpu) {
       return out;
     };
     const std::vector<Tensor> ref = run("cpu", DType::F32, nullptr);
-    for (const char* fuse : {"1", "0"})
+    // M = 300 is three CTAs, less than a wave: fused only when the minimum
+    // row count is lowered ("1"), not by default ("0").
+    const std::pair<const char*, const char*> settings[] = {{"1", "1"}, {"1", "0"}, {"0", "1"}};
+    for (const auto& [fuse, min_rows] : settings)
       for (DType dt : {DType::F16, DType::BF16}) {
-        SCOPED_TRACE(testing::Message() << "K=" << K << " RLX_CUDA_FUSE_GEMM_LN=" << fuse << " " << dtype_name(dt));
-        ScopedEnv env("RLX_CUDA_FUSE_GEMM_LN", fuse);
+        SCOPED_TRACE(testing::Message() << "K=" << K << " RLX_CUDA_FUSE_GEMM_LN=" << fuse
+                                        << " RLX_CUDA_GEMM_LN_MIN_ROWS=" << min_rows << " " << dtype_name(dt));
+        ScopedEnv env("RLX_CUDA_FUSE_GEMM_LN", fuse), env_rows("RLX_CUDA_GEMM_LN_MIN_ROWS", min_rows);
         std::string report;
         const std::vector<Tensor> got = run("cuda", dt, &report);
         const bool fused = report.find("sm90 gemm + residual layer_norm") != std::string::npos;
-        EXPECT_EQ(fused, std::string(fuse) == "1" && K == 384) << report;
+        EXPECT_EQ(fused, std::string(fuse) == "1" && std::string(min_rows) == "1" && K == 384) << report;
         const double tol = dt == DType::F16 ? 8e-3 : 4e-2;
         for (size_t o = 0; o < ref.size(); ++o) {
           int64_t bad = 0;
@@ -254,6 +260,7 @@ TEST(GemmLnSm90, BertLayersMatchCpu) {
   }
   for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
   const Tensor ref = compile("cpu", DType::F32)->run({ids, types, mask, pos})[0];
+  ScopedEnv env_rows("RLX_CUDA_GEMM_LN_MIN_ROWS", "1");  // 200 rows: fused only below the default wave
   for (const char* fuse : {"1", "0"}) {
     SCOPED_TRACE(testing::Message() << "RLX_CUDA_FUSE_GEMM_LN=" << fuse);
     ScopedEnv env("RLX_CUDA_FUSE_GEMM_LN", fuse);

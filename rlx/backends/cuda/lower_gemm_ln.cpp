@@ -61,8 +61,23 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
   return true;
 }
 
+// The kernel gives each 128 rows one CTA that runs its whole K loop and
+// epilogue alone, so with less than a wave of CTAs its time is one CTA's
+// (15-28 µs per projection at M = 16, H200) while cuBLASLt and the norm
+// kernel spread the work over the GPU (5-13 µs and 5 µs): below a wave the
+// two kernels are faster (MiniLM 1 × 16: 0.169-0.171 ms unfused against
+// 0.203-0.215 ms fused, sessions 25 and 28). RLX_CUDA_GEMM_LN_MIN_ROWS
+// overrides the wave (0: 128 × the SM count).
+int64_t gemm_ln_min_rows(int device) {
+  const int64_t knob = env_int("RLX_CUDA_GEMM_LN_MIN_ROWS");
+  return knob > 0 ? knob : int64_t{128} * device_props(device).sm_count;
+}
+
 bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device) {
-  return gemm_ln_pattern(g, users, ln) && env_bool("RLX_CUDA_FUSE_GEMM_LN") && sm90_gemm_ln_available(device);
+  if (!gemm_ln_pattern(g, users, ln) || !env_bool("RLX_CUDA_FUSE_GEMM_LN") || !sm90_gemm_ln_available(device))
+    return false;
+  const auto& y = g.node(ln).type.shape;
+  return static_numel(y) / static_dims(y).back() >= gemm_ln_min_rows(device);
 }
 
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id) {

@@ -212,9 +212,11 @@ bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<N
 // A FusedMatMulBiasAct without activation and the FusedResidualLayerNorm that
 // is its only reader, as one sm90 kernel (lower_gemm_ln.cpp): whether the
 // norm `ln` takes that form on `device` (the memory plan then makes it a view
-// of the projection's block), and the lowering of the projection that emits
-// both (false: lower it as usual). gemm_ln_pattern is the graph part alone
-// (dtypes, shapes, K ≤ 512, node order), without the device and the knob.
+// of the projection's block; it needs at least a wave of the kernel's 128-row
+// CTAs, RLX_CUDA_GEMM_LN_MIN_ROWS), and the lowering of the projection that
+// emits both (false: lower it as usual). gemm_ln_pattern is the graph part
+// alone (dtypes, shapes, K ≤ 512, node order), without the device, the row
+// count and the knobs.
 bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln);
 bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device);
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
