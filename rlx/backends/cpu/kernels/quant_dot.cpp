@@ -143,8 +143,10 @@ struct Q5_0 {
 RLX_AVX2_INLINE void k4_scales_mins(const uint8_t* b, __m256& sc, __m256& mn) {
   uint32_t w[3];
   std::memcpy(w, b + 4, 12);
-  const uint64_t scales = (w[0] & 0x3F3F3F3Fu) | uint64_t{(w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4)} << 32;
-  const uint64_t mins = (w[1] & 0x3F3F3F3Fu) | uint64_t{((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4)} << 32;
+  const uint32_t sc_hi = (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+  const uint64_t scales = (w[0] & 0x3F3F3F3Fu) | uint64_t{sc_hi} << 32;
+  const uint64_t mins = (w[1] & 0x3F3F3F3Fu) | uint64_t{mn_hi} << 32;
   auto widen = [](uint64_t v) __attribute__((always_inline)) { return _mm_cvtsi64_si128(static_cast<long long>(v)); };
   sc = _mm256_mul_ps(_mm256_set1_ps(load_f16(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(widen(scales))));
   mn = _mm256_mul_ps(_mm256_set1_ps(load_f16(b + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(widen(mins))));
@@ -278,10 +280,11 @@ struct Scales {
   }
   // The eight lanes' scale for sub-block s (lanes 0-3: its weights 0-15).
   RLX_AVX2_INLINE __m256 lanes(const uint8_t* b, int s) const {
-    if constexpr (L::kMins) return _mm256_broadcast_ss(block + s);
-    else if constexpr (L::kTwoScales) return _mm256_setr_m128(_mm_broadcast_ss(block + 2 * s), _mm_broadcast_ss(block + 2 * s + 1));
-    else return _mm256_set1_ps(L::scale(b));
     (void)b, (void)s;
+    if constexpr (L::kMins) return _mm256_broadcast_ss(block + s);
+    else if constexpr (L::kTwoScales)
+      return _mm256_setr_m128(_mm_broadcast_ss(block + 2 * s), _mm_broadcast_ss(block + 2 * s + 1));
+    else return _mm256_set1_ps(L::scale(b));
   }
 };
 
@@ -289,7 +292,7 @@ struct Scales {
 template <class L, int M>
 RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, float* out) {
   __m256 acc[M], mins[M];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
   Scales<L> sc;
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
@@ -298,7 +301,7 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
     sc.begin_block(w);
     if constexpr (L::kMins)
-      #pragma GCC unroll 8
+    #pragma GCC unroll 8
       for (int m = 0; m < M; ++m)
         mins[m] = _mm256_fmadd_ps(sc.mins, _mm256_loadu_ps(q.xsum.data() + m * nsub + i * L::kSubs), mins[m]);
 #pragma GCC unroll 8
@@ -309,7 +312,7 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
         __m256 wq[4];
         #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) wq[g] = i8x8_ps(w + 2 + 8 * g);
-        #pragma GCC unroll 8
+      #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const float* xs = q.x + m * q.K + 32 * sub;
           __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), wq[0]);
@@ -321,7 +324,7 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
       }
       const __m256i qw = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
       const __m128i q_lo = _mm256_castsi256_si128(qw), q_hi = _mm256_extracti128_si256(qw, 1);
-      #pragma GCC unroll 8
+    #pragma GCC unroll 8
       for (int m = 0; m < M; ++m) {
         const float* xs = q.x + m * q.K + 32 * sub;
         const __m256 lo = dot16_i8(xs, q_lo), hi = dot16_i8(xs + 16, q_hi);
@@ -334,7 +337,7 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
       }
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
 }
 
@@ -345,7 +348,7 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
 template <class L, int M>
 RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, float* out) {
   __m256 acc[M], mins[M];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
   Scales<L> sc;
   const __m256i ones = _mm256_set1_epi16(1), c256 = _mm256_set1_epi16(256);
@@ -354,7 +357,7 @@ RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, flo
     _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
     sc.begin_block(w);
     if constexpr (L::kMins)
-      #pragma GCC unroll 8
+    #pragma GCC unroll 8
       for (int m = 0; m < M; ++m)
         mins[m] = _mm256_fmadd_ps(sc.mins, _mm256_loadu_ps(q.xsum.data() + m * nsub + i * L::kSubs), mins[m]);
 #pragma GCC unroll 8
@@ -362,7 +365,7 @@ RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, flo
       const int64_t sub = i * L::kSubs + s;
       const __m256i u = L::u(w, s);
       const __m256 scale = sc.lanes(w, s);
-      #pragma GCC unroll 8
+    #pragma GCC unroll 8
       for (int m = 0; m < M; ++m) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.a.data() + m * q.K + 32 * sub));
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.b.data() + m * q.K + 32 * sub));
@@ -381,7 +384,7 @@ RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, flo
       }
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
 }
 
