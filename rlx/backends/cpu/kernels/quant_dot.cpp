@@ -278,6 +278,19 @@ struct Scales {
       _mm256_store_ps(block + 8, s8);
     }
   }
+  // Block i of a row (at w) starts: ask for the bytes ahead, take its scales,
+  // and add its mins' m'·Σx to each row of x's accumulator.
+  template <int M>
+  RLX_AVX2_INLINE void next_block(const uint8_t* w, const QuantDotX& q, int64_t i, __m256 (&row_mins)[M]) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
+    begin_block(w);
+    if constexpr (L::kMins) {
+      const float* xsum = q.xsum.data() + i * L::kSubs;
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m)
+        row_mins[m] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xsum + m * (q.K / 32)), row_mins[m]);
+    }
+  }
   // The eight lanes' scale for sub-block s (lanes 0-3: its weights 0-15).
   RLX_AVX2_INLINE __m256 lanes(const uint8_t* b, int s) const {
     (void)b, (void)s;
@@ -296,27 +309,21 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
   for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
   Scales<L> sc;
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
-  const int64_t nsub = q.K / 32;
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
-    sc.begin_block(w);
-    if constexpr (L::kMins)
-    #pragma GCC unroll 8
-      for (int m = 0; m < M; ++m)
-        mins[m] = _mm256_fmadd_ps(sc.mins, _mm256_loadu_ps(q.xsum.data() + m * nsub + i * L::kSubs), mins[m]);
+    sc.next_block(w, q, i, mins);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
       const int64_t sub = i * L::kSubs + s;
       const __m256 scale = sc.lanes(w, s);
       if constexpr (std::is_same_v<L, Q8_0>) {  // the int8 weights as stored, widened straight from memory
         __m256 wq[4];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) wq[g] = i8x8_ps(w + 2 + 8 * g);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const float* xs = q.x + m * q.K + 32 * sub;
           __m256 t = _mm256_mul_ps(_mm256_loadu_ps(xs), wq[0]);
-          #pragma GCC unroll 4
+#pragma GCC unroll 4
           for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), wq[g], t);
           acc[m] = _mm256_fmadd_ps(scale, t, acc[m]);
         }
@@ -324,7 +331,7 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
       }
       const __m256i qw = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
       const __m128i q_lo = _mm256_castsi256_si128(qw), q_hi = _mm256_extracti128_si256(qw, 1);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int m = 0; m < M; ++m) {
         const float* xs = q.x + m * q.K + 32 * sub;
         const __m256 lo = dot16_i8(xs, q_lo), hi = dot16_i8(xs + 16, q_hi);
@@ -352,20 +359,15 @@ RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, flo
   for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
   Scales<L> sc;
   const __m256i ones = _mm256_set1_epi16(1), c256 = _mm256_set1_epi16(256);
-  const int64_t nsub = q.K / 32;
+  const int64_t nsub = q.K / 32;  // dx per 32
   for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch), _MM_HINT_T0);
-    sc.begin_block(w);
-    if constexpr (L::kMins)
-    #pragma GCC unroll 8
-      for (int m = 0; m < M; ++m)
-        mins[m] = _mm256_fmadd_ps(sc.mins, _mm256_loadu_ps(q.xsum.data() + m * nsub + i * L::kSubs), mins[m]);
+    sc.next_block(w, q, i, mins);
 #pragma GCC unroll 8
     for (int s = 0; s < L::kSubs; ++s) {
       const int64_t sub = i * L::kSubs + s;
       const __m256i u = L::u(w, s);
       const __m256 scale = sc.lanes(w, s);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int m = 0; m < M; ++m) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.a.data() + m * q.K + 32 * sub));
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.b.data() + m * q.K + 32 * sub));
