@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_iter.sh OUTDIR STEP...
 #
-# Steps: tests (rlx_gpu_tests, RLX_GT_FILTER), conformance (CUDA op cases),
+# Steps: tests (rlx_gpu_tests, RLX_GT_FILTER), load (GPU tests while another process loops the
+# calibration tests: RLX_LOAD_FILTER, six runs), conformance (CUDA op cases),
 # gputests (ctest -L gpu), models (model parity tests), gen (Gemma decode and
 # prefill, bf16), genab (A/B of env settings, RLX_GEN_AB), attn (rlx_attention_bench, A/B over RLX_ATTN_AB),
 # bertab (MiniLM/BERT-base 256x128 A/B over RLX_BERT_AB), quant (rlx_quant_bench gemv + torch peer),
@@ -53,6 +54,16 @@ for step in "$@"; do
     tests)
       timeout 300 "$B/tests/rlx_gpu_tests" --gtest_filter="${RLX_GT_FILTER:-*}" > "$OUT/tests.log" 2>&1
       echo "rc=$? $(summary "$OUT/tests.log")"; grep -E "^\[  FAILED" "$OUT/tests.log" | head -20 ;;
+    load)  # GPU tests beside another GPU process: calibration tests looping in the background
+      ( while :; do "$B/tests/rlx_gpu_tests" --gtest_filter='CalibrationGpu.*' > /dev/null 2>&1; done ) &
+      loader=$!
+      sleep 2
+      for i in 1 2 3 4 5 6; do
+        timeout 120 "$B/tests/rlx_gpu_tests" --gtest_filter="${RLX_LOAD_FILTER:-Cudnn.AttentionMatchesCpuAndThunkPath:CudaGraphs.*}" \
+          > "$OUT/load-$i.log" 2>&1
+        echo "under load, run $i: rc=$? $(summary "$OUT/load-$i.log")"; grep -E "^\[  FAILED" "$OUT/load-$i.log" | head -5
+      done
+      kill $loader 2>/dev/null; wait $loader 2>/dev/null ;;
     conformance)
       timeout 300 "$B/tests/rlx_op_tests" --gtest_filter='*cuda*' > "$OUT/conformance.log" 2>&1
       echo "rc=$? $(summary "$OUT/conformance.log")"; grep -E "^\[  FAILED" "$OUT/conformance.log" | head -20 ;;

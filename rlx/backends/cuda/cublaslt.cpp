@@ -119,6 +119,7 @@ struct Scratch {
     RLX_CUDA_CHECK(cudaMemcpy(p, host, done, cudaMemcpyHostToDevice));
     for (char* d = static_cast<char*>(p); done < bytes; done *= 2)
       RLX_CUDA_CHECK(cudaMemcpy(d + done, d, std::min(done, bytes - done), cudaMemcpyDeviceToDevice));
+    settle_default_stream();  // the candidates are timed on rlx's stream
   }
 };
 

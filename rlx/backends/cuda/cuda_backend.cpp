@@ -124,6 +124,7 @@ class CudaProgram final : public Program {
     const size_t copied_back = back_bytes;  // flags and the outputs computed in place
     io_ = std::make_unique<DeviceBuffer>(dc.index, in_bytes + back_bytes, "inputs, error flags and outputs");
     RLX_CUDA_CHECK(cudaMemset(io_->data(), 0, in_bytes + back_bytes));  // flag words no kernel of this program sets
+    settle_default_stream();
     in_stage_ = std::make_unique<PinnedBuffer>(in_bytes + flag_bytes);
     std::memset(in_stage_->data(), 0, in_bytes + flag_bytes);
 
@@ -204,6 +205,7 @@ class CudaProgram final : public Program {
     if (const size_t n = ctx.counter_ints()) {
       counters_ = std::make_unique<DeviceBuffer>(dc.index, n * sizeof(int32_t), "grid counters");
       RLX_CUDA_CHECK(cudaMemset(counters_->data(), 0, n * sizeof(int32_t)));
+      settle_default_stream();
       ctx.bind_counters(static_cast<int32_t*>(counters_->data()));
       counter_slots_ = ctx.take_counter_slots();
     }

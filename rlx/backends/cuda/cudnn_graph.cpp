@@ -422,6 +422,7 @@ class Plan {
       uids.push_back(scalar_uids[i]);
       ptrs.push_back(scalar_values[i].data());
     }
+    cuda(cudaStreamSynchronize(cudaStreamLegacy), "probe buffers");  // the memsets above, before the probe stream reads
     cudaStream_t stream = nullptr;
     cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "probe stream");
     std::string error;

@@ -72,6 +72,8 @@ Stream::~Stream() {
 }
 void Stream::synchronize() const { RLX_CUDA_CHECK(cudaStreamSynchronize(s_)); }
 
+void settle_default_stream() { RLX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy)); }
+
 Event::Event(bool timing) {
   RLX_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }

@@ -40,6 +40,15 @@ class DeviceGuard {
   int prev_ = 0;
 };
 
+// Waits for the work issued on the legacy default stream of the current
+// device. rlx's streams are non-blocking, so they do not wait for it: a
+// cudaMemset without a stream (asynchronous for device memory) or a pageable
+// host-to-device cudaMemcpy (it returns once the data is staged, before the
+// DMA lands) must be settled before a stream reads what it wrote. Seen on the
+// H200: a program's first run read inputs its own compile-time cudaMemset had
+// not yet zeroed, and then zeroed, while another process loaded the GPU.
+void settle_default_stream();
+
 class Stream {
  public:
   Stream();

@@ -42,6 +42,7 @@ void DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
   RLX_CHECK(offset + bytes <= bytes_, "cuda buffer upload of ", bytes, " bytes at ", offset, " overflows ", bytes_);
   DeviceGuard guard(device_);
   RLX_CUDA_CHECK(cudaMemcpy(static_cast<char*>(ptr_) + offset, src, bytes, cudaMemcpyHostToDevice));
+  settle_default_stream();
 }
 
 void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
@@ -53,6 +54,7 @@ void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
 void DeviceBuffer::fill_zero() {
   DeviceGuard guard(device_);
   RLX_CUDA_CHECK(cudaMemset(ptr_, 0, bytes_));
+  settle_default_stream();
 }
 
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/device/vec.cuh"
@@ -62,6 +63,7 @@ dev::IqTables tables_for_current_device() {
   uint8_t* d = nullptr;
   RLX_CUDA_CHECK(cudaMalloc(&d, blob.size()));
   RLX_CUDA_CHECK(cudaMemcpy(d, blob.data(), blob.size(), cudaMemcpyHostToDevice));
+  settle_default_stream();  // the decode kernels read the tables from rlx's streams
   dev::IqTables t;
   t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(d + o[0]);
   t.iq2xs_grid = reinterpret_cast<const uint64_t*>(d + o[1]);
