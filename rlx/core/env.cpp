@@ -30,6 +30,10 @@ const std::vector<EnvKnob>& env_knobs() {
        "Run the IR verifier between passes also in release builds (always on in debug builds)."},
       {"RLX_CUDA_GRAPHS", EnvType::Bool, "1",
        "Capture each CUDA schedule segment once per shape bucket and replay it."},
+      {"RLX_CUDA_PINNED_OUTPUTS", EnvType::Bool, "1",
+       "A CUDA program's outputs come back as tensors over pinned host memory the device copied them into (up to "
+       "three blocks of at most 16 MiB per program, reused once the caller drops a run's outputs); 0, or when every "
+       "block is still held: copied out of one staging block into new tensors."},
       {"RLX_CUDA_PDL", EnvType::Bool, "1",
        "Inside CUDA graphs, launch each rlx kernel while the kernel before it still runs (programmatic dependent launch, sm_90+)."},
       {"RLX_CUDA_GEMV_X_SMEM", EnvType::Bool, "1",

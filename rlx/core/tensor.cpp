@@ -65,6 +65,12 @@ Tensor Tensor::view_external(DType dtype, std::vector<int64_t> shape, const void
   return t;
 }
 
+Tensor Tensor::adopt(DType dtype, std::vector<int64_t> shape, void* data, std::shared_ptr<void> owner) {
+  Tensor t = view_external(dtype, std::move(shape), data, std::move(owner));
+  t.writable_ = true;
+  return t;
+}
+
 int64_t Tensor::dim(int i) const {
   int r = rank();
   RLX_CHECK(i >= -r && i < r, "dim ", i, " out of range for rank ", r);

@@ -42,6 +42,9 @@ class Tensor {
   // Views external memory; `keep_alive` owns it.
   static Tensor view_external(DType dtype, std::vector<int64_t> shape, const void* data,
                               std::shared_ptr<const void> keep_alive);
+  // Adopts writable memory that `owner` keeps alive (and that nothing else
+  // writes while the tensor lives), e.g. a backend's pinned output block.
+  static Tensor adopt(DType dtype, std::vector<int64_t> shape, void* data, std::shared_ptr<void> owner);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

@@ -73,6 +73,61 @@ TEST(CudaGraphs, ReplayEqualsDirectLaunchesAcrossRunsAndBuckets) {
   EXPECT_EQ(with->cached_specializations(), 4u);
 }
 
+// Outputs come back over pinned blocks that are reused once the caller drops
+// a run's tensors (RLX_CUDA_PINNED_OUTPUTS). Tensors still held must keep
+// their values however many runs follow (the pool runs out after three and
+// later runs are copied out), stay writable, and a block the caller wrote
+// into and dropped must come back with the new run's values only.
+TEST(CudaGraphs, HeldOutputsKeepTheirValuesAcrossRuns) {
+  register_builtin_backends();
+  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
+  bert::BertConfig cfg;
+  cfg.hidden = 128;
+  cfg.heads = 4;
+  cfg.layers = 1;
+  cfg.intermediate = 256;
+  cfg.vocab_size = 1000;
+  const Graph g = bert::build_graph(cfg);
+  Session s("cuda");
+  std::mt19937 wr(3);
+  auto exe = compile_bert(s, true, wr, g);
+  const int64_t B = 3, L = 16;
+  auto inputs_for = [&](int run) {
+    std::mt19937 rng(static_cast<uint32_t>(100 + run));
+    std::uniform_int_distribution<int32_t> tok(0, 999);
+    Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
+    Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
+    for (int64_t i = 0; i < B * L; ++i) {
+      ids.data<int32_t>()[i] = tok(rng);
+      mask.data<int32_t>()[i] = 1;
+    }
+    for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
+    return std::vector<Tensor>{ids, types, mask, pos};
+  };
+  constexpr int kRuns = 6;
+  std::vector<Tensor> held, copies;
+  for (int run = 0; run < kRuns; ++run) {
+    held.push_back(exe->run(inputs_for(run))[0]);
+    copies.push_back(held.back().clone());
+    if (run > 0) {
+      ASSERT_NE(std::memcmp(held[run].raw(), held[run - 1].raw(), held[run].nbytes()), 0) << run;
+    }
+  }
+  for (int run = 0; run < kRuns; ++run) {
+    EXPECT_EQ(std::memcmp(held[run].raw(), copies[run].raw(), held[run].nbytes()), 0)
+        << "run " << run << "'s output changed after later runs";
+  }
+  // Writable, and a dropped block carries nothing of what was written into it.
+  for (Tensor& t : held) std::memset(t.raw_mut(), 0x7f, t.nbytes());
+  held.clear();
+  for (int round = 0; round < 2; ++round) {
+    for (int run = 0; run < kRuns; ++run) {
+      const Tensor again = exe->run(inputs_for(run))[0];
+      EXPECT_EQ(std::memcmp(again.raw(), copies[run].raw(), again.nbytes()), 0) << "round " << round << " run " << run;
+    }
+  }
+}
+
 // Every layer's attention reads one key mask: the first prepares it (bytes,
 // per-row lengths) in the program's persistent memory and the later layers
 // reuse that. Each run must prepare the new mask again (graph replays

@@ -1,5 +1,6 @@
 #include "rlx/backends/cuda/cuda_backend.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -164,7 +165,7 @@ class CudaProgram final : public Program {
       copied_alone.push_back(outputs_.back());
       back_bytes += (bytes + 63) / 64 * 64;
     }
-    back_stage_ = std::make_unique<PinnedBuffer>(back_bytes);
+    back_stage_ = std::make_shared<PinnedBuffer>(back_bytes);
 
     LowerCtx ctx(g, dc.props, opts, dc.gemm, ptrs, schedule_, &workspace_ptr_);
     lower_pool_norms(ctx);  // absorbs its patterns' nodes before they come up below
@@ -214,23 +215,22 @@ class CudaProgram final : public Program {
       ctx.bind_persistent(persistent_->data());
       persistent_slots_ = ctx.take_persistent_slots();
     }
-    char* back_host = static_cast<char*>(back_stage_->data());
-    const size_t from = fbytes ? 0 : flag_bytes;  // the flag words only when there are flags
-    if (copied_back > from) {
-      const size_t bytes = copied_back - from;
-      const char* src = io_back + from;
-      char* dst = back_host + from;
-      ctx.add(-1, fbytes ? "copy error flags and outputs device->host" : "copy outputs device->host",
-              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s)); });
-    }
-    for (const auto& io : copied_alone) {
-      const void* src = ptrs[static_cast<size_t>(io.node)];
-      char* dst = back_host + io.offset;
-      size_t bytes = io.bytes;
-      ctx.add(io.node, "copy output device->host",
-              [=](cudaStream_t s) { RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s)); });
-    }
     schedule_.end_segment();
+    // The copy back goes into the run's output block (take_back_block), so
+    // it is launched after the graphs, not captured in them.
+    char* const* target = &back_target_;
+    auto copy_back = [&](NodeId node, const char* what, const void* src, size_t offset, size_t bytes) {
+      back_copies_.add(Thunk{node, what, [=](cudaStream_t s) {
+                               RLX_CUDA_CHECK(cudaMemcpyAsync(*target + offset, src, bytes, cudaMemcpyDeviceToHost, s));
+                             }});
+    };
+    const size_t from = fbytes ? 0 : flag_bytes;  // the flag words only when there are flags
+    if (copied_back > from)
+      copy_back(-1, fbytes ? "copy error flags and outputs device->host" : "copy outputs device->host", io_back + from,
+                from, copied_back - from);
+    for (const auto& io : copied_alone)
+      copy_back(io.node, "copy output device->host", ptrs[static_cast<size_t>(io.node)], io.offset, io.bytes);
+    back_copies_.end_segment();
     if (ctx.workspace_bytes()) {
       workspace_ = std::make_unique<DeviceBuffer>(dc.index, ctx.workspace_bytes(), "kernel workspace");
       workspace_ptr_ = workspace_->data();
@@ -251,20 +251,27 @@ class CudaProgram final : public Program {
       run_events_[1] = std::make_unique<Event>();
     }
     const auto t1 = Clock::now();
+    const std::shared_ptr<PinnedBuffer> back = take_back_block();
+    back_target_ = static_cast<char*>(back->data());
     if (report) run_events_[0]->record(dc_.stream.get());
     encoder_.run(schedule_, dc_.stream.get());
+    encoder_.run_direct(back_copies_, dc_.stream.get());
     if (report) run_events_[1]->record(dc_.stream.get());
     const auto t2 = Clock::now();
     dc_.stream.synchronize();
     const auto t3 = Clock::now();
-    check_flags();
+    check_flags(back_target_);
     if (report && times_ms_.empty()) time_thunks();
     std::vector<Tensor> outs;
-    const char* out_host = static_cast<const char*>(back_stage_->data());
     for (const auto& io : outputs_) {
       const TensorType& t = graph_.node(io.node).type;
+      if (back != back_stage_) {  // the block is the run's own: its tensors share it
+        outs.push_back(Tensor::adopt(t.dtype, static_dims(t.shape), back_target_ + io.offset,
+                                     std::shared_ptr<void>(back, back_target_ + io.offset)));
+        continue;
+      }
       Tensor o = Tensor::empty(t.dtype, static_dims(t.shape));
-      std::memcpy(o.raw_mut(), out_host + io.offset, io.bytes);
+      std::memcpy(o.raw_mut(), back_target_ + io.offset, io.bytes);
       outs.push_back(std::move(o));
     }
     if (report) {
@@ -314,6 +321,9 @@ class CudaProgram final : public Program {
       }
       os << "\n";
     }
+    for (const Thunk& th : back_copies_.thunks)
+      os << "  " << (th.node >= 0 ? graph_.describe(th.node) : std::string("program")) << " -> " << th.kernel
+         << " (launched after the graphs, into the run's output block)\n";
     return os.str();
   }
 
@@ -323,9 +333,27 @@ class CudaProgram final : public Program {
     size_t offset, bytes;
   };
 
-  void check_flags() const {
+  // A pinned block for this run's copy back: one of up to kBackBlocks that
+  // no tensor of an earlier run holds any more (its outputs are handed out
+  // as tensors over it), else the staging block, whose outputs are copied
+  // into new tensors. Blocks past kBackBlockBytes are not pooled.
+  static constexpr size_t kBackBlocks = 3, kBackBlockBytes = size_t{16} << 20;
+  std::shared_ptr<PinnedBuffer> take_back_block() {
+    static const bool pooled = env_bool("RLX_CUDA_PINNED_OUTPUTS");
+    if (!pooled || outputs_.empty() || back_stage_->size() > kBackBlockBytes) return back_stage_;
+    for (const auto& b : back_blocks_)
+      if (b.use_count() == 1) {  // only the pool holds it: the caller is done with its tensors
+        std::atomic_thread_fence(std::memory_order_acquire);
+        return b;
+      }
+    if (back_blocks_.size() == kBackBlocks) return back_stage_;
+    back_blocks_.push_back(std::make_shared<PinnedBuffer>(back_stage_->size()));
+    return back_blocks_.back();
+  }
+
+  void check_flags(const char* back) const {
     if (flag_nodes_.empty()) return;
-    const auto* f = static_cast<const int32_t*>(back_stage_->data());  // the flags lead the copy back
+    const auto* f = reinterpret_cast<const int32_t*>(back);  // the flags lead the copy back
     for (size_t i = 0; i < flag_nodes_.size(); ++i) {
       if (f[i] == 0) continue;
       if (f[i] & kPersistentTimeout)
@@ -363,9 +391,12 @@ class CudaProgram final : public Program {
   std::vector<std::unique_ptr<void*>> persistent_slots_;
   std::vector<std::shared_ptr<PersistentSegment>> segments_;
   void* workspace_ptr_ = nullptr;
-  std::unique_ptr<PinnedBuffer> in_stage_, back_stage_;  // inputs (+ zero flags); flags + outputs
+  std::unique_ptr<PinnedBuffer> in_stage_;                     // inputs (+ zero flags)
+  std::shared_ptr<PinnedBuffer> back_stage_;                   // flags + outputs, copied out of
+  std::vector<std::shared_ptr<PinnedBuffer>> back_blocks_;     // flags + outputs, handed out
+  char* back_target_ = nullptr;                                // this run's block
   std::vector<IoSlot> inputs_, outputs_;
-  ThunkSchedule schedule_;
+  ThunkSchedule schedule_, back_copies_;
   Encoder encoder_;
   std::vector<float> times_ms_;
   struct RunPhases {

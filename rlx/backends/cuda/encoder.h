@@ -2,9 +2,10 @@
 // ordered list of launches of one compiled program, split into segments at
 // host synchronization points; the encoder captures each segment into a
 // CUDA graph the first time it runs and replays it afterwards (the ICB
-// analogue). Every pointer a thunk uses is fixed for the program's life and
-// per-run values (inputs, positions, lengths) are read from device memory,
-// so replays never need re-capture. RLX_CUDA_GRAPHS=0 launches thunks
+// analogue). Every pointer a captured thunk uses is fixed for the program's
+// life and per-run values (inputs, positions, lengths) are read from device
+// memory, so replays never need re-capture; run_direct() launches the few
+// thunks whose pointers do change (the copy of outputs into host memory). RLX_CUDA_GRAPHS=0 launches thunks
 // directly; RLX_CUDA_SYNC_DEBUG=1 also synchronizes after each thunk so an
 // asynchronous fault is reported with the thunk that caused it. On Hopper and
 // newer, edges into rlx kernels inside the captured graphs are programmatic
@@ -46,6 +47,11 @@ class Encoder {
   Encoder(bool use_graphs, std::function<std::string(NodeId)> describe);
   // Runs the whole schedule on `stream` (asynchronously, unless sync-debug is on).
   void run(const ThunkSchedule& s, cudaStream_t stream);
+  // Launches `s` directly, never captured: for work whose pointers change
+  // from run to run (a program's copy back into the run's output block).
+  void run_direct(const ThunkSchedule& s, cudaStream_t stream) {
+    launch_range(s, 0, s.thunks.size(), stream, sync_debug_);
+  }
   bool uses_graphs() const { return use_graphs_; }
   int captures() const { return captures_; }
   // Kernel → rlx-kernel edges made programmatic in the graphs captured so far.
