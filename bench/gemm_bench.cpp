@@ -90,6 +90,44 @@ void candidates(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]
   }
 }
 
+// The square shapes (no bias, as torch.matmul runs them): the engine's
+// choice and how it was made, then every cuBLASLt candidate timed the same
+// way, to see whether the timed choice (RLX_CUDA_GEMM_TUNE) or cuBLASLt's
+// own order is what stands between rlx and torch there.
+template <size_t N>
+void square_candidates(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]) {
+  std::printf("\nsquare shapes: the engine's choice, then every candidate (rank, ms, TFLOP/s, config)\n");
+  for (DType t : {DType::BF16, DType::F16})
+    for (const GemmShape& s : shapes) {
+      if (s.M != s.N || s.N != s.K) continue;
+      const int64_t e = 2;
+      DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e)), b(0, static_cast<size_t>(s.K * s.N * e)),
+          c(0, static_cast<size_t>(s.M * s.N * e));
+      fill_random(a, t);
+      fill_random(b, t);
+      GemmArgs g;
+      g.dtype = t;
+      g.M = s.M, g.N = s.N, g.K = s.K;
+      g.trans_b = true;
+      g.A = a.data(), g.lda = s.K;
+      g.B = b.data(), g.ldb = s.K;
+      g.C = c.data(), g.ldc = s.N;
+      engine.plan(g);
+      const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+      const double chosen = median_ms(stream, [&](int) { engine.run(g, stream.get()); });
+      std::printf("  %s %lld^3 chosen rank %d (%s): %.4f ms %.1f TFLOP/s\n", std::string(dtype_name(t)).c_str(),
+                  static_cast<long long>(s.M), engine.chosen_rank(g), engine.choice_note(g).c_str(), chosen,
+                  flop / (chosen * 1e-3) / 1e12);
+      for (const GemmAlgo& cand : engine.candidates(g)) {
+        const double ms = median_ms(stream, [&](int) { engine.run_candidate(g, cand.rank, stream.get()); });
+        std::string cfg;
+        for (int64_t v : cand.config) cfg += str(v, " ");
+        std::printf("    rank %2d %8.4f ms %7.1f TFLOP/s  [%s]\n", cand.rank, ms, flop / (ms * 1e-3) / 1e12,
+                    cfg.c_str());
+      }
+    }
+}
+
 // rlx's Hopper GEMMs against cuBLASLt on the embedding models' linear layers
 // (f16, bias; the FFN up projection also with GELU-erf, which cuBLASLt runs
 // as a separate pass): each kernel's median and its largest difference from
@@ -240,18 +278,21 @@ void gemm_ln(GemmEngine& engine, Stream& stream) {
 
 int main(int argc, char** argv) {
   // --only sm90: just rlx's Hopper kernels against cuBLASLt (for iterating on them);
-  // --only ln: just the GEMM + LayerNorm rows (for profilers).
+  // --only ln: just the GEMM + LayerNorm rows (for profilers); --only square:
+  // the square shapes' cuBLASLt candidates and the engine's choice.
   const char* kUsage =
-      "usage: rlx_gemm_bench [--only sm90|ln]\n"
+      "usage: rlx_gemm_bench [--only sm90|ln|square]\n"
       "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16, TFLOP/s beside the bf16 limit,\n"
       "then rlx's sm90 kernels against cuBLASLt, and the fused GEMM + residual LayerNorm against GEMM then norm\n"
-      "(--only sm90: just those; --only ln: just the GEMM + LayerNorm rows); torch peer: bench/gemm_torch.py.\n";
+      "(--only sm90: just those; --only ln: just the GEMM + LayerNorm rows; --only square: every cuBLASLt\n"
+      "candidate of the square shapes beside the engine's choice); torch peer: bench/gemm_torch.py.\n";
   bool sm90_only = false, ln_only = false;
   const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  const bool square_only = only == "square";
   if (only == "sm90" || only == "ln") {
     sm90_only = true;
     ln_only = only == "ln";
-  } else if (argc > 1) {
+  } else if (argc > 1 && !square_only) {
     const bool help = std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help";
     std::fputs(kUsage, help ? stdout : stderr);
     return help ? 0 : 2;
@@ -268,6 +309,10 @@ int main(int argc, char** argv) {
                           {32768, 2304, 768, "bert-base qkv"}, {32768, 768, 768, "bert-base attn-out"},
                           {32768, 3072, 768, "bert-base ffn1"}, {32768, 768, 3072, "bert-base ffn2"}};
   std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s (cuBLAS 8192^3, measured)\n", bench::kGemmBf16Tflops);
+  if (square_only) {
+    square_candidates(engine, stream, shapes);
+    return 0;
+  }
   for (DType t : sm90_only ? std::vector<DType>{} : std::vector<DType>{DType::BF16, DType::F16}) {
     for (const GemmShape& s : shapes) {
       const int64_t e = 2;

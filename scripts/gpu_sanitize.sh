@@ -8,7 +8,8 @@
 #             GEMV with fused GLU, rope + KV-cache writes, decode attention,
 #             post-norms, device sampling); the quantized GEMV tests; the sm90
 #             GEMM (TMA + wgmma); the quantized sm90 GEMM (TMA, cp.async,
-#             split-K through distributed shared memory);
+#             split-K through distributed shared memory); whole programs with
+#             and without graphs (their copies in and out, pooled output blocks);
 #   racecheck the tiny Gemma and the f16 attention, norm and softmax cases.
 # Needs a GPU build in $B (scripts/gpu_run.sh builds it). Each run has its own
 # time limit (RLX_SANITIZE_LIMIT seconds, default 150); logs go to OUTDIR.
@@ -42,6 +43,8 @@ for tool in ${*:-memcheck racecheck}; do
       run memcheck-decode memcheck "$B/tests/rlx_gpu_tests" \
         --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3:CudaQuantGemv.*:GemmSm90.LongK:AttentionGpu.DecodeStableRowsReadEarly'
       run memcheck-qgemm memcheck "$B/tests/rlx_gpu_tests" --gtest_filter='CudaQuantGemm.*'
+      run memcheck-programs memcheck "$B/tests/rlx_gpu_tests" \
+        --gtest_filter='CudaGraphs.*:Cudnn.AttentionMatchesCpuAndThunkPath'
       ;;
     racecheck)
       run racecheck-decode racecheck "$B/tests/rlx_gpu_tests" \
