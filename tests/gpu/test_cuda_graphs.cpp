@@ -35,17 +35,23 @@ std::shared_ptr<Executable> compile_bert(Session& s, bool graphs, std::mt19937& 
   return exe;
 }
 
+// Hidden 128 over 4 heads (head dim 32), FFN 256, a 1,000-token vocabulary.
+bert::BertConfig small_bert(int layers) {
+  bert::BertConfig cfg;
+  cfg.hidden = 128;
+  cfg.heads = 4;
+  cfg.layers = layers;
+  cfg.intermediate = 256;
+  cfg.vocab_size = 1000;
+  return cfg;
+}
+
 }  // namespace
 
 TEST(CudaGraphs, ReplayEqualsDirectLaunchesAcrossRunsAndBuckets) {
   register_builtin_backends();
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
-  bert::BertConfig cfg;
-  cfg.hidden = 128;
-  cfg.heads = 4;
-  cfg.layers = 2;
-  cfg.intermediate = 256;
-  cfg.vocab_size = 1000;
+  const bert::BertConfig cfg = small_bert(2);
   const Graph g = bert::build_graph(cfg);
   Session s("cuda");
   std::mt19937 wr(1), wr2(1);
@@ -81,12 +87,7 @@ TEST(CudaGraphs, ReplayEqualsDirectLaunchesAcrossRunsAndBuckets) {
 TEST(CudaGraphs, HeldOutputsKeepTheirValuesAcrossRuns) {
   register_builtin_backends();
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
-  bert::BertConfig cfg;
-  cfg.hidden = 128;
-  cfg.heads = 4;
-  cfg.layers = 1;
-  cfg.intermediate = 256;
-  cfg.vocab_size = 1000;
+  const bert::BertConfig cfg = small_bert(1);
   const Graph g = bert::build_graph(cfg);
   Session s("cuda");
   std::mt19937 wr(3);
@@ -136,12 +137,7 @@ TEST(CudaGraphs, HeldOutputsKeepTheirValuesAcrossRuns) {
 TEST(CudaGraphs, LayersShareOnePreparedKeyMask) {
   register_builtin_backends();
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
-  bert::BertConfig cfg;
-  cfg.hidden = 128;
-  cfg.heads = 4;  // head dim 32: the tensor-core prefill path
-  cfg.layers = 3;
-  cfg.intermediate = 256;
-  cfg.vocab_size = 1000;
+  const bert::BertConfig cfg = small_bert(3);  // head dim 32: the tensor-core prefill path
   const Graph g = bert::build_graph(cfg);
   Session gpu("cuda"), cpu("cpu");
   CompileOptions go, co;
