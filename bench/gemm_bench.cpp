@@ -58,6 +58,19 @@ double median_ms(Stream& stream, F&& launch) {
   return bench::median(ms);
 }
 
+// Times every cuBLASLt candidate of `g` (the engine's rank order): rank, ms,
+// TFLOP/s and the algorithm's configuration, one line each.
+void time_each_candidate(GemmEngine& engine, Stream& stream, const GemmArgs& g, const char* label) {
+  const double flop = 2.0 * double(g.M) * double(g.N) * double(g.K);
+  for (const GemmAlgo& cand : engine.candidates(g)) {
+    const double ms = median_ms(stream, [&](int) { engine.run_candidate(g, cand.rank, stream.get()); });
+    std::string cfg;
+    for (int64_t v : cand.config) cfg += str(v, " ");
+    std::printf("  %-16s rank %d %8.4f ms %7.1f TFLOP/s  [%s]\n", label, cand.rank, ms, flop / (ms * 1e-3) / 1e12,
+                cfg.c_str());
+  }
+}
+
 // Every cuBLASLt candidate of the embedding models' linear layers, f16 with
 // the bias epilogue as the models run them: shows what the heuristic's first
 // choice leaves on the table (calibration picks among these).
@@ -80,13 +93,7 @@ void candidates(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]
     g.B = b.data(), g.ldb = s.K;
     g.C = c.data(), g.ldc = s.N;
     g.bias = bias.data();
-    for (const GemmAlgo& cand : engine.candidates(g)) {
-      const double ms = median_ms(stream, [&](int) { engine.run_candidate(g, cand.rank, stream.get()); });
-      std::string cfg;
-      for (int64_t v : cand.config) cfg += str(v, " ");
-      std::printf("  %-16s rank %d %8.4f ms %7.1f TFLOP/s  [%s]\n", s.what, cand.rank, ms,
-                  2.0 * double(s.M) * double(s.N) * double(s.K) / (ms * 1e-3) / 1e12, cfg.c_str());
-    }
+    time_each_candidate(engine, stream, g, s.what);
   }
 }
 
@@ -118,13 +125,7 @@ void square_candidates(GemmEngine& engine, Stream& stream, const GemmShape (&sha
       std::printf("  %s %lld^3 chosen rank %d (%s): %.4f ms %.1f TFLOP/s\n", std::string(dtype_name(t)).c_str(),
                   static_cast<long long>(s.M), engine.chosen_rank(g), engine.choice_note(g).c_str(), chosen,
                   flop / (chosen * 1e-3) / 1e12);
-      for (const GemmAlgo& cand : engine.candidates(g)) {
-        const double ms = median_ms(stream, [&](int) { engine.run_candidate(g, cand.rank, stream.get()); });
-        std::string cfg;
-        for (int64_t v : cand.config) cfg += str(v, " ");
-        std::printf("    rank %2d %8.4f ms %7.1f TFLOP/s  [%s]\n", cand.rank, ms, flop / (ms * 1e-3) / 1e12,
-                    cfg.c_str());
-      }
+      time_each_candidate(engine, stream, g, str(dtype_name(t), " ", s.M, "^3").c_str());
     }
 }
 
