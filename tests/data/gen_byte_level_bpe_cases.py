@@ -12,8 +12,8 @@ lstrip), then varied to cover the other forms the loader supports: merges as
 "a b" strings, normalized added tokens and a padding section,
 TemplateProcessing, add_prefix_space, ignore_merges with whole-word tokens the
 merges cannot reach, bytes missing from the vocabulary (dropped, unknown, fused
-unknown), repeated merges, and extra added tokens (rstrip, normalized, outside
-the vocabulary).
+unknown), repeated merges, extra added tokens (rstrip, normalized, outside
+the vocabulary), and ModernBERT's NFC normalizer.
 
 Fixture layout:
   base:       the RoBERTa-shaped tokenizer.json as written by `tokenizers`
@@ -186,6 +186,10 @@ def variants(base):
         ("missing_fused", {"model": dict(missing, unk_token="<unk>", fuse_unk=True)}),
         ("repeated_merges", {"model": {"merges": repeated}}),
         ("extra_added", {"added_tokens": extra_added}),
+        # ModernBERT's shape: NFC before the pre-tokenizer, [CLS] … [SEP] by a template (here <s> … </s>).
+        ("nfc_template", {"normalizer": {"type": "NFC"}, "post_processor": template,
+                          "added_tokens": extra_added}),
+        ("nfc_sequence", {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}]}}),
     ]
 
 
@@ -266,6 +270,8 @@ HAND_WRITTEN = SENTENCES + [
     "not spaces: \u180e\u200b\u2060\ufeff end",
     "x" + "".join(f" {c}!" for c in SPACE_OR_NOT),
     "combining alone \u0301\u0302 and after space \u0301x",
+    "decomposed: cafe\u0301 A\u030angstro\u0308m n\u0303 \u1100\u1161\u11a8 \u0915\u093c e\u0301\u0301 \u212b \u2126",
+    "New Yo\u0301rk Ne\u0301w York ork\u0301 o\u0301rk",
     "👨\u200d👩\u200d👧\u200d👦 🏳\ufe0f\u200d🌈 🇺🇸🇬🇧",
     "rare: \U0001f9ec \U00010348 \ue000 \U0010fffd ꙮ ᚠᛇᚻ ⵜⴰⵎⴰⵣⵉⵖⵜ",
     "newer letters: \U00031350 \U0001e030 \U00011f00 \u1e9e \U0001f6dc",

@@ -28,6 +28,7 @@
 #include "rlx/models/tokenizers/byte_level_bpe.h"
 #include "rlx/models/tokenizers/hf_files.h"
 #include "rlx/models/tokenizers/parallel_encode.h"
+#include "rlx/models/tokenizers/unicode_norm.h"
 #include "rlx/models/tokenizers/utf8.h"
 
 namespace rlx {
@@ -70,6 +71,8 @@ struct ByteLevelBpeTokenizer::Impl {
     std::string prefixed;  // a piece with the prefix space
     byte_level::CodePoints cps;
     std::string mapped;  // a word as GPT-2 characters (ignore_merges)
+    std::string normalized;  // a piece after the NFC normalizer
+    std::vector<int32_t> code_points;
     std::vector<int32_t> word;
     byte_level::MergeScratch merge;
   };
@@ -84,6 +87,7 @@ struct ByteLevelBpeTokenizer::Impl {
   std::array<int32_t, 256> byte_tokens{};   // byte → the token of its GPT-2 character, or -1
   std::array<std::string, 256> byte_chars;  // byte → its GPT-2 character as UTF-8
   bool add_prefix_space = false, ignore_merges = false, fuse_unk = false;
+  bool nfc = false;  // normalizer NFC (ModernBERT, OLMo): after the raw added tokens, before the rest
   int32_t unk_id = -1, cls_id = 0, sep_id = 0, pad_id = 0;
   AddedTokenMatcher raw_added, normalized_added;
   byte_level::WordCache cache;
@@ -98,7 +102,11 @@ void ByteLevelBpeTokenizer::Impl::encode_into(std::string_view text, size_t cap,
       ids.push_back(raw.id);
       continue;
     }
-    const std::string_view part = text.substr(raw.begin, raw.end - raw.begin);
+    std::string_view part = text.substr(raw.begin, raw.end - raw.begin);
+    if (nfc) {
+      unicode_compose(part, /*compat=*/false, s.normalized, s.code_points);
+      part = s.normalized;
+    }
     normalized_added.split(part, s.pieces);
     for (const TextPiece& p : s.pieces) {
       if (ids.size() >= cap) return;
@@ -236,13 +244,14 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const Json& j, 
     impl->merges.add(left_id, right_id, static_cast<int32_t>(rank), merged_id, /*replace=*/true);
   }
 
-  // No normalizer; ByteLevel with its regex.
+  // No normalizer or NFC (alone or as a one-step Sequence); ByteLevel with its regex.
   const Json& normalizer = member(j, "normalizer", path);
-  const bool no_normalizer =
-      normalizer.is_null() || (normalizer.is_object() && normalizer.value("type", Json()) == "Sequence" &&
-                               normalizer.value("normalizers", Json()) == Json::array());
-  RLX_CHECK_AS(Unsupported, no_normalizer, path, ": normalizer: ", normalizer.dump().substr(0, 64),
-               " is not supported (byte-level BPE is supported without a normalizer)");
+  auto is_type = [](const Json& n, const char* type) { return n.is_object() && n.value("type", Json()) == type; };
+  const Json steps = is_type(normalizer, "Sequence") ? normalizer.value("normalizers", Json()) : Json();
+  impl->nfc = is_type(normalizer, "NFC") || (steps.is_array() && steps.size() == 1 && is_type(steps[0], "NFC"));
+  const bool no_normalizer = normalizer.is_null() || (steps.is_array() && steps.empty());
+  RLX_CHECK_AS(Unsupported, no_normalizer || impl->nfc, path, ": normalizer: ", normalizer.dump().substr(0, 64),
+               " is not supported (byte-level BPE is supported without a normalizer or with NFC)");
   const std::string where_pre = path + ": pre_tokenizer";
   const Json& pre = member(j, "pre_tokenizer", path);
   RLX_CHECK_AS(Unsupported, pre.is_object(), where_pre, ": expected ByteLevel but found ", pre.type_name());

@@ -1,12 +1,14 @@
 // Byte-level BPE tokenizer from a Hugging Face tokenizer.json (model type
 // "BPE"), matching the `tokenizers` library: what RoBERTa and the
 // sentence-transformers models built on it (all-distilroberta-v1,
-// all-roberta-large-v1) ship.
+// all-roberta-large-v1) and ModernBERT ship.
 //
 // Per text:
 //   1. Added tokens (<s>, </s>, <pad>, <unk>, <mask>, …) are matched in the raw
 //      text first (leftmost-longest; lstrip/rstrip take the whitespace beside
-//      them) and pass through unchanged.
+//      them) and pass through unchanged. The rest is put in NFC when the
+//      normalizer says so, and the added tokens marked normalized are matched
+//      in that.
 //   2. The ByteLevel pre-tokenizer: a space is prepended to each remaining piece
 //      that lacks one when add_prefix_space is true, then GPT-2's regex splits it
 //      into words (byte_level_bpe.h).
@@ -16,7 +18,7 @@
 //   4. Truncate to max_length − 2 pieces and wrap in the post-processor's
 //      cls/sep (RobertaProcessing or TemplateProcessing "<s> $A </s>").
 //
-// No normalizer is supported, nor any other pre-tokenizer, byte fallback,
+// No normalizer but NFC is supported, nor any other pre-tokenizer, byte fallback,
 // dropout, subword prefixes/suffixes or ByteLevel without its regex: each is
 // Unsupported naming the field. Thread safety: immutable once loaded (but for
 // an internal word cache); encode() may be called from many threads at once.

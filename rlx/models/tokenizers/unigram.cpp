@@ -37,6 +37,7 @@
 #include "rlx/models/tokenizers/added_tokens.h"
 #include "rlx/models/tokenizers/hf_files.h"
 #include "rlx/models/tokenizers/parallel_encode.h"
+#include "rlx/models/tokenizers/unicode_norm.h"
 #include "rlx/models/tokenizers/utf8.h"
 
 namespace rlx {
@@ -421,22 +422,7 @@ void apply(const Strip& n, std::string_view in, std::string& out, bool& at_origi
 }
 
 void apply(const Nfkc&, std::string_view in, std::string& out, bool&, std::vector<utf8proc_int32_t>& cps) {
-  out.clear();
-  if (std::all_of(in.begin(), in.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
-    out.assign(in);  // ASCII is NFKC already
-    return;
-  }
-  constexpr auto options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
-  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(in.data());
-  const auto len = static_cast<utf8proc_ssize_t>(in.size());
-  utf8proc_ssize_t n = 0;
-  while ((n = utf8proc_decompose(bytes, len, cps.data(), static_cast<utf8proc_ssize_t>(cps.size()), options)) >
-         static_cast<utf8proc_ssize_t>(cps.size()))
-    cps.resize(static_cast<size_t>(n));
-  RLX_ASSERT(n >= 0);
-  n = utf8proc_normalize_utf32(cps.data(), n, options);
-  RLX_ASSERT(n >= 0);
-  for (utf8proc_ssize_t i = 0; i < n; ++i) utf8::append(out, static_cast<char32_t>(cps[static_cast<size_t>(i)]));
+  unicode_compose(in, /*compat=*/true, out, cps);
 }
 
 // Rust's char::to_lowercase, one character at a time as HF applies it.

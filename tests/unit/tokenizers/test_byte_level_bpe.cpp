@@ -252,7 +252,9 @@ TEST(ByteLevelBpe, LoaderErrorsNameTheField) {
     expect_error<FormatError>([&] { load(j); }, parts);
   };
 
-  unsupported(with("normalizer", {{"type", "NFC"}}), {"tokenizer.json", "normalizer"});
+  unsupported(with("normalizer", {{"type", "NFKD"}}), {"tokenizer.json", "normalizer", "NFKD"});
+  unsupported(with("normalizer", {{"type", "Sequence"}, {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "Lowercase"}}})}}),
+              {"normalizer"});
   unsupported(with("normalizer", {{"type", "Sequence"}, {"normalizers", Json::array({{{"type", "Lowercase"}}})}}),
               {"normalizer"});
   unsupported(with("pre_tokenizer", {{"type", "Whitespace"}}), {"pre_tokenizer", "'Whitespace'"});
