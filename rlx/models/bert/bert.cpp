@@ -22,8 +22,10 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   RLX_FORMAT_CHECK(fs::exists(path), dir, ": no config.json (is this a Hugging Face model folder?)");
   const auto j = load_json_file(path);
   const auto type = json_get_or<std::string>(j, "model_type", "", path);
-  if (type == "nomic_bert" || type == "mpnet") {
-    BertConfig c = type == "mpnet" ? mpnet_config_from_json(j, path) : nomic_config_from_json(j, path);
+  if (type == "nomic_bert" || type == "mpnet" || type == "modernbert") {
+    BertConfig c = type == "mpnet"        ? mpnet_config_from_json(j, path)
+                   : type == "modernbert" ? modernbert_config_from_json(j, path)
+                                          : nomic_config_from_json(j, path);
     read_sentence_transformers_modules(dir, c);
     return c;
   }
@@ -39,7 +41,7 @@ BertConfig BertConfig::from_dir(const std::string& dir) {
   if (type != "bert" && !roberta)
     throw Unsupported(str(path, ": model_type '", type,
                           "' is not supported (rlx embeds BERT-family models: 'bert', 'distilbert', 'roberta', "
-                          "'xlm-roberta', 'camembert', 'nomic_bert', 'mpnet')"));
+                          "'xlm-roberta', 'camembert', 'nomic_bert', 'mpnet', 'modernbert')"));
   BertConfig c;
   c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
   c.hidden = json_get<int64_t>(j, "hidden_size", path);
@@ -274,12 +276,20 @@ void add_pooling_output(Graph& g, Value x, Value mask, const BertConfig& c) {
 
 std::vector<Tensor> extra_inputs(const BertConfig& c, int64_t L) {
   if (c.arch == Arch::MPNet) return {mpnet_relative_buckets(c, L)};
+  if (c.arch == Arch::ModernBert) return {modernbert_local_band(c, L)};
   return {};
+}
+
+int64_t attention_bias_elements(const BertConfig& c, int64_t L) {
+  if (c.arch == Arch::MPNet) return c.heads * L * L;
+  if (c.arch == Arch::ModernBert && c.layers > 1 && c.global_every > 1) return L * L;  // some layer is local
+  return 0;
 }
 
 Graph build_graph(const BertConfig& c) {
   if (c.arch == Arch::NomicBert) return build_nomic_graph(c);
   if (c.arch == Arch::MPNet) return build_mpnet_graph(c);
+  if (c.arch == Arch::ModernBert) return build_modernbert_graph(c);
   Graph g;
   const EncoderInputs in = encoder_inputs(g);
   Value x = bert_embeddings(g, in, c);
@@ -339,14 +349,16 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
 namespace {
 
 // model.safetensors in a HF folder, with or without the model's prefix
-// ("bert.", "roberta." for the RoBERTa family, "distilbert.", "mpnet."), which task
+// ("bert.", "roberta." for the RoBERTa family, "distilbert.", "mpnet.", "model."
+// for ModernBERT's masked-LM checkpoints), which task
 // heads' checkpoints carry; DistilBERT's tensors under their own names.
 class SafetensorsSource : public WeightSource {
  public:
   explicit SafetensorsSource(const std::string& dir, Arch arch = Arch::Bert)
       : st_(open(dir)), distilbert_(arch == Arch::DistilBert) {
-    for (const char* p : {"bert.", "roberta.", "distilbert.", "mpnet."})
-      if (st_.contains(std::string(p) + names::kWordEmb)) prefix_ = p;
+    const std::string probe = arch == Arch::ModernBert ? kModernBertWordEmb : names::kWordEmb;
+    for (const char* p : {"bert.", "roberta.", "distilbert.", "mpnet.", "model."})
+      if (st_.contains(p + probe)) prefix_ = p;
   }
   std::optional<Tensor> find(const std::string& name) const override {
     if (!st_.contains(stored(name))) return std::nullopt;
@@ -373,9 +385,10 @@ class SafetensorsSource : public WeightSource {
 
 std::map<std::string, Tensor> load_weights(const BertConfig& c, const std::string& dir) {
   SafetensorsSource src(dir, c.arch);
-  auto w = c.arch == Arch::NomicBert ? load_nomic_weights(c, src)
-           : c.arch == Arch::MPNet   ? load_mpnet_weights(c, src)
-                                     : load_bert_weights(c, src);
+  auto w = c.arch == Arch::NomicBert    ? load_nomic_weights(c, src)
+           : c.arch == Arch::MPNet      ? load_mpnet_weights(c, src)
+           : c.arch == Arch::ModernBert ? load_modernbert_weights(c, src)
+                                        : load_bert_weights(c, src);
   for (size_t k = 0; k < c.dense.size(); ++k) {
     const BertConfig::Dense& d = c.dense[k];
     SafetensorsSource dense(d.dir);

@@ -8,6 +8,9 @@
 //    post-LN (nomic_bert.cpp);
 //  - MPNet (all-mpnet-base-v2): BERT's layers plus a relative position bias
 //    shared by every layer's attention, no token types (mpnet.cpp);
+//  - ModernBERT (modernbert-embed-base, gte-modernbert-base): pre-LN layers,
+//    rotary positions, GeGLU FFN, local (sliding-window) attention in all but
+//    every n-th layer, no token types (modernbert.cpp);
 // then optional mean/CLS pooling and L2 normalization (sentence-transformers).
 #pragma once
 #include <map>
@@ -27,7 +30,7 @@ class SentenceTokenizer;
 namespace rlx::bert {
 
 enum class Pooling { None, Mean, Cls };
-enum class Arch { Bert, DistilBert, NomicBert, MPNet };  // DistilBert: BERT's graph, its own weight names
+enum class Arch { Bert, DistilBert, NomicBert, MPNet, ModernBert };  // DistilBert: BERT's graph, its own names
 
 struct BertConfig {
   Arch arch = Arch::Bert;
@@ -62,13 +65,20 @@ struct BertConfig {
   // to relative_max_distance).
   int64_t relative_buckets = 32;
   int64_t relative_max_distance = 128;
+  // ModernBert: layer i attends globally when i % global_every == 0, else
+  // only to keys j with |i − j| ≤ local_window (rotary base rope_base_local
+  // there, rope_base in the global layers); biases where the flags say.
+  int64_t global_every = 1;
+  int64_t local_window = 0;
+  float rope_base_local = 10000.0f;
+  bool norm_bias = true, attention_bias = true, mlp_bias = true;
   // Storage type of the linear layers' weights: F32 (any float file is
   // converted), or a GGUF quant type (then they stay packed and run through
   // DequantMatMul).
   DType linear_dtype = DType::F32;
 
   // From a HF config.json (model_type "bert", "distilbert", "roberta",
-  // "xlm-roberta", "camembert", "nomic_bert" or "mpnet"; and, when
+  // "xlm-roberta", "camembert", "nomic_bert", "mpnet" or "modernbert"; and, when
   // present beside it, sentence-transformers' modules.json and
   // 1_Pooling/config.json). Unsupported architectures and settings are
   // FormatError/Unsupported naming the file and key.
@@ -109,8 +119,14 @@ std::string layer(int64_t i, const char* suffix);
 // when pooled, else "hidden_states" [B, L, hidden].
 Graph build_graph(const BertConfig& cfg);
 // The graph's inputs after the four above, for sequences of length L: MPNet's
-// relative position buckets (i32 [L, L]); none for the other architectures.
+// relative position buckets (i32 [L, L]), ModernBERT's local attention band
+// (f32 [L, L]: 0 where a local layer's query sees the key, else −30000);
+// none for the other architectures.
 std::vector<Tensor> extra_inputs(const BertConfig& cfg, int64_t L);
+// Elements of the additive attention bias the graph builds per sequence of
+// length L (MPNet: heads·L², ModernBERT: L²; 0 for the others), so callers
+// can bound the batch by the memory it takes.
+int64_t attention_bias_elements(const BertConfig& cfg, int64_t L);
 
 // Reads the weights the graph needs from `model.safetensors` in `dir`
 // (with or without a "bert." prefix), fusing Q/K/V. Missing or mis-shaped

@@ -79,6 +79,14 @@ Graph build_mpnet_graph(const BertConfig& cfg);
 std::map<std::string, Tensor> load_mpnet_weights(const BertConfig& cfg, const WeightSource& src);
 Tensor mpnet_relative_buckets(const BertConfig& cfg, int64_t L);
 
+// ModernBERT (modernbert.cpp).
+BertConfig modernbert_config_from_json(const nlohmann::json& j, const std::string& path);
+Graph build_modernbert_graph(const BertConfig& cfg);
+std::map<std::string, Tensor> load_modernbert_weights(const BertConfig& cfg, const WeightSource& src);
+Tensor modernbert_local_band(const BertConfig& cfg, int64_t L);
+// Its word embedding table's name (the probe for a checkpoint's prefix).
+inline const char* kModernBertWordEmb = "embeddings.tok_embeddings.weight";
+
 // BERT (bert.cpp): size checks shared by the config readers; DistilBERT's
 // config and weight names.
 void check_sizes(const BertConfig& cfg, const std::string& path);

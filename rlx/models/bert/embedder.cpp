@@ -11,6 +11,9 @@
 
 namespace rlx::bert {
 
+// Elements of dense attention bias one batch may take (256 MB in f32).
+constexpr int64_t kBiasElementBudget = int64_t{1} << 26;
+
 // Batch length: the longest sequence rounded up to a multiple of `step`.
 int64_t length_bucket(int64_t n, int64_t max, int64_t step) {
   return std::min(max, std::max<int64_t>(step, (n + step - 1) / step * step));
@@ -73,9 +76,13 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
 
   float* dst = out.data<float>();
   const auto B = static_cast<size_t>(options_.batch);
-  for (size_t start = 0; start < n; start += B) {
-    const size_t count = std::min(B, n - start);
+  for (size_t start = 0, count = 0; start < n; start += count) {
     const int64_t L = length_bucket(static_cast<int64_t>(enc[order[start]].input_ids.size()), max_length_, length_step_);
+    // Models with a dense attention bias (MPNet, ModernBERT) take batch·bias
+    // elements for it: long sequences run in smaller batches.
+    const int64_t bias = attention_bias_elements(config_, L);
+    const size_t fit = bias > 0 ? static_cast<size_t>(std::max<int64_t>(1, kBiasElementBudget / bias)) : B;
+    count = std::min({B, fit, n - start});
     const auto b = static_cast<int64_t>(count);
     Tensor ids = Tensor::zeros(DType::I32, {b, L}), types = Tensor::zeros(DType::I32, {b, L}),
            mask = Tensor::zeros(DType::I32, {b, L}), pos = Tensor::empty(DType::I32, {L});

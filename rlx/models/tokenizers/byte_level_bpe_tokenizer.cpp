@@ -265,6 +265,11 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const Json& j, 
   std::tie(impl->cls_id, impl->sep_id) = parse_cls_sep(member(j, "post_processor", path), path + ": post_processor");
 
   // Added tokens, with the ids the library gives them (see the file comment).
+  // The pad token: tokenizer_config.json's pad_token (ModernBERT's "[PAD]"), else "<pad>".
+  const Json tcfg = sibling_tokenizer_config(path);
+  const std::string pad_name =
+      (tcfg.is_object() ? special_token(tcfg, "pad_token", path + ": tokenizer_config.json") : std::nullopt)
+          .value_or("<pad>");
   std::optional<int32_t> pad_id;
   if (auto it = j.find("added_tokens"); it != j.end() && !it->is_null()) {
     RLX_FORMAT_CHECK(it->is_array(), path, ": added_tokens must be an array");
@@ -291,14 +296,14 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const Json& j, 
       }
       next_id = std::max<int64_t>(next_id, int64_t{token.id} + 1);
       added.emplace(token.content, token.id);
-      if (token.content == "<pad>") pad_id = token.id;
+      if (token.content == pad_name) pad_id = token.id;
       if (json_get_or<bool>(t, "normalized", false, where))
         impl->normalized_added.add(std::move(token));
       else
         impl->raw_added.add(std::move(token));
     }
   }
-  if (!pad_id && find_id(impl->vocab, "<pad>") >= 0) pad_id = find_id(impl->vocab, "<pad>");
+  if (!pad_id && find_id(impl->vocab, pad_name) >= 0) pad_id = find_id(impl->vocab, pad_name);
   impl->pad_id = pad_id_of(j, path, pad_id);
   return ByteLevelBpeTokenizer(std::move(impl), default_max_length_of(j, path));
 }

@@ -82,7 +82,9 @@ std::pair<int32_t, int32_t> parse_cls_sep(const Json& post, const std::string& w
 int32_t pad_id_of(const Json& tokenizer, const std::string& path, std::optional<int32_t> pad_token_id) {
   if (const Json& pad = tokenizer.value("padding", Json()); pad.is_object())
     return token_id(member(pad, "pad_id", path + ": padding"), path + ": padding.pad_id");
-  RLX_FORMAT_CHECK(pad_token_id.has_value(), path, ": no pad id: neither a 'padding' section nor a '<pad>' token");
+  RLX_FORMAT_CHECK(pad_token_id.has_value(), path,
+                   ": no pad id: neither a 'padding' section nor a pad token ('<pad>', or tokenizer_config.json's "
+                   "pad_token)");
   return *pad_token_id;
 }
 

@@ -28,7 +28,7 @@ nlohmann::json sibling_tokenizer_config(const std::string& file);
 // or a TemplateProcessing whose single template is [special] $A [special].
 std::pair<int32_t, int32_t> parse_cls_sep(const nlohmann::json& post, const std::string& where);
 // The pad id: the file's padding section, else `pad_token_id` (the id of its
-// "<pad>" token, if any), else a FormatError.
+// pad token, if any), else a FormatError.
 int32_t pad_id_of(const nlohmann::json& tokenizer, const std::string& path, std::optional<int32_t> pad_token_id);
 // Standard base64 with padding (tokenizer.json's precompiled_charsmap).
 std::string base64_encode(std::string_view bytes);
