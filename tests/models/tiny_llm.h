@@ -21,7 +21,7 @@
 namespace rlx::test {
 
 struct TinySpec {
-  std::string arch;  // gemma3 | qwen3 | qwen2 | llama
+  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama
   int64_t layers = 2;
   int64_t hidden = 256;  // a multiple of 256 so matrices with K = hidden can be Q4_K
   int64_t heads = 4;
@@ -30,7 +30,8 @@ struct TinySpec {
   int64_t ffn = 512;
   int64_t vocab = 320;
   int64_t context = 256;
-  int64_t window = 0;  // gemma3: sliding window of the local layers
+  int64_t window = 0;  // gemma2/3: sliding window of the local layers
+  float attn_softcap = 0, final_softcap = 0;  // gemma2: score and logit soft-capping (0: none)
   float eps = 1e-6f;
   float rope_base = 10000.0f;
   float rope_linear = 0;      // > 0: rope.scaling.type linear with this factor (global layers only)
@@ -64,6 +65,14 @@ inline TinySpec tiny_spec(const std::string& variant) {
     s.rope_base = 1e6f;
     s.kv_heads = 1;
     s.q_type = s.k_type = DType::Q8_0;  // [q | k] stacked, v apart (as in the real file's Q8_0 v layers)
+  } else if (arch == "gemma2") {
+    // Layers alternate local / global; caps low enough that tanh bends the
+    // tiny model's scores (|s| up to ~3) and logits (|l| up to ~10).
+    s.layers = 4;
+    s.window = 3;
+    s.attn_softcap = 1.5f;
+    s.final_softcap = 4.0f;
+    s.q_type = s.k_type = s.v_type = DType::Q8_0;  // [q | k | v] stacked
   } else if (arch == "qwen3") {
     s.embd_type = DType::F16;
     s.rope_base = 1e6f;
@@ -121,6 +130,8 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
   gw.set(a + ".attention.layer_norm_rms_epsilon", GgufValue(s.eps));
   gw.set(a + ".rope.freq_base", GgufValue(s.rope_base));
   if (s.window > 0) gw.set(a + ".attention.sliding_window", GgufValue(static_cast<uint32_t>(s.window)));
+  if (s.attn_softcap > 0) gw.set(a + ".attn_logit_softcapping", GgufValue(s.attn_softcap));
+  if (s.final_softcap > 0) gw.set(a + ".final_logit_softcapping", GgufValue(s.final_softcap));
   if (s.rope_linear > 0) {
     gw.set(a + ".rope.scaling.type", GgufValue(std::string("linear")));
     gw.set(a + ".rope.scaling.factor", GgufValue(s.rope_linear));
@@ -145,7 +156,8 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
   };
   const int64_t H = s.hidden, D = s.head_dim, QW = s.heads * D, KW = s.kv_heads * D;
   const float wh = 1.0f / std::sqrt(static_cast<float>(H));
-  add("token_embd.weight", {s.vocab, H}, s.embd_type, a == "gemma3" ? 0.1f : 1.0f);
+  const bool gemma = a == "gemma2" || a == "gemma3";
+  add("token_embd.weight", {s.vocab, H}, s.embd_type, gemma ? 0.1f : 1.0f);
   add("output_norm.weight", {H}, DType::F32, 0.2f, 1.0f);
   if (!s.tied) add("output.weight", {s.vocab, H}, DType::Q8_0, wh);
   for (int64_t i = 0; i < s.layers; ++i) {
@@ -167,7 +179,7 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
     add(blk(i, "ffn_gate.weight"), {s.ffn, H}, s.fused_ffn ? DType::Q4_K : DType::Q8_0, 2 * wh);
     add(blk(i, "ffn_up.weight"), {s.ffn, H}, DType::Q4_K, 2 * wh);
     add(blk(i, "ffn_down.weight"), {H, s.ffn}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(s.ffn)));
-    if (a == "gemma3") {
+    if (gemma) {
       add(blk(i, "post_attention_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
       add(blk(i, "post_ffw_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
     }
@@ -225,7 +237,8 @@ inline double round_f16(double v) { return f16_to_f32(f32_to_f16(static_cast<flo
 inline std::vector<double> reference_logits(const TinyModel& m, const std::vector<int32_t>& tokens,
                                             bool kv_f16 = false) {
   const TinySpec& s = m.spec;
-  const bool gemma = s.arch == "gemma3", qk_norm = gemma || s.arch == "qwen3";
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", qk_norm = s.arch == "gemma3" || s.arch == "qwen3";
+  const int64_t swa_pattern = s.arch == "gemma2" ? 2 : 6;
   const bool neox = s.arch != "llama";
   const int64_t H = s.hidden, D = s.head_dim, QW = s.heads * D, KW = s.kv_heads * D, T = static_cast<int64_t>(tokens.size());
   const auto uH = static_cast<size_t>(H);
@@ -237,8 +250,8 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
           emb[static_cast<size_t>(tokens[static_cast<size_t>(t)] * H + j)] * (gemma ? std::sqrt(static_cast<double>(H)) : 1.0);
   auto bias = [&](const std::string& n) { return m.w.count(n) ? &m.at(n) : nullptr; };
   for (int64_t i = 0; i < s.layers; ++i) {
-    const bool local = gemma && s.window > 0 && (i + 1) % 6 != 0;
-    const double base = gemma && local ? 10000.0 : s.rope_base;
+    const bool local = gemma && s.window > 0 && (i + 1) % swa_pattern != 0;
+    const double base = s.arch == "gemma3" && local ? 10000.0 : s.rope_base;
     // Gemma 3's local layers rotate unscaled; the factors are Llama's.
     const double rope_scale = s.rope_linear > 0 && !local ? 1.0 / s.rope_linear : 1.0;
     const std::vector<float> factors = s.rope_freqs ? tiny_freq_factors(s) : std::vector<float>{};
@@ -276,7 +289,8 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
           double dot = 0;
           for (int64_t d = 0; d < D; ++d)
             dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * D + d)] * k[static_cast<size_t>(j)][static_cast<size_t>(kh * D + d)];
-          p[static_cast<size_t>(j)] = dot * scale;
+          p[static_cast<size_t>(j)] = s.attn_softcap > 0 ? s.attn_softcap * std::tanh(dot * scale / s.attn_softcap)
+                                                         : dot * scale;
           mx = std::max(mx, p[static_cast<size_t>(j)]);
         }
         double sum = 0;
@@ -308,7 +322,10 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
   }
   std::vector<double> h = x.back();
   ref::rms(h, 0, uH, m.at("output_norm.weight"), s.eps);
-  return ref::linear(h, m.at(s.tied ? "token_embd.weight" : "output.weight"), s.vocab, H);
+  std::vector<double> logits = ref::linear(h, m.at(s.tied ? "token_embd.weight" : "output.weight"), s.vocab, H);
+  if (s.final_softcap > 0)
+    for (double& l : logits) l = s.final_softcap * std::tanh(l / s.final_softcap);
+  return logits;
 }
 
 }  // namespace rlx::test

@@ -1,4 +1,4 @@
-// Pieces shared by the architecture builders (gemma3.cpp, qwen3.cpp,
+// Pieces shared by the architecture builders (gemma.cpp, qwen3.cpp,
 // llama.cpp): graph inputs, weights declared with their GGUF dtype, linear
 // layers (DequantMatMul for packed weights, MatMul for float ones), norms,
 // RoPE, attention over the KV cache and the output head.
@@ -74,9 +74,10 @@ class Blocks {
 };
 
 // One builder and one weight table per architecture file.
-Graph build_gemma3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
+Graph build_gemma(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);  // gemma2, gemma3
 Graph build_qwen3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
 Graph build_llama(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);  // llama, qwen2
+extern const std::vector<LayerWeight> kGemma2Weights;
 extern const std::vector<LayerWeight> kGemma3Weights;
 extern const std::vector<LayerWeight> kQwen3Weights;
 extern const std::vector<LayerWeight> kLlamaWeights;

@@ -8,6 +8,7 @@ namespace rlx::llm {
 
 const char* arch_name(Arch a) {
   switch (a) {
+    case Arch::Gemma2: return "gemma2";
     case Arch::Gemma3: return "gemma3";
     case Arch::Qwen3: return "qwen3";
     case Arch::Qwen2: return "qwen2";
@@ -46,13 +47,14 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   const std::string arch = f.get<std::string>("general.architecture");
   LlmConfig c;
   c.arch_key = arch;
-  if (arch == "gemma3") c.arch = Arch::Gemma3;
+  if (arch == "gemma2") c.arch = Arch::Gemma2;
+  else if (arch == "gemma3") c.arch = Arch::Gemma3;
   else if (arch == "qwen3") c.arch = Arch::Qwen3;
   else if (arch == "qwen2") c.arch = Arch::Qwen2;
   else if (arch == "llama") c.arch = Arch::Llama;
   else
     throw Unsupported(str(f.source(), ": architecture '", arch,
-                          "' is not supported (rlx generates with gemma3, qwen3, qwen2 and llama)"));
+                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2 and llama)"));
   const Meta m{f, arch};
   c.n_layers = m.need_int("block_count");
   c.hidden = m.need_int("embedding_length");
@@ -110,6 +112,12 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
     RLX_FORMAT_CHECK(std::isfinite(c.rope_base_local) && c.rope_base_local > 0, f.source(), ": ",
                      m.key("rope.freq_base_swa"), " must be positive");
     RLX_FORMAT_CHECK(c.sliding_window >= 0, f.source(), ": negative sliding window");
+  } else if (c.arch == Arch::Gemma2) {
+    // Sliding-window and global layers alternate, the first one local; one
+    // RoPE base for both (transformers' Gemma2, llama.cpp's swa pattern 2).
+    c.sliding_window = m.int_or("attention.sliding_window", 0);
+    c.swa_pattern = 2;
+    RLX_FORMAT_CHECK(c.sliding_window >= 0, f.source(), ": negative sliding window");
   }
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   RLX_FORMAT_CHECK(emb != nullptr, f.source(), ": tensor 'token_embd.weight' is missing");
@@ -119,9 +127,10 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   c.vocab = emb_shape[0];
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   // Llama 3.1+ files carry their RoPE scaling as per-pair frequency divisors
-  // (llama.cpp's converter computes them from rope_scaling "llama3"). Gemma 3
-  // has none: llama.cpp's gemma3 graph passes no factors.
-  if (const GgufTensorInfo* ff = f.find_tensor("rope_freqs.weight"); ff && c.arch != Arch::Gemma3) {
+  // (llama.cpp's converter computes them from rope_scaling "llama3"). Gemma
+  // has none: llama.cpp's gemma2 and gemma3 graphs pass no factors.
+  const bool gemma = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
+  if (const GgufTensorInfo* ff = f.find_tensor("rope_freqs.weight"); ff && !gemma) {
     const auto shape = ff->shape();
     RLX_FORMAT_CHECK(ff->type == DType::F32 && shape.size() == 1 && shape[0] == c.n_rot / 2, f.source(),
                      ": tensor 'rope_freqs.weight' must be F32 [", c.n_rot / 2, "] (rope.dimension_count / 2)");

@@ -10,7 +10,7 @@
 
 namespace rlx::llm {
 
-enum class Arch { Gemma3, Qwen3, Qwen2, Llama };
+enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama };
 const char* arch_name(Arch a);
 
 struct LlmConfig {
@@ -26,21 +26,21 @@ struct LlmConfig {
   int64_t context_length = 0;
   float rms_eps = 1e-6f;
   float rope_base = 10000.0f;        // global layers
-  float rope_base_local = 10000.0f;  // sliding-window layers (Gemma 3)
+  float rope_base_local = 10000.0f;  // sliding-window layers (Gemma 2 and 3)
   float rope_freq_scale = 1.0f;      // linear scaling of the global layers: positions × this
   // rope_freqs.weight (Llama 3.1+): n_rot/2 divisors of the frequencies, or empty.
   std::vector<float> rope_freq_factors;
   int64_t n_rot = 0;                 // rope.dimension_count, default head_dim
   int64_t sliding_window = 0;        // 0 = every layer global
-  int64_t swa_pattern = 0;           // every swa_pattern-th layer is global (Gemma 3: 6)
+  int64_t swa_pattern = 0;           // every swa_pattern-th layer is global (Gemma 2: 2, Gemma 3: 6)
   float attn_softcap = 0.0f;         // attention logit softcapping, 0 = off
   float final_softcap = 0.0f;        // final logit softcapping, 0 = off
   bool tied_output = true;           // no output.weight: the head is token_embd
 
   // Reads and checks the metadata; a missing key is a FormatError naming it,
-  // an architecture other than gemma3/qwen3/qwen2/llama is Unsupported.
+  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama is Unsupported.
   static LlmConfig from_gguf(const GgufFile& f);
-  // Gemma 3 interleaves 5 sliding-window layers with 1 global one.
+  // Gemma 3 interleaves 5 sliding-window layers with 1 global one, Gemma 2 1 with 1.
   bool is_local_layer(int64_t layer) const {
     return sliding_window > 0 && swa_pattern > 0 && (layer + 1) % swa_pattern != 0;
   }

@@ -1,7 +1,11 @@
-// Gemma 3 (llama.cpp's "gemma3"): embeddings × √hidden; per layer RMS norm
-// before and after attention and FFN, per-head RMS norm on Q and K, NeoX RoPE,
-// GELU-tanh gated FFN; 5 sliding-window layers (RoPE base 10000) then one
-// global layer (rope.freq_base); output tied to token_embd.
+// Gemma 2 and Gemma 3 (llama.cpp's "gemma2" and "gemma3"): embeddings ×
+// √hidden; per layer RMS norm before and after attention and FFN, NeoX RoPE,
+// GELU-tanh gated FFN; output tied to token_embd. They differ in:
+//   Gemma 3: per-head RMS norm on Q and K; 5 sliding-window layers (RoPE base
+//            10000) then one global layer (rope.freq_base);
+//   Gemma 2: no QK-norm; sliding-window and global layers alternate (one RoPE
+//            base); attention scores and final logits soft-capped
+//            (attn_logit_softcapping, final_logit_softcapping).
 //
 // GGUF norm weights already include Gemma's "+1" (llama.cpp's converter adds
 // it; transformers' GGUF loader subtracts it again), so they are used as is.
@@ -11,6 +15,13 @@
 
 namespace rlx::llm::detail {
 
+const std::vector<LayerWeight> kGemma2Weights = {
+    {"attn_norm.weight", true},     {"attn_q.weight", true},       {"attn_k.weight", true},
+    {"attn_v.weight", true},        {"attn_output.weight", true},  {"post_attention_norm.weight", true},
+    {"ffn_norm.weight", true},      {"ffn_gate.weight", true},     {"ffn_up.weight", true},
+    {"ffn_down.weight", true},      {"post_ffw_norm.weight", true},
+};
+
 const std::vector<LayerWeight> kGemma3Weights = {
     {"attn_norm.weight", true},     {"attn_q.weight", true},       {"attn_k.weight", true},
     {"attn_v.weight", true},        {"attn_q_norm.weight", true},  {"attn_k_norm.weight", true},
@@ -19,14 +30,17 @@ const std::vector<LayerWeight> kGemma3Weights = {
     {"post_ffw_norm.weight", true},
 };
 
-Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) {
+Graph build_gemma(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) {
   Graph g;
   Blocks b(g, c, f, o);
   b.check_weights();
+  const bool qk_norm = c.arch == Arch::Gemma3;
   const int64_t H = c.hidden, QW = c.n_heads * c.head_dim;
   // Scores are scaled by query_pre_attn_scalar^-1/2: head_dim, except the
-  // 27B model (62 layers) which uses hidden / heads (as llama.cpp does).
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.n_layers == 62 ? H / c.n_heads : c.head_dim));
+  // 27B models (Gemma 2: 46 layers, Gemma 3: 62) which use hidden / heads
+  // (as llama.cpp does).
+  const int64_t layers_27b = qk_norm ? 62 : 46;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.n_layers == layers_27b ? H / c.n_heads : c.head_dim));
   Value x = b.embed() * scalar(g, std::sqrt(static_cast<float>(H)));
   // Each post-norm residual add also yields the next pre-norm: x + rms(a, w1)
   // and rms(that, w2) come from one node, so `h` for layer i > 0 is made at
@@ -37,7 +51,8 @@ Graph build_gemma3(const LlmConfig& c, const GgufFile& f, const BuildOptions& o)
     const bool local = c.is_local_layer(i);
     const float base = local ? c.rope_base_local : c.rope_base;
     const Blocks::Qkv p = b.qkv(h, i);
-    const Blocks::RopeSpec r{base, RopePairing::NeoX, w("attn_q_norm.weight"), w("attn_k_norm.weight")};
+    const Blocks::RopeSpec r{base, RopePairing::NeoX, qk_norm ? w("attn_q_norm.weight") : std::string(),
+                             qk_norm ? w("attn_k_norm.weight") : std::string()};
     Value a = b.linear(b.attend(i, p, r, local, scale), w("attn_output.weight"), H, QW);
     const PostNormPair attn = b.post_norm_pair(x, a, w("post_attention_norm.weight"), w("ffn_norm.weight"), H);
     Value m = b.gated_ffn(attn.norm, i, /*gelu_tanh=*/true);

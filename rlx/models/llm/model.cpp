@@ -12,6 +12,7 @@ std::string names::blk(int64_t layer, const char* suffix) { return str("blk.", l
 
 const std::vector<LayerWeight>& layer_weights(Arch arch) {
   switch (arch) {
+    case Arch::Gemma2: return detail::kGemma2Weights;
     case Arch::Gemma3: return detail::kGemma3Weights;
     case Arch::Qwen3: return detail::kQwen3Weights;
     case Arch::Qwen2:
@@ -22,7 +23,8 @@ const std::vector<LayerWeight>& layer_weights(Arch arch) {
 
 Graph build_graph(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& options) {
   switch (cfg.arch) {
-    case Arch::Gemma3: return detail::build_gemma3(cfg, f, options);
+    case Arch::Gemma2:
+    case Arch::Gemma3: return detail::build_gemma(cfg, f, options);
     case Arch::Qwen3: return detail::build_qwen3(cfg, f, options);
     case Arch::Qwen2:
     case Arch::Llama: return detail::build_llama(cfg, f, options);
