@@ -255,14 +255,24 @@ void bench_quant_gemv(int reps) {
   std::printf("  memory read ceiling (all threads, 512 MB): %.1f GB/s\n", read_bandwidth_gbs());
   std::printf("  %-8s %-16s %10s %10s %12s\n", "type", "N x K", "MB", "kernel ms", "GB/s of W");
   struct S { rlx::DType type; int64_t n, k; };
-  // Random blocks with the scale fields (f16, at these byte offsets) set to realistic values.
-  struct Layout { rlx::DType type; int64_t bytes; std::vector<int> f16_fields; };
-  const Layout layouts[] = {{rlx::DType::Q8_0, 34, {0}},       {rlx::DType::Q4_0, 18, {0}},
-                            {rlx::DType::Q5_0, 22, {0}},       {rlx::DType::Q4_K, 144, {0, 2}},
-                            {rlx::DType::Q5_K, 176, {0, 2}},   {rlx::DType::Q6_K, 210, {208}}};
-  for (S s : {S{rlx::DType::Q8_0, 262144, 640}, S{rlx::DType::Q4_K, 4096, 4096}, S{rlx::DType::Q5_K, 4096, 4096},
-              S{rlx::DType::Q6_K, 4096, 4096}, S{rlx::DType::Q8_0, 4096, 4096}, S{rlx::DType::Q4_0, 4096, 4096},
-              S{rlx::DType::Q5_0, 2048, 640}, S{rlx::DType::Q4_K, 640, 2048}}) {
+  // Random blocks with the scale fields (f16, at these byte offsets; e8m0 / ue4m3 bytes) set to
+  // realistic values.
+  struct Layout { rlx::DType type; int64_t bytes; std::vector<int> f16_fields, byte_fields; uint8_t byte_value; };
+  using rlx::DType;
+  const Layout layouts[] = {
+      {DType::Q8_0, 34, {0}, {}, 0},     {DType::Q4_0, 18, {0}, {}, 0},      {DType::Q5_0, 22, {0}, {}, 0},
+      {DType::Q4_1, 20, {0, 2}, {}, 0},  {DType::Q5_1, 24, {0, 2}, {}, 0},   {DType::Q4_K, 144, {0, 2}, {}, 0},
+      {DType::Q5_K, 176, {0, 2}, {}, 0}, {DType::Q6_K, 210, {208}, {}, 0},   {DType::Q2_K, 84, {80, 82}, {}, 0},
+      {DType::Q3_K, 110, {108}, {}, 0},  {DType::IQ4_NL, 18, {0}, {}, 0},    {DType::IQ4_XS, 136, {0}, {}, 0},
+      {DType::TQ2_0, 66, {64}, {}, 0},   {DType::MXFP4, 17, {}, {0}, 120},
+      {DType::NVFP4, 36, {}, {0, 1, 2, 3}, 0x30}};
+  const std::vector<S> shapes = {
+      S{DType::Q8_0, 262144, 640}, S{DType::Q4_K, 4096, 4096}, S{DType::Q5_K, 4096, 4096}, S{DType::Q6_K, 4096, 4096},
+      S{DType::Q8_0, 4096, 4096},  S{DType::Q4_0, 4096, 4096}, S{DType::Q5_0, 2048, 640},  S{DType::Q4_K, 640, 2048},
+      S{DType::Q4_1, 4096, 4096},  S{DType::Q5_1, 4096, 4096}, S{DType::Q2_K, 4096, 4096}, S{DType::Q3_K, 4096, 4096},
+      S{DType::IQ4_NL, 4096, 4096}, S{DType::IQ4_XS, 4096, 4096}, S{DType::TQ2_0, 4096, 4096},
+      S{DType::MXFP4, 4096, 4096}, S{DType::NVFP4, 4096, 4096}};
+  for (S s : shapes) {
     rlx::Graph g;
     auto x = rlx::input(g, "x", rlx::DType::F32, {1, s.k});
     auto w = rlx::param(g, "w", s.type, {s.n, s.k});
@@ -281,8 +291,10 @@ void bench_quant_gemv(int reps) {
         std::memcpy(blocks.data() + b, &r, std::min<size_t>(8, blocks.size() - b));
       }
       const uint16_t scale = 0x211f;  // 0.01 in f16
-      for (size_t b = 0; b < blocks.size(); b += static_cast<size_t>(l.bytes))
+      for (size_t b = 0; b < blocks.size(); b += static_cast<size_t>(l.bytes)) {
         for (int off : l.f16_fields) std::memcpy(blocks.data() + b + off, &scale, 2);
+        for (int off : l.byte_fields) blocks[b + static_cast<size_t>(off)] = l.byte_value;
+      }
       exes.push_back(session.compile(g));
       exes.back()->set_param("w", rlx::Tensor::from_bytes(s.type, {s.n, s.k}, blocks.data(), blocks.size()));
     }

@@ -1,6 +1,7 @@
 // Shared pieces of the CPU quant code: unaligned little-endian loads and the
 // per-type block kernels, which quant.cpp lists in its dispatch table.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +25,32 @@ inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
     sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// Q3_K's 16 six-bit scales: low nibbles in bytes 0-7 (two per byte), the top
+// two bits of scale j in byte 8 + j % 4 at bit 2 * (j / 4).
+inline int scale_q3_k(int j, const uint8_t* s) {
+  const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// ggml_e8m0_to_fp32_half: 2^(e - 128), built from bits (e < 2 gives a subnormal).
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// ggml_ue4m3_to_fp32: unsigned e4m3 (bias 7; bit 7 ignored), halved to match
+// the doubled e2m1 table; 0x7F (NaN) decodes as 0.
+inline float ue4m3_half(uint8_t x) {
+  if (x == 0 || x == 0x7F) return 0.0f;
+  const int exp = (x >> 3) & 0xF, man = x & 7;
+  const float raw = exp == 0 ? std::ldexp(static_cast<float>(man), -9)
+                             : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+  return raw * 0.5f;
 }
 
 // The block kernels of the common types are also compiled for AVX2 and

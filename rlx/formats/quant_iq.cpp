@@ -34,24 +34,6 @@ inline void emit8(float* y, float db, uint64_t row, uint8_t signs) {
   for (int j = 0; j < 8; ++j) y[j] = db * static_cast<float>(grid_byte(row, j)) * sign(signs, j);
 }
 
-// ggml_e8m0_to_fp32_half: 2^(e - 128), built from bits (e < 2 gives a subnormal).
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// ggml_ue4m3_to_fp32: unsigned e4m3 (bias 7; bit 7 ignored), halved to match
-// the doubled e2m1 table; 0x7F (NaN) decodes as 0.
-inline float ue4m3_half(uint8_t x) {
-  if (x == 0 || x == 0x7F) return 0.0f;
-  const int exp = (x >> 3) & 0xF, man = x & 7;
-  const float raw = exp == 0 ? std::ldexp(static_cast<float>(man), -9)
-                             : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
-  return raw * 0.5f;
-}
-
 // A base-3 digit of a TQ1_0 byte: the byte stores ceil(v * 256 / 243) for a
 // 5-trit number v; multiplying by 3^n (mod 256) brings trit n to the top.
 inline float trit(uint8_t packed, int n, float d) {

@@ -15,15 +15,6 @@
 namespace rlx::quant_detail {
 namespace {
 
-
-// Q3_K's 16 six-bit scales: low nibbles in bytes 0-7 (two per byte), the top
-// two bits of scale j in byte 8 + j % 4 at bit 2 * (j / 4).
-inline int scale_q3_k(int j, const uint8_t* s) {
-  const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return (lo | (hi << 4)) - 32;
-}
-
 // ggml's nearest_int (round half to even) clamped to [lo, hi]; NaN yields lo.
 inline int nearest_clamp(float v, int lo, int hi) {
   if (!(v >= static_cast<float>(lo))) return lo;

@@ -180,13 +180,21 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
   struct Case {
     DType type;
     int64_t block_bytes, block_elems;
-    std::vector<int> f16_fields;  // byte offsets of the block's f16 scales
+    std::vector<int> f16_fields;   // byte offsets of the block's f16 scales
+    std::vector<int> byte_fields;  // its e8m0 (mxfp4) or ue4m3 (nvfp4) scale bytes
+    bool int8;                     // the int8 path takes it
   };
-  const Case cases[] = {{DType::Q8_0, 34, 32, {0}},        {DType::Q4_0, 18, 32, {0}},
-                        {DType::Q5_0, 22, 32, {0}},        {DType::Q4_K, 144, 256, {0, 2}},
-                        {DType::Q5_K, 176, 256, {0, 2}},   {DType::Q6_K, 210, 256, {208}}};
+  const Case cases[] = {
+      {DType::Q8_0, 34, 32, {0}, {}, false},       {DType::Q4_0, 18, 32, {0}, {}, true},
+      {DType::Q4_1, 20, 32, {0, 2}, {}, true},     {DType::Q5_0, 22, 32, {0}, {}, true},
+      {DType::Q5_1, 24, 32, {0, 2}, {}, true},     {DType::Q2_K, 84, 256, {80, 82}, {}, true},
+      {DType::Q3_K, 110, 256, {108}, {}, true},    {DType::Q4_K, 144, 256, {0, 2}, {}, true},
+      {DType::Q5_K, 176, 256, {0, 2}, {}, true},   {DType::Q6_K, 210, 256, {208}, {}, true},
+      {DType::TQ2_0, 66, 256, {64}, {}, true},     {DType::IQ4_NL, 18, 32, {0}, {}, true},
+      {DType::IQ4_XS, 136, 256, {0}, {}, true},    {DType::MXFP4, 17, 32, {}, {0}, true},
+      {DType::NVFP4, 36, 64, {}, {0, 1, 2, 3}, true}};
   std::mt19937 rng(2024);
-  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_int_distribution<int> byte(0, 255), e8m0(118, 130), ue4m3(0x08, 0x5F);
   std::uniform_real_distribution<float> scale(1e-4f, 0.05f), xs(-2.0f, 2.0f);
   int ran = 0;
   double worst[2] = {0, 0};  // largest error / bound seen, f32 and int8 paths
@@ -195,7 +203,7 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
     for (const auto& c : cases) {
       if (!cpu::quant_dot_supported(c.type)) continue;
       ++ran;
-      const bool int8_path = int8 && c.type != DType::Q8_0;
+      const bool int8_path = int8 && c.int8;
       for (int64_t K : {int64_t{256}, int64_t{2048}}) {
         const int64_t nb = K / c.block_elems;
         for (int trial = 0; trial < 24; ++trial) {
@@ -208,6 +216,10 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
               const uint16_t h = f32_to_f16(s);
               std::memcpy(w.data() + b * c.block_bytes + off, &h, 2);
             }
+          for (int64_t b = 0; b < rows * nb; ++b)
+            for (int off : c.byte_fields)
+              w[static_cast<size_t>(b * c.block_bytes + off)] =
+                  static_cast<uint8_t>(c.type == DType::MXFP4 ? e8m0(rng) : ue4m3(rng));
           std::vector<float> x(static_cast<size_t>(M * K)), row(static_cast<size_t>(K));
           std::vector<float> got(static_cast<size_t>(M * rows));
           for (auto& v : x) v = xs(rng);
