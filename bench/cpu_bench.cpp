@@ -265,13 +265,17 @@ void bench_quant_gemv(int reps) {
       {DType::Q5_K, 176, {0, 2}, {}, 0}, {DType::Q6_K, 210, {208}, {}, 0},   {DType::Q2_K, 84, {80, 82}, {}, 0},
       {DType::Q3_K, 110, {108}, {}, 0},  {DType::IQ4_NL, 18, {0}, {}, 0},    {DType::IQ4_XS, 136, {0}, {}, 0},
       {DType::TQ2_0, 66, {64}, {}, 0},   {DType::MXFP4, 17, {}, {0}, 120},
-      {DType::NVFP4, 36, {}, {0, 1, 2, 3}, 0x30}};
+      {DType::NVFP4, 36, {}, {0, 1, 2, 3}, 0x30}, {DType::IQ2_XXS, 66, {0}, {}, 0}, {DType::IQ2_XS, 74, {0}, {}, 0},
+      {DType::IQ2_S, 82, {0}, {}, 0},    {DType::IQ3_XXS, 98, {0}, {}, 0},  {DType::IQ3_S, 110, {0}, {}, 0},
+      {DType::IQ1_S, 50, {0}, {}, 0},    {DType::IQ1_M, 56, {}, {}, 0}};
   const std::vector<S> shapes = {
       S{DType::Q8_0, 262144, 640}, S{DType::Q4_K, 4096, 4096}, S{DType::Q5_K, 4096, 4096}, S{DType::Q6_K, 4096, 4096},
       S{DType::Q8_0, 4096, 4096},  S{DType::Q4_0, 4096, 4096}, S{DType::Q5_0, 2048, 640},  S{DType::Q4_K, 640, 2048},
       S{DType::Q4_1, 4096, 4096},  S{DType::Q5_1, 4096, 4096}, S{DType::Q2_K, 4096, 4096}, S{DType::Q3_K, 4096, 4096},
       S{DType::IQ4_NL, 4096, 4096}, S{DType::IQ4_XS, 4096, 4096}, S{DType::TQ2_0, 4096, 4096},
-      S{DType::MXFP4, 4096, 4096}, S{DType::NVFP4, 4096, 4096}};
+      S{DType::MXFP4, 4096, 4096}, S{DType::NVFP4, 4096, 4096}, S{DType::IQ2_XXS, 4096, 4096},
+      S{DType::IQ2_XS, 4096, 4096}, S{DType::IQ2_S, 4096, 4096}, S{DType::IQ3_XXS, 4096, 4096},
+      S{DType::IQ3_S, 4096, 4096}, S{DType::IQ1_S, 4096, 4096}, S{DType::IQ1_M, 4096, 4096}};
   for (S s : shapes) {
     rlx::Graph g;
     auto x = rlx::input(g, "x", rlx::DType::F32, {1, s.k});

@@ -21,9 +21,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Use the system BLAS (OpenBLAS) for large f32 matmuls on the CPU backend (on CPUs without AVX-512; "
        "with it the built-in kernel runs them)."},
       {"RLX_CPU_GEMV_Q8", EnvType::Bool, "1",
-       "CPU quantized GEMV with 1-8 activation rows and weights of a type it decodes in registers other than Q8_0 "
-       "(Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K, IQ4_NL, IQ4_XS, TQ2_0, MXFP4, NVFP4): re-quantize the "
-       "activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error <= "
+       "CPU quantized GEMV with 1-8 activation rows and weights of any GGUF quant type but Q8_0, Q8_1 and Q8_K: "
+       "re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error <= "
        "sum|w|*max|x|/32,512) and use integer multiply-adds; 0: f32 activations (f32 rounding only)."},
       {"RLX_COMPILE_CACHE", EnvType::Int, "64",
        "Specializations (shape bindings) an Executable keeps compiled; least recently used go first."},

@@ -192,7 +192,12 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
       {DType::Q5_K, 176, 256, {0, 2}, {}, true},   {DType::Q6_K, 210, 256, {208}, {}, true},
       {DType::TQ2_0, 66, 256, {64}, {}, true},     {DType::IQ4_NL, 18, 32, {0}, {}, true},
       {DType::IQ4_XS, 136, 256, {0}, {}, true},    {DType::MXFP4, 17, 32, {}, {0}, true},
-      {DType::NVFP4, 36, 64, {}, {0, 1, 2, 3}, true}};
+      {DType::NVFP4, 36, 64, {}, {0, 1, 2, 3}, true}, {DType::IQ2_XXS, 66, 256, {0}, {}, true},
+      {DType::IQ2_XS, 74, 256, {0}, {}, true},     {DType::IQ2_S, 82, 256, {0}, {}, true},
+      {DType::IQ3_XXS, 98, 256, {0}, {}, true},    {DType::IQ3_S, 110, 256, {0}, {}, true},
+      {DType::IQ1_S, 50, 256, {0}, {}, true},      {DType::IQ1_M, 56, 256, {}, {}, true},
+      {DType::Q8_1, 36, 32, {0, 2}, {}, false},    {DType::Q8_K, 292, 256, {}, {}, false},
+      {DType::Q1_0, 18, 128, {0}, {}, true},       {DType::TQ1_0, 54, 256, {52}, {}, true}};
   std::mt19937 rng(2024);
   std::uniform_int_distribution<int> byte(0, 255), e8m0(118, 130), ue4m3(0x08, 0x5F);
   std::uniform_real_distribution<float> scale(1e-4f, 0.05f), xs(-2.0f, 2.0f);
@@ -215,6 +220,19 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
               const float s = trial % 5 == 0 && off == 2 ? 0.0f : (byte(rng) & 1 ? scale(rng) : -scale(rng));
               const uint16_t h = f32_to_f16(s);
               std::memcpy(w.data() + b * c.block_bytes + off, &h, 2);
+            }
+          if (c.type == DType::Q8_K)  // an f32 d
+            for (int64_t b = 0; b < rows * nb; ++b) {
+              const float d = scale(rng);
+              std::memcpy(w.data() + b * c.block_bytes, &d, 4);
+            }
+          if (c.type == DType::IQ1_M)  // its f16 d is spread over the top nibbles of the four u16 scales
+            for (int64_t b = 0; b < rows * nb; ++b) {
+              const uint16_t h = f32_to_f16(scale(rng));
+              for (int k = 0; k < 4; ++k) {
+                uint8_t& top = w[static_cast<size_t>(b * c.block_bytes + 48 + 2 * k + 1)];
+                top = static_cast<uint8_t>((top & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+              }
             }
           for (int64_t b = 0; b < rows * nb; ++b)
             for (int off : c.byte_fields)
@@ -270,6 +288,16 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
     }
   }
   std::printf("worst error: %.2e of the f32 bound, %.2e of the int8 bound\n", worst[0], worst[1]);
+  // Every GGUF quant type has a case here, and on an AVX2 CPU a kernel.
+  for (int t = 0; t < static_cast<int>(DType::Count_); ++t) {
+    const auto type = static_cast<DType>(t);
+    if (!is_quant(type)) continue;
+    EXPECT_TRUE(std::any_of(std::begin(cases), std::end(cases), [&](const Case& c) { return c.type == type; }))
+        << dtype_name(type) << " has no case";
+    if (ran > 0) {
+      EXPECT_TRUE(cpu::quant_dot_supported(type)) << dtype_name(type) << " has no quant_dot kernel";
+    }
+  }
 
   if (ran == 0) GTEST_SKIP() << "this CPU has no AVX2: quant_dot is not used";
 }

@@ -5,15 +5,16 @@
 // memory speed; dequantizing a row and then dotting it (or forming each
 // weight q·d before multiplying it by x) spent four floating-point operations
 // per weight and left Gemma 3 270M at half of llama.cpp's CPU decode speed.
-// Every layout here gives, per sub-block of 32, its weights as unsigned bytes
-// u (w = scale·(u − offset) − m'; the table formats give their signed table
-// values, offset 0), its scale(s) and its min m', and each
-// block's scale is factored out of its sum:
+// Every layout here (one per GGUF quant type) gives, per sub-block of 32, its
+// weights as unsigned bytes u (w = scale·(u − offset) − m'; the table and
+// lattice formats give their signed values, offset 0), its scale(s) and its
+// min m', and each block's scale is factored out of its sum:
 //   Σ x·w = scale · Σ x·(u − offset) − m' · Σ x      (Σ x per 32 once per call)
 // Two ways to take Σ x·(u − offset):
-// - f32 (q8_0 always; the rest with RLX_CPU_GEMV_Q8=0 or a non-finite x): one
-//   int→float conversion and one FMA per weight. Error: f32 rounding.
-// - int8 (every type but q8_0, by default): x re-quantized once per call to
+// - f32 (q8_0, q8_1, q8_k always; the rest with RLX_CPU_GEMV_Q8=0 or a
+//   non-finite x): one int→float conversion and one FMA per weight. Error:
+//   f32 rounding.
+// - int8 (every other type, by default): x re-quantized once per call to
 //   two int8 levels per 32, x̃ = dx·(256·a + b) with 256·dx = max|x| / 127
 //   (a = round(x / (256·dx)), b = round(remainder / dx), both clamped to
 //   ±127 so that a table format's sign can flip them), so that 32 weights
@@ -50,8 +51,7 @@ namespace {
 #define RLX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define RLX_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
-using ggml_tables::kvalues_iq4nl;
-using ggml_tables::kvalues_mxfp4;
+using namespace ggml_tables;
 
 RLX_AVX2_INLINE float load_f16(const uint8_t* p) {
   uint16_t h;
@@ -106,17 +106,37 @@ RLX_AVX2_INLINE __m256i bits32(const uint8_t* p, int right, int mask) {
 // x's levels with u's sign).
 enum class Per { None, Block, Sub, Half };
 
-// q8_0: f16 d, i8 qs[32]; w = d·q. Its u would be q + 128, too large for the
-// byte multiply-add's int16 pairs, so it keeps the f32 path (which reads
-// memory as fast as the int8 one would).
+// q8_0: f16 d, i8 qs[32]; w = d·q. kRaw: the f32 path widens the stored
+// int8 weights (qs(b, s)) straight from memory. The int8 path would need
+// |q| ≤ 127 (-128 is allowed) and reads memory no faster, so q8_0 keeps f32.
 struct Q8_0 {
-  static constexpr int kElems = 32, kBytes = 34, kSubs = 1, kOffset = 128;
+  static constexpr int kElems = 32, kBytes = 34, kSubs = 1, kOffset = 0;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
-  static constexpr bool kInt8 = false, kSigned = false;
-  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) {
-    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), _mm256_set1_epi8(-128));
-  }
+  static constexpr bool kInt8 = false, kSigned = false, kRaw = true;
+  RLX_AVX2_INLINE static const uint8_t* qs(const uint8_t* b, int) { return b + 2; }
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
+};
+
+// q8_1: f16 d, f16 s (Σq·d, for ggml's dot products), i8 qs[32]; w = d·q.
+struct Q8_1 {
+  static constexpr int kElems = 32, kBytes = 36, kSubs = 1, kOffset = 0;
+  static constexpr Per kScale = Per::Block, kMin = Per::None;
+  static constexpr bool kInt8 = false, kSigned = false, kRaw = true;
+  RLX_AVX2_INLINE static const uint8_t* qs(const uint8_t* b, int) { return b + 4; }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
+};
+
+// q8_k: 256 elements; f32 d, i8 qs[256], i16 bsums[16]; w = d·q.
+struct Q8_K {
+  static constexpr int kElems = 256, kBytes = 292, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Block, kMin = Per::None;
+  static constexpr bool kInt8 = false, kSigned = false, kRaw = true;
+  RLX_AVX2_INLINE static const uint8_t* qs(const uint8_t* b, int s) { return b + 4 + 32 * s; }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) {
+    float d;
+    std::memcpy(&d, b, 4);
+    return d;
+  }
 };
 
 // q4_0: f16 d, u8 qs[16]; element j: (low nibble of qs[j]) − 8, element
@@ -124,7 +144,7 @@ struct Q8_0 {
 struct Q4_0 {
   static constexpr int kElems = 32, kBytes = 18, kSubs = 1, kOffset = 8;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return nibbles32(b + 2); }
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
 };
@@ -133,25 +153,32 @@ struct Q4_0 {
 struct Q4_1 {
   static constexpr int kElems = 32, kBytes = 20, kSubs = 1, kOffset = 0;
   static constexpr Per kScale = Per::Block, kMin = Per::Block;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return nibbles32(b + 4); }
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
   RLX_AVX2_INLINE static float min(const uint8_t* b) { return -load_f16(b + 2); }
 };
 
-// Bit j of the 32-bit word at p as 0x10 in byte j (the fifth bit of q5_0 / q5_1).
-RLX_AVX2_INLINE __m256i high_bits32(const uint8_t* p) {
-  uint32_t qh;
-  std::memcpy(&qh, p, 4);
-  // Byte j = 0x10 where bit j of qh is set: byte j / 8 of qh to byte j, all
-  // of its bits but bit j % 8 set, compared with all ones.
+// Byte j all ones where bit j of `bits` is set, else zero.
+RLX_AVX2_INLINE __m256i bit_mask32(uint32_t bits) {
+  // Byte j / 8 of `bits` to byte j, all of its bits but bit j % 8 set, compared with all ones.
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                           3, 3, 3, 3, 3, 3);
   const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
-  const __m256i bit = _mm256_cmpeq_epi8(
-      _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), others),
+  return _mm256_cmpeq_epi8(
+      _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread), others),
       _mm256_set1_epi8(-1));
-  return _mm256_and_si256(bit, _mm256_set1_epi8(0x10));
+}
+
+// Bit j of the 32-bit word at p as 0x10 in byte j (the fifth bit of q5_0 / q5_1).
+RLX_AVX2_INLINE __m256i high_bits32(const uint8_t* p) {
+  return _mm256_and_si256(bit_mask32(quant_detail::load_u32(p)), _mm256_set1_epi8(0x10));
+}
+
+// v with byte j negated where bit j of `signs` is set (|v| ≤ 127).
+RLX_AVX2_INLINE __m256i apply_signs(__m256i v, uint32_t signs) {
+  const __m256i m = bit_mask32(signs);
+  return _mm256_sub_epi8(_mm256_xor_si256(v, m), m);
 }
 
 // q5_0: f16 d, u32 qh, u8 qs[16]; element j < 16: (low nibble | bit j of qh
@@ -160,7 +187,7 @@ RLX_AVX2_INLINE __m256i high_bits32(const uint8_t* p) {
 struct Q5_0 {
   static constexpr int kElems = 32, kBytes = 22, kSubs = 1, kOffset = 16;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) {
     return _mm256_or_si256(nibbles32(b + 6), high_bits32(b + 2));
   }
@@ -171,7 +198,7 @@ struct Q5_0 {
 struct Q5_1 {
   static constexpr int kElems = 32, kBytes = 24, kSubs = 1, kOffset = 0;
   static constexpr Per kScale = Per::Block, kMin = Per::Block;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) {
     return _mm256_or_si256(nibbles32(b + 8), high_bits32(b + 4));
   }
@@ -201,7 +228,7 @@ RLX_AVX2_INLINE void k4_scales_mins(const uint8_t* b, float* sc, float* mn) {
 struct Q4_K {
   static constexpr int kElems = 256, kBytes = 144, kSubs = 8, kOffset = 0;
   static constexpr Per kScale = Per::Sub, kMin = Per::Sub;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) { return bits32(b + 16 + 32 * (s / 2), 4 * (s % 2), 0x0F); }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float* mn) { k4_scales_mins(b, sc, mn); }
 };
@@ -211,7 +238,7 @@ struct Q4_K {
 struct Q5_K {
   static constexpr int kElems = 256, kBytes = 176, kSubs = 8, kOffset = 0;
   static constexpr Per kScale = Per::Sub, kMin = Per::Sub;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     return _mm256_or_si256(bits32(b + 48 + 32 * (s / 2), 4 * (s % 2), 0x0F), bits32(b + 16, s - 4, 0x10));
   }
@@ -225,7 +252,7 @@ struct Q5_K {
 struct Q6_K {
   static constexpr int kElems = 256, kBytes = 210, kSubs = 8, kOffset = 32;
   static constexpr Per kScale = Per::Half, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     const int n = s / 4, k = s % 4;
     const __m256i low = bits32(b + 64 * n + 32 * (k & 1), k >= 2 ? 4 : 0, 0x0F);
@@ -248,7 +275,7 @@ RLX_AVX2_INLINE __m256i crumbs32(const uint8_t* qs, int s) { return bits32(qs + 
 struct Q2_K {
   static constexpr int kElems = 256, kBytes = 84, kSubs = 8, kOffset = 0;
   static constexpr Per kScale = Per::Half, kMin = Per::Half;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) { return crumbs32(b + 16, s); }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float* mn) {
     const __m256 d = _mm256_set1_ps(load_f16(b + 80)), dmin = _mm256_set1_ps(load_f16(b + 82));
@@ -267,7 +294,7 @@ struct Q2_K {
 struct Q3_K {
   static constexpr int kElems = 256, kBytes = 110, kSubs = 8, kOffset = 4;
   static constexpr Per kScale = Per::Half, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     return _mm256_or_si256(crumbs32(b + 32, s), bits32(b, s - 2, 0x04));
   }
@@ -292,9 +319,57 @@ struct Q3_K {
 struct TQ2_0 {
   static constexpr int kElems = 256, kBytes = 66, kSubs = 8, kOffset = 1;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = false;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) { return crumbs32(b, s); }
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b + 64); }
+};
+
+// tq1_0: 256 elements; u8 qs[48] (5 trits per byte), u8 qh[4] (4 per
+// byte), f16 d; w = d·(t − 1). A byte holds ceil(v·256 / 243) for the 5-trit
+// number v, so trit n of byte p is ((p·3^n mod 256)·3) >> 8. Sub-block s < 5:
+// trit s of qs[0..32); 5 and 6: trits 0, 1 and 2, 3 of qs[32..48); 7: trit 4
+// of qs[32..48), then trit n of qh[0..4) for n = 0..3.
+struct TQ1_0 {
+  static constexpr int kElems = 256, kBytes = 54, kSubs = 8, kOffset = 1;
+  static constexpr Per kScale = Per::Block, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = false, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    __m256i p, mult;  // the 32 bytes and each one's 3^n (the same for both bytes of a 16-bit lane)
+    if (s < 5) {
+      p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+      mult = _mm256_set1_epi16(static_cast<int16_t>(kPow3[s]));
+    } else {
+      const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32));
+      if (s < 7) {
+        p = _mm256_set_m128i(tail, tail);
+        mult = _mm256_set_m128i(_mm_set1_epi16(kPow3[2 * s - 9]), _mm_set1_epi16(kPow3[2 * s - 10]));
+      } else {
+        p = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(quant_detail::load_u32(b + 48))), tail);
+        mult = _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27);
+      }
+    }
+    const __m256i even = trit(_mm256_and_si256(p, _mm256_set1_epi16(0xFF)), mult);
+    return _mm256_or_si256(even, _mm256_slli_epi16(trit(_mm256_srli_epi16(p, 8), mult), 8));
+  }
+  // The trit of each 16-bit lane's byte (< 256) for its multiplier 3^n.
+  RLX_AVX2_INLINE static __m256i trit(__m256i bytes16, __m256i mult) {
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(bytes16, mult), _mm256_set1_epi16(0xFF));
+    return _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
+  }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b + 52); }
+  static constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
+};
+
+// q1_0: 128 elements; f16 d, one bit per element (element j: bit j % 8 of
+// byte j / 8): set → +d, clear → −d.
+struct Q1_0 {
+  static constexpr int kElems = 128, kBytes = 18, kSubs = 4, kOffset = 0;
+  static constexpr Per kScale = Per::Block, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    return apply_signs(_mm256_set1_epi8(1), ~quant_detail::load_u32(b + 2 + 4 * s));
+  }
+  RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
 };
 
 // 32 nibbles → their values in a 16-entry int8 table (the non-linear formats).
@@ -307,7 +382,7 @@ RLX_AVX2_INLINE __m256i lookup32(__m256i nibbles, const int8_t* table) {
 struct IQ4_NL {
   static constexpr int kElems = 32, kBytes = 18, kSubs = 1, kOffset = 0;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = true;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return lookup32(nibbles32(b + 2), kvalues_iq4nl); }
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return load_f16(b); }
 };
@@ -318,7 +393,7 @@ struct IQ4_NL {
 struct IQ4_XS {
   static constexpr int kElems = 256, kBytes = 136, kSubs = 8, kOffset = 0;
   static constexpr Per kScale = Per::Sub, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = true;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     return lookup32(nibbles32(b + 8 + 16 * s), kvalues_iq4nl);
   }
@@ -339,9 +414,184 @@ struct IQ4_XS {
 struct MXFP4 {
   static constexpr int kElems = 32, kBytes = 17, kSubs = 1, kOffset = 0;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = true;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int) { return lookup32(nibbles32(b + 1), kvalues_mxfp4); }
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return quant_detail::e8m0_half(b[0]); }
+};
+
+// The lattice formats: each group of 8 weights is a row of a grid table
+// (unsigned byte magnitudes) with 8 sign bits, so u is the signed row.
+// Their scales, as the reference writes them, e.g. d·(0.5 + s)·0.25.
+RLX_AVX2_INLINE __m256i rows64(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
+  return _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2), static_cast<long long>(g1),
+                           static_cast<long long>(g0));
+}
+// Eight rows of a table of 32-bit rows, by the eight indices in idx.
+RLX_AVX2_INLINE __m256i rows32(const uint32_t* grid, __m256i idx) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
+}
+
+// iq2_xxs: 256 elements; f16 d, then per sub-block 4 grid bytes and a u32 of
+// 4 × 7 sign bits (ksigns_iq2xs) and a 4-bit scale; w = d·(0.5 + s)·0.25·row.
+struct IQ2_XXS {
+  static constexpr int kElems = 256, kBytes = 66, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Sub, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    const uint8_t* q = b + 2 + 8 * s;
+    const uint32_t aux = quant_detail::load_u32(q + 4);
+    uint32_t signs = 0;
+    for (int l = 0; l < 4; ++l) signs |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
+    return apply_signs(rows64(iq2xxs_grid[q[0]], iq2xxs_grid[q[1]], iq2xxs_grid[q[2]], iq2xxs_grid[q[3]]), signs);
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
+    const float d = load_f16(b);
+    for (int s = 0; s < 8; ++s)
+      sc[s] = d * (0.5f + static_cast<float>(quant_detail::load_u32(b + 6 + 8 * s) >> 28)) * 0.25f;
+  }
+};
+
+// Scales 0.25·d·(0.5 + nibble), low nibble for weights 0-15 of sub-block s, high for 16-31.
+RLX_AVX2_INLINE void iq2_half_scales(float d, const uint8_t* nibbles, float* sc) {
+  for (int s = 0; s < 8; ++s) {
+    sc[2 * s] = d * (0.5f + static_cast<float>(nibbles[s] & 0xF)) * 0.25f;
+    sc[2 * s + 1] = d * (0.5f + static_cast<float>(nibbles[s] >> 4)) * 0.25f;
+  }
+}
+
+// iq2_xs: 256 elements; f16 d, u16 qs[32] (9-bit grid index, 7-bit sign
+// index), u8 scales[8] (two 4-bit scales per sub-block).
+struct IQ2_XS {
+  static constexpr int kElems = 256, kBytes = 74, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Half, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    uint16_t q[4];
+    std::memcpy(q, b + 2 + 8 * s, 8);
+    uint32_t signs = 0;
+    for (int l = 0; l < 4; ++l) signs |= uint32_t{ksigns_iq2xs[q[l] >> 9]} << (8 * l);
+    return apply_signs(
+        rows64(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]), signs);
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) { iq2_half_scales(load_f16(b), b + 66, sc); }
+};
+
+// iq2_s: 256 elements; f16 d, u8 qs[32], u8 signs[32], u8 qh[8] (2 high
+// index bits per group of 8), u8 scales[8].
+struct IQ2_S {
+  static constexpr int kElems = 256, kBytes = 82, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Half, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    const uint8_t* qs = b + 2 + 4 * s;
+    const int qh = b[66 + s];
+    auto row = [&](int l) __attribute__((always_inline)) {
+      return iq2s_grid[qs[l] | ((qh << (8 - 2 * l)) & 0x300)];
+    };
+    return apply_signs(rows64(row(0), row(1), row(2), row(3)), quant_detail::load_u32(b + 34 + 4 * s));
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) { iq2_half_scales(load_f16(b), b + 74, sc); }
+};
+
+// iq3_xxs: 256 elements; f16 d, u8 qs[64] (8 indices into a grid of 4-byte
+// rows per sub-block), u32 scales_and_signs[8] (4 × 7 sign bits, 4-bit scale).
+struct IQ3_XXS {
+  static constexpr int kElems = 256, kBytes = 98, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Sub, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * s)));
+    const uint32_t aux = quant_detail::load_u32(b + 66 + 4 * s);
+    uint32_t signs = 0;
+    for (int l = 0; l < 4; ++l) signs |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
+    return apply_signs(rows32(iq3xxs_grid, idx), signs);
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
+    const float d = load_f16(b);
+    for (int s = 0; s < 8; ++s)
+      sc[s] = d * (0.5f + static_cast<float>(quant_detail::load_u32(b + 66 + 4 * s) >> 28)) * 0.5f;
+  }
+};
+
+// iq3_s: 256 elements; f16 d, u8 qs[64], u8 qh[8] (the 9th index bit of each
+// of a sub-block's 8 rows), u8 signs[32], u8 scales[4] (4 bits per sub-block).
+struct IQ3_S {
+  static constexpr int kElems = 256, kBytes = 110, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Sub, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * s)));
+    const __m256i bit = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);  // row k's 9th index bit is bit k of qh
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[66 + s]), bit), _mm256_set1_epi32(1));
+    return apply_signs(rows32(iq3s_grid, _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8))),
+                       quant_detail::load_u32(b + 74 + 4 * s));
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
+    const float d = load_f16(b);
+    for (int s = 0; s < 8; ++s) {
+      const int sc4 = s % 2 ? b[106 + s / 2] >> 4 : b[106 + s / 2] & 0xF;
+      sc[s] = d * static_cast<float>(1 + 2 * sc4);
+    }
+  }
+};
+
+// The iq1 grids hold −1 / 0 / +1 per byte and each group of 8 shifts by
+// δ = ±1/8: u = 8·row ± 1, and the scale is divided by 8.
+RLX_AVX2_INLINE __m256i iq1_u(__m256i rows, __m256i delta) {
+  const __m256i r2 = _mm256_add_epi8(rows, rows), r4 = _mm256_add_epi8(r2, r2);
+  return _mm256_add_epi8(_mm256_add_epi8(r4, r4), delta);
+}
+
+// iq1_s: 256 elements; f16 d, u8 qs[32], u16 qh[8] (3 high index bits per
+// group, a 3-bit scale and δ's sign per sub-block); w = d·(2s + 1)·(row + δ).
+struct IQ1_S {
+  static constexpr int kElems = 256, kBytes = 50, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Sub, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    const uint8_t* qs = b + 2 + 4 * s;
+    const uint16_t qh = quant_detail::load_u16(b + 34 + 2 * s);
+    auto row = [&](int l) __attribute__((always_inline)) { return iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)]; };
+    return iq1_u(rows64(row(0), row(1), row(2), row(3)), _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
+    const float d = load_f16(b);
+    for (int s = 0; s < 8; ++s)
+      sc[s] = d * static_cast<float>(2 * ((quant_detail::load_u16(b + 34 + 2 * s) >> 12) & 7) + 1) * 0.125f;
+  }
+};
+
+// iq1_m: 256 elements; u8 qs[32], u8 qh[16] (per group: 3 high index bits
+// and δ's sign), u8 scales[8] (3-bit scales per 16; their top nibbles hold
+// the f16 d); w = d·(2s + 1)·(row + δ).
+struct IQ1_M {
+  static constexpr int kElems = 256, kBytes = 56, kSubs = 8, kOffset = 0;
+  static constexpr Per kScale = Per::Half, kMin = Per::None;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
+  RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
+    const uint8_t* qs = b + 4 * s;
+    const uint8_t* qh = b + 32 + 2 * s;
+    auto row = [&](int l) __attribute__((always_inline)) {
+      const int h = qh[l / 2];
+      return iq1s_grid[qs[l] | ((l % 2 ? h << 4 : h << 8) & 0x700)];
+    };
+    auto delta = [&](int l) __attribute__((always_inline)) {
+      return qh[l / 2] & (l % 2 ? 0x80 : 0x08) ? int64_t{-1} : int64_t{0x0101010101010101};
+    };
+    return iq1_u(rows64(row(0), row(1), row(2), row(3)), _mm256_set_epi64x(delta(3), delta(2), delta(1), delta(0)));
+  }
+  RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
+    uint16_t w[4];
+    std::memcpy(w, b + 48, 8);
+    const auto dbits =
+        static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) | ((w[2] >> 4) & 0x0F00) | (w[3] & 0xF000));
+    const float d = f16_to_f32(dbits);
+    for (int s = 0; s < 8; ++s) {
+      const int shift = 6 * (s % 2);
+      sc[2 * s] = d * static_cast<float>(2 * ((w[s / 2] >> shift) & 7) + 1) * 0.125f;
+      sc[2 * s + 1] = d * static_cast<float>(2 * ((w[s / 2] >> (shift + 3)) & 7) + 1) * 0.125f;
+    }
+  }
 };
 
 // nvfp4: 64 elements; u8 d[4] (ue4m3, one per 16), u8 qs[32]: per 16, eight
@@ -349,7 +599,7 @@ struct MXFP4 {
 struct NVFP4 {
   static constexpr int kElems = 64, kBytes = 36, kSubs = 2, kOffset = 0;
   static constexpr Per kScale = Per::Half, kMin = Per::None;
-  static constexpr bool kInt8 = true, kSigned = true;
+  static constexpr bool kInt8 = true, kSigned = true, kRaw = false;
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     // nibbles32 gives (low 0-7, low 8-15 | high 0-7, high 8-15); the weights want low 0-7, high 0-7, low 8-15, ...
     return lookup32(_mm256_permute4x64_epi64(nibbles32(b + 4 + 16 * s), 0xD8), kvalues_mxfp4);
@@ -489,10 +739,10 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
     for (int s = 0; s < L::kSubs; ++s) {
       const int64_t sub = i * L::kSubs + s;
       const __m256 scale = sc.lanes(s);
-      if constexpr (std::is_same_v<L, Q8_0>) {  // the int8 weights as stored, widened straight from memory
+      if constexpr (L::kRaw) {  // the int8 weights as stored, widened straight from memory
         __m256 wq[4];
 #pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) wq[g] = i8x8_ps(w + 2 + 8 * g);
+        for (int g = 0; g < 4; ++g) wq[g] = i8x8_ps(L::qs(w, s) + 8 * g);
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const float* xs = q.x + m * q.K + 32 * sub;
@@ -501,19 +751,19 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
           for (int g = 1; g < 4; ++g) t = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8 * g), wq[g], t);
           acc[m] = _mm256_fmadd_ps(scale, t, acc[m]);
         }
-        continue;
-      }
-      const __m256i qw = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
-      const __m128i q_lo = _mm256_castsi256_si128(qw), q_hi = _mm256_extracti128_si256(qw, 1);
+      } else {
+        const __m256i qw = _mm256_sub_epi8(L::u(w, s), offset);  // u − offset fits int8 for every layout
+        const __m128i q_lo = _mm256_castsi256_si128(qw), q_hi = _mm256_extracti128_si256(qw, 1);
 #pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) {
-        const float* xs = q.x + m * q.K + 32 * sub;
-        const __m256 lo = dot16_i8(xs, q_lo), hi = dot16_i8(xs + 16, q_hi);
-        if constexpr (L::kScale == Per::Half) {  // scale: lanes 0-3 for weights 0-15, 4-7 for 16-31
-          acc[m] = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x00), lo, acc[m]);
-          acc[m] = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x11), hi, acc[m]);
-        } else {
-          acc[m] = _mm256_fmadd_ps(scale, _mm256_add_ps(lo, hi), acc[m]);
+        for (int m = 0; m < M; ++m) {
+          const float* xs = q.x + m * q.K + 32 * sub;
+          const __m256 lo = dot16_i8(xs, q_lo), hi = dot16_i8(xs + 16, q_hi);
+          if constexpr (L::kScale == Per::Half) {  // scale: lanes 0-3 for weights 0-15, 4-7 for 16-31
+            acc[m] = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x00), lo, acc[m]);
+            acc[m] = _mm256_fmadd_ps(_mm256_permute2f128_ps(scale, scale, 0x11), hi, acc[m]);
+          } else {
+            acc[m] = _mm256_fmadd_ps(scale, _mm256_add_ps(lo, hi), acc[m]);
+          }
         }
       }
     }
@@ -612,11 +862,14 @@ struct XNeeds {
 };
 XNeeds x_needs(DType type) {
   switch (type) {
-    case DType::Q8_0: return {true, false, false, false};
+    case DType::Q8_0:
+    case DType::Q8_1:
+    case DType::Q8_K: return {true, false, false, false};
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q6_K:
     case DType::Q3_K:
+    case DType::TQ1_0:
     case DType::TQ2_0: return {true, false, false, true};
     case DType::Q4_1:
     case DType::Q5_1:
@@ -626,7 +879,15 @@ XNeeds x_needs(DType type) {
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4:
-    case DType::NVFP4: return {true, false, false, true};
+    case DType::NVFP4:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::Q1_0: return {true, false, false, true};
     default: return {};
   }
 }
@@ -669,6 +930,10 @@ void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const Quant
 #if RLX_QUANT_DOT_AVX2
   switch (type) {
     case DType::Q8_0: return dot_rows_m<Q8_0>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q8_1: return dot_rows_m<Q8_1>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q8_K: return dot_rows_m<Q8_K>(w, row_bytes, x, rows, y, ldy);
+    case DType::Q1_0: return dot_rows_m<Q1_0>(w, row_bytes, x, rows, y, ldy);
+    case DType::TQ1_0: return dot_rows_m<TQ1_0>(w, row_bytes, x, rows, y, ldy);
     case DType::Q4_0: return dot_rows_m<Q4_0>(w, row_bytes, x, rows, y, ldy);
     case DType::Q4_1: return dot_rows_m<Q4_1>(w, row_bytes, x, rows, y, ldy);
     case DType::Q5_0: return dot_rows_m<Q5_0>(w, row_bytes, x, rows, y, ldy);
@@ -683,6 +948,13 @@ void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const Quant
     case DType::TQ2_0: return dot_rows_m<TQ2_0>(w, row_bytes, x, rows, y, ldy);
     case DType::MXFP4: return dot_rows_m<MXFP4>(w, row_bytes, x, rows, y, ldy);
     case DType::NVFP4: return dot_rows_m<NVFP4>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ2_XXS: return dot_rows_m<IQ2_XXS>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ2_XS: return dot_rows_m<IQ2_XS>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ2_S: return dot_rows_m<IQ2_S>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ3_XXS: return dot_rows_m<IQ3_XXS>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ3_S: return dot_rows_m<IQ3_S>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ1_S: return dot_rows_m<IQ1_S>(w, row_bytes, x, rows, y, ldy);
+    case DType::IQ1_M: return dot_rows_m<IQ1_M>(w, row_bytes, x, rows, y, ldy);
     default: break;
   }
 #endif

@@ -9,15 +9,14 @@
 
 namespace rlx::cpu {
 
-// Whether quant_dot takes `type` on this CPU (AVX2 + FMA; Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ2_0, MXFP4,
-// NVFP4).
+// Whether quant_dot takes `type` on this CPU: every GGUF quant type, given
+// AVX2 + FMA.
 bool quant_dot_supported(DType type);
 
 // The rows of x [M, K] (M ≤ kMaxRows) prepared for quant_dot_rows with
 // weights of `type`, once per GEMV: Σx per 32 (the mins of q4_1, q5_1, q4_k,
-// q5_k) or per 16 (q2_k's) and, on the int8 path, x re-quantized to two int8
-// levels per 32.
+// q5_k) or per 16 (q2_k's) and, on the int8 path (every type but q8_0, q8_1
+// and q8_k), x re-quantized to two int8 levels per 32.
 struct QuantDotX {
   static constexpr int64_t kMaxRows = 8;
   QuantDotX(DType type, const float* x, int64_t M, int64_t K);

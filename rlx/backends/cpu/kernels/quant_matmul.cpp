@@ -2,10 +2,10 @@
 // their GGUF block format; rows are dequantized with the reference
 // dequantizers (rlx/formats/quant.h) just before use, so no full f32 copy of
 // W ever exists.
-// - Few rows of x (decode): each task dequantizes one W row into a
-//   thread-local buffer and dots it with every x row — W is read once. With
-//   up to 8 rows of x and a type quant_dot takes (AVX2 + FMA), the rows are
-//   decoded in registers instead, once for all rows of x (quant_dot.cpp).
+// - Few rows of x (decode): with up to 8 rows of x on an AVX2 + FMA CPU, the
+//   W rows are decoded in registers once for all rows of x (quant_dot.cpp,
+//   every type); otherwise each task dequantizes one W row into a
+//   thread-local buffer and dots it with every x row. Either way W is read once.
 // - Many rows (prefill): W is dequantized a tile of rows at a time and the
 //   tile goes through the f32 GEMM (OpenBLAS when available).
 #include <algorithm>
