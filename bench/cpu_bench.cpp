@@ -253,8 +253,8 @@ void bench_quant_gemv(int reps) {
   std::printf("\nquantized GEMV y[1,N] = x[1,K]·W[N,K]ᵀ (W in its GGUF blocks, cold: copies of W > 512 MB "
               "rotated), median of %d\n", reps);
   std::printf("  memory read ceiling (all threads, 512 MB): %.1f GB/s\n", read_bandwidth_gbs());
-  std::printf("  %-8s %-16s %10s %10s %12s\n", "type", "N x K", "MB", "kernel ms", "GB/s of W");
-  struct S { rlx::DType type; int64_t n, k; };
+  std::printf("  %-8s %-22s %10s %10s %12s\n", "type", "N x K", "MB", "kernel ms", "GB/s of W");
+  struct S { rlx::DType type; int64_t n, k, m = 1; };  // m: activation rows
   // Random blocks with the scale fields (f16, at these byte offsets; e8m0 / ue4m3 bytes) set to
   // realistic values.
   struct Layout { rlx::DType type; int64_t bytes; std::vector<int> f16_fields, byte_fields; uint8_t byte_value; };
@@ -275,10 +275,12 @@ void bench_quant_gemv(int reps) {
       S{DType::IQ4_NL, 4096, 4096}, S{DType::IQ4_XS, 4096, 4096}, S{DType::TQ2_0, 4096, 4096},
       S{DType::MXFP4, 4096, 4096}, S{DType::NVFP4, 4096, 4096}, S{DType::IQ2_XXS, 4096, 4096},
       S{DType::IQ2_XS, 4096, 4096}, S{DType::IQ2_S, 4096, 4096}, S{DType::IQ3_XXS, 4096, 4096},
-      S{DType::IQ3_S, 4096, 4096}, S{DType::IQ1_S, 4096, 4096}, S{DType::IQ1_M, 4096, 4096}};
+      S{DType::IQ3_S, 4096, 4096}, S{DType::IQ1_S, 4096, 4096}, S{DType::IQ1_M, 4096, 4096},
+      S{DType::Q4_K, 4096, 4096, 8}, S{DType::Q4_K, 4096, 4096, 12}, S{DType::IQ4_XS, 4096, 4096, 12},
+      S{DType::IQ2_XXS, 4096, 4096, 12}};
   for (S s : shapes) {
     rlx::Graph g;
-    auto x = rlx::input(g, "x", rlx::DType::F32, {1, s.k});
+    auto x = rlx::input(g, "x", rlx::DType::F32, {s.m, s.k});
     auto w = rlx::param(g, "w", s.type, {s.n, s.k});
     rlx::output("y", rlx::dequant_matmul(x, w));
     rlx::Session session("cpu");
@@ -302,7 +304,7 @@ void bench_quant_gemv(int reps) {
       exes.push_back(session.compile(g));
       exes.back()->set_param("w", rlx::Tensor::from_bytes(s.type, {s.n, s.k}, blocks.data(), blocks.size()));
     }
-    const std::vector<rlx::Tensor> in = {random_tensor({1, s.k}, 13)};
+    const std::vector<rlx::Tensor> in = {random_tensor({s.m, s.k}, 13)};
     for (auto& e : exes) e->run(in);  // warm-up: compile, fault pages in
     std::vector<double> kern;
     for (int i = 0; i < std::max<int64_t>(reps, copies); ++i) {
@@ -313,9 +315,10 @@ void bench_quant_gemv(int reps) {
     std::sort(kern.begin(), kern.end());
     const double t = kern[kern.size() / 2], mb = static_cast<double>(bytes) * 1e-6;
     char shape[32];
-    std::snprintf(shape, sizeof(shape), "%lld x %lld", static_cast<long long>(s.n), static_cast<long long>(s.k));
+    std::snprintf(shape, sizeof(shape), "%lld x %lld%s", static_cast<long long>(s.n), static_cast<long long>(s.k),
+                  s.m > 1 ? (", m " + std::to_string(s.m)).c_str() : "");
     const std::string type(rlx::dtype_name(s.type));
-    std::printf("  %-8s %-16s %10.1f %10.3f %12.1f\n", type.c_str(), shape, mb, t * 1e3, mb / t * 1e-3);
+    std::printf("  %-8s %-22s %10.1f %10.3f %12.1f\n", type.c_str(), shape, mb, t * 1e3, mb / t * 1e-3);
   }
 }
 

@@ -93,7 +93,7 @@ TEST(QuantKernels, DequantMatMulEveryQuantizableType) {
       if (!has_cpu_quantize(t)) continue;
       check_dequant_matmul({t, DType::F32, 1, 300, 512}, seed++, int8_x);   // decode row path
       check_dequant_matmul({t, DType::F32, 5, 33, 256}, seed++, int8_x);
-      check_dequant_matmul({t, DType::F32, 12, 40, 256}, seed++, int8_x);   // dequantize + dot, 9-16 rows
+      check_dequant_matmul({t, DType::F32, 12, 40, 256}, seed++, int8_x);   // 9-16 rows: two passes of 6
       check_dequant_matmul({t, DType::F32, 70, 300, 512}, seed++, int8_x);  // tiled GEMM path, partial tile
     }
   }

@@ -2,10 +2,10 @@
 // their GGUF block format; rows are dequantized with the reference
 // dequantizers (rlx/formats/quant.h) just before use, so no full f32 copy of
 // W ever exists.
-// - Few rows of x (decode): with up to 8 rows of x on an AVX2 + FMA CPU, the
-//   W rows are decoded in registers once for all rows of x (quant_dot.cpp,
-//   every type); otherwise each task dequantizes one W row into a
-//   thread-local buffer and dots it with every x row. Either way W is read once.
+// - Few rows of x (decode, short prompts): on an AVX2 + FMA CPU the W rows
+//   are decoded in registers once for up to 8 rows of x (quant_dot.cpp,
+//   every type; 9-16 rows take two passes); otherwise each task dequantizes
+//   one W row into a thread-local buffer and dots it with every x row.
 // - Many rows (prefill): W is dequantized a tile of rows at a time and the
 //   tile goes through the f32 GEMM (OpenBLAS when available).
 #include <algorithm>
@@ -50,11 +50,16 @@ void dequant_matmul_kernel(KernelArgs& a) {
     return;
   }
 
-  if (M <= QuantDotX::kMaxRows && quant_dot_supported(wt)) {  // weights decoded in registers, x prepared once
-    const QuantDotX qx(wt, x, M, K);
-    a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
-      quant_dot_rows(wt, w + b * row_bytes, row_bytes, qx, e - b, y + b, N);
-    });
+  if (M <= kGemvMaxRows && quant_dot_supported(wt)) {  // weights decoded in registers, x prepared once
+    // More than 8 rows of x: in equal chunks of at most 8, each pass reading W
+    // again (at 12 rows, Q4_K 4096 × 4096: 4.5 ms instead of 16.8 ms row by row).
+    const int64_t chunks = (M + QuantDotX::kMaxRows - 1) / QuantDotX::kMaxRows, rows = (M + chunks - 1) / chunks;
+    for (int64_t m0 = 0; m0 < M; m0 += rows) {
+      const QuantDotX qx(wt, x + m0 * K, std::min(rows, M - m0), K);
+      a.pool.parallel_for(N, 16, [&](int64_t b, int64_t e) {
+        quant_dot_rows(wt, w + b * row_bytes, row_bytes, qx, e - b, y + m0 * N + b, N);
+      });
+    }
     return;
   }
   if (M <= kGemvMaxRows) {
