@@ -95,20 +95,20 @@ RLX_AVX2_INLINE __m256i bits32(const uint8_t* p, int right, int mask) {
   return _mm256_and_si256(sh, _mm256_set1_epi8(static_cast<char>(mask)));
 }
 
-// Each layout: kElems weights in kBytes per block, kSubs sub-blocks of 32;
-// u(b, s): sub-block s's weights as bytes, w = scale·(u − kOffset) − m' (for
-// the table formats, u is the signed table value itself and kOffset 0). The
-// scales come one per block (kScale Block: scale(b)), one per sub-block
-// (PerSub) or one per 16 weights (PerHalf), the latter two from scales(b,
-// sc, mn), which also gives the mins m' where kMin says (PerSub, PerHalf);
-// kMin Block: min(b), one m' for a one-sub-block block. kInt8: the int8 path
-// takes it; kSigned: u is the signed table value (the path multiplies |u| by
-// x's levels with u's sign).
+// Each layout: kElems weights in kBytes per block, kSubs sub-blocks of 32.
+// u(b, s): sub-block s's 32 weights as bytes, w = scale·(u − kOffset) − m'
+// (kSigned: u holds the signed values themselves, kOffset 0, and the int8
+// path multiplies |u| by x's levels carrying u's sign; kRaw: no u, qs(b, s)
+// points at the stored int8 weights). kScale: one scale per block
+// (Per::Block, scale(b)), per sub-block (Per::Sub) or per 16 weights
+// (Per::Half), the latter two from scales(b, sc, mn), which also gives the
+// mins m' when kMin is Sub or Half; kMin Block: min(b), the m' of a
+// one-sub-block block. kInt8: the int8 path takes it (else f32 only).
 enum class Per { None, Block, Sub, Half };
 
-// q8_0: f16 d, i8 qs[32]; w = d·q. kRaw: the f32 path widens the stored
-// int8 weights (qs(b, s)) straight from memory. The int8 path would need
-// |q| ≤ 127 (-128 is allowed) and reads memory no faster, so q8_0 keeps f32.
+// q8_0: f16 d, i8 qs[32]; w = d·q. The f32 path widens the stored weights
+// straight from memory; the int8 path would need |q| ≤ 127 (q8_0 allows
+// −128) and reads memory no faster, so the q8 formats keep f32.
 struct Q8_0 {
   static constexpr int kElems = 32, kBytes = 34, kSubs = 1, kOffset = 0;
   static constexpr Per kScale = Per::Block, kMin = Per::None;
