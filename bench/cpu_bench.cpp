@@ -277,7 +277,8 @@ void bench_quant_gemv(int reps) {
       S{DType::IQ2_XS, 4096, 4096}, S{DType::IQ2_S, 4096, 4096}, S{DType::IQ3_XXS, 4096, 4096},
       S{DType::IQ3_S, 4096, 4096}, S{DType::IQ1_S, 4096, 4096}, S{DType::IQ1_M, 4096, 4096},
       S{DType::Q4_K, 4096, 4096, 8}, S{DType::Q4_K, 4096, 4096, 12}, S{DType::IQ4_XS, 4096, 4096, 12},
-      S{DType::IQ2_XXS, 4096, 4096, 12}};
+      S{DType::IQ2_XXS, 4096, 4096, 12}, S{DType::Q4_K, 4096, 4096, 64}, S{DType::Q3_K, 4096, 4096, 64},
+      S{DType::IQ4_XS, 4096, 4096, 64}, S{DType::IQ2_XXS, 4096, 4096, 64}};
   for (S s : shapes) {
     rlx::Graph g;
     auto x = rlx::input(g, "x", rlx::DType::F32, {s.m, s.k});

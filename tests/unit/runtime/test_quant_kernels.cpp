@@ -166,46 +166,77 @@ TEST(QuantKernels, ShapeErrorsAreClear) {
   }
 }
 
+// Every GGUF quant type's block: its size, the offsets of its scale fields
+// (set to realistic values; the rest of a random block is random bytes) and
+// whether quant_dot's int8 path takes it.
+struct QuantCase {
+  DType type;
+  int64_t block_bytes, block_elems;
+  std::vector<int> f16_fields;   // byte offsets of the block's f16 scales
+  std::vector<int> byte_fields;  // its e8m0 (mxfp4) or ue4m3 (nvfp4) scale bytes
+  bool int8;                     // the int8 path takes it
+};
+const QuantCase kQuantCases[] = {
+    {DType::Q8_0, 34, 32, {0}, {}, false},          {DType::Q4_0, 18, 32, {0}, {}, true},
+    {DType::Q4_1, 20, 32, {0, 2}, {}, true},        {DType::Q5_0, 22, 32, {0}, {}, true},
+    {DType::Q5_1, 24, 32, {0, 2}, {}, true},        {DType::Q2_K, 84, 256, {80, 82}, {}, true},
+    {DType::Q3_K, 110, 256, {108}, {}, true},       {DType::Q4_K, 144, 256, {0, 2}, {}, true},
+    {DType::Q5_K, 176, 256, {0, 2}, {}, true},      {DType::Q6_K, 210, 256, {208}, {}, true},
+    {DType::TQ2_0, 66, 256, {64}, {}, true},        {DType::IQ4_NL, 18, 32, {0}, {}, true},
+    {DType::IQ4_XS, 136, 256, {0}, {}, true},       {DType::MXFP4, 17, 32, {}, {0}, true},
+    {DType::NVFP4, 36, 64, {}, {0, 1, 2, 3}, true}, {DType::IQ2_XXS, 66, 256, {0}, {}, true},
+    {DType::IQ2_XS, 74, 256, {0}, {}, true},        {DType::IQ2_S, 82, 256, {0}, {}, true},
+    {DType::IQ3_XXS, 98, 256, {0}, {}, true},       {DType::IQ3_S, 110, 256, {0}, {}, true},
+    {DType::IQ1_S, 50, 256, {0}, {}, true},         {DType::IQ1_M, 56, 256, {}, {}, true},
+    {DType::Q8_1, 36, 32, {0, 2}, {}, false},       {DType::Q8_K, 292, 256, {}, {}, false},
+    {DType::Q1_0, 18, 128, {0}, {}, true},          {DType::TQ1_0, 54, 256, {52}, {}, true}};
+
+// `blocks` random blocks of c's type; zero_second: the f16 at offset 2 (a
+// k-quant's dmin, q4_1's m) is 0.
+std::vector<uint8_t> random_blocks(const QuantCase& c, int64_t blocks, std::mt19937& rng, bool zero_second) {
+  std::uniform_int_distribution<int> byte(0, 255), e8m0(118, 130), ue4m3(0x08, 0x5F);
+  std::uniform_real_distribution<float> scale(1e-4f, 0.05f);
+  std::vector<uint8_t> w(static_cast<size_t>(blocks * c.block_bytes));
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = w.data() + b * c.block_bytes;
+    for (int off : c.f16_fields) {
+      const float s = zero_second && off == 2 ? 0.0f : (byte(rng) & 1 ? scale(rng) : -scale(rng));
+      const uint16_t h = f32_to_f16(s);
+      std::memcpy(blk + off, &h, 2);
+    }
+    if (c.type == DType::Q8_K) {  // an f32 d
+      const float d = scale(rng);
+      std::memcpy(blk, &d, 4);
+    }
+    if (c.type == DType::IQ1_M) {  // its f16 d is spread over the top nibbles of the four u16 scales
+      const uint16_t h = f32_to_f16(scale(rng));
+      for (int k = 0; k < 4; ++k)
+        blk[48 + 2 * k + 1] = static_cast<uint8_t>((blk[48 + 2 * k + 1] & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+    }
+    for (int off : c.byte_fields) blk[off] = static_cast<uint8_t>(c.type == DType::MXFP4 ? e8m0(rng) : ue4m3(rng));
+  }
+  return w;
+}
+
 // The CPU decode GEMV's in-register dot (quant_dot, AVX2 + FMA) against a
 // float64 dot of the reference dequantizer's row: random blocks with scale
 // fields drawn from realistic ranges, random activations, every supported
 // type, 1-7 weight rows against 1-8 rows of x per call, on both of its paths:
-// - f32 activations (RLX_CPU_GEMV_Q8=0, and q8_0 always): f32 rounding of the
-//   terms it adds, |error| ≤ 2·√K·2⁻²⁴·Σ|x|·(|w| + max|w|) (the errors seen
-//   are under 1% of it);
+// - f32 activations (RLX_CPU_GEMV_Q8=0, and the q8 formats always): f32
+//   rounding of the terms it adds, |error| ≤ 2·√K·2⁻²⁴·Σ|x|·(|w| + max|w|)
+//   (the errors seen are under 1% of it);
 // - int8 activations (the default for the others): x re-quantized per 32
 //   with step dx = max|x| / (127·256), |error| ≤ Σ|w|·dx + twice the f32 bound.
 // One wrong weight costs about 1/K of Σ|x·w|, several times either bound.
 TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
-  struct Case {
-    DType type;
-    int64_t block_bytes, block_elems;
-    std::vector<int> f16_fields;   // byte offsets of the block's f16 scales
-    std::vector<int> byte_fields;  // its e8m0 (mxfp4) or ue4m3 (nvfp4) scale bytes
-    bool int8;                     // the int8 path takes it
-  };
-  const Case cases[] = {
-      {DType::Q8_0, 34, 32, {0}, {}, false},       {DType::Q4_0, 18, 32, {0}, {}, true},
-      {DType::Q4_1, 20, 32, {0, 2}, {}, true},     {DType::Q5_0, 22, 32, {0}, {}, true},
-      {DType::Q5_1, 24, 32, {0, 2}, {}, true},     {DType::Q2_K, 84, 256, {80, 82}, {}, true},
-      {DType::Q3_K, 110, 256, {108}, {}, true},    {DType::Q4_K, 144, 256, {0, 2}, {}, true},
-      {DType::Q5_K, 176, 256, {0, 2}, {}, true},   {DType::Q6_K, 210, 256, {208}, {}, true},
-      {DType::TQ2_0, 66, 256, {64}, {}, true},     {DType::IQ4_NL, 18, 32, {0}, {}, true},
-      {DType::IQ4_XS, 136, 256, {0}, {}, true},    {DType::MXFP4, 17, 32, {}, {0}, true},
-      {DType::NVFP4, 36, 64, {}, {0, 1, 2, 3}, true}, {DType::IQ2_XXS, 66, 256, {0}, {}, true},
-      {DType::IQ2_XS, 74, 256, {0}, {}, true},     {DType::IQ2_S, 82, 256, {0}, {}, true},
-      {DType::IQ3_XXS, 98, 256, {0}, {}, true},    {DType::IQ3_S, 110, 256, {0}, {}, true},
-      {DType::IQ1_S, 50, 256, {0}, {}, true},      {DType::IQ1_M, 56, 256, {}, {}, true},
-      {DType::Q8_1, 36, 32, {0, 2}, {}, false},    {DType::Q8_K, 292, 256, {}, {}, false},
-      {DType::Q1_0, 18, 128, {0}, {}, true},       {DType::TQ1_0, 54, 256, {52}, {}, true}};
   std::mt19937 rng(2024);
-  std::uniform_int_distribution<int> byte(0, 255), e8m0(118, 130), ue4m3(0x08, 0x5F);
-  std::uniform_real_distribution<float> scale(1e-4f, 0.05f), xs(-2.0f, 2.0f);
+  std::uniform_real_distribution<float> xs(-2.0f, 2.0f);
   int ran = 0;
   double worst[2] = {0, 0};  // largest error / bound seen, f32 and int8 paths
   for (bool int8 : {false, true}) {
     test::ScopedEnv q8("RLX_CPU_GEMV_Q8", int8 ? "1" : "0");
-    for (const auto& c : cases) {
+    for (const auto& c : kQuantCases) {
       if (!cpu::quant_dot_supported(c.type)) continue;
       ++ran;
       const bool int8_path = int8 && c.int8;
@@ -213,31 +244,7 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
         const int64_t nb = K / c.block_elems;
         for (int trial = 0; trial < 24; ++trial) {
           const int64_t rows = 1 + trial % 7, M = 1 + trial % 8, row_bytes = nb * c.block_bytes;
-          std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes));
-          for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
-          for (int64_t b = 0; b < rows * nb; ++b)
-            for (int off : c.f16_fields) {
-              const float s = trial % 5 == 0 && off == 2 ? 0.0f : (byte(rng) & 1 ? scale(rng) : -scale(rng));
-              const uint16_t h = f32_to_f16(s);
-              std::memcpy(w.data() + b * c.block_bytes + off, &h, 2);
-            }
-          if (c.type == DType::Q8_K)  // an f32 d
-            for (int64_t b = 0; b < rows * nb; ++b) {
-              const float d = scale(rng);
-              std::memcpy(w.data() + b * c.block_bytes, &d, 4);
-            }
-          if (c.type == DType::IQ1_M)  // its f16 d is spread over the top nibbles of the four u16 scales
-            for (int64_t b = 0; b < rows * nb; ++b) {
-              const uint16_t h = f32_to_f16(scale(rng));
-              for (int k = 0; k < 4; ++k) {
-                uint8_t& top = w[static_cast<size_t>(b * c.block_bytes + 48 + 2 * k + 1)];
-                top = static_cast<uint8_t>((top & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
-              }
-            }
-          for (int64_t b = 0; b < rows * nb; ++b)
-            for (int off : c.byte_fields)
-              w[static_cast<size_t>(b * c.block_bytes + off)] =
-                  static_cast<uint8_t>(c.type == DType::MXFP4 ? e8m0(rng) : ue4m3(rng));
+          const std::vector<uint8_t> w = random_blocks(c, rows * nb, rng, trial % 5 == 0);
           std::vector<float> x(static_cast<size_t>(M * K)), row(static_cast<size_t>(K));
           std::vector<float> got(static_cast<size_t>(M * rows));
           for (auto& v : x) v = xs(rng);
@@ -292,7 +299,8 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
   for (int t = 0; t < static_cast<int>(DType::Count_); ++t) {
     const auto type = static_cast<DType>(t);
     if (!is_quant(type)) continue;
-    EXPECT_TRUE(std::any_of(std::begin(cases), std::end(cases), [&](const Case& c) { return c.type == type; }))
+    EXPECT_TRUE(std::any_of(std::begin(kQuantCases), std::end(kQuantCases),
+                            [&](const QuantCase& c) { return c.type == type; }))
         << dtype_name(type) << " has no case";
     if (ran > 0) {
       EXPECT_TRUE(cpu::quant_dot_supported(type)) << dtype_name(type) << " has no quant_dot kernel";
@@ -300,6 +308,29 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
   }
 
   if (ran == 0) GTEST_SKIP() << "this CPU has no AVX2: quant_dot is not used";
+}
+
+// The CPU's row dequantizer for matmul tiles and gathers (quant_dot's layouts
+// where it takes the type) gives the reference dequantizer's bits exactly,
+// every type, random blocks (NaN or not: compared as bits).
+TEST(QuantDot, DequantizeRowsEqualsReferenceBitForBit) {
+  std::mt19937 rng(77);
+  for (const auto& c : kQuantCases) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const int64_t K = c.block_elems * (1 + trial), rows = 1 + trial % 3;
+      const int64_t row_bytes = K / c.block_elems * c.block_bytes;
+      const std::vector<uint8_t> w = random_blocks(c, rows * (K / c.block_elems), rng, trial % 3 == 0);
+      std::vector<float> got(static_cast<size_t>(rows * K), -1.0f), want(got.size(), -2.0f);
+      cpu::dequantize_rows(c.type, w.data(), row_bytes, rows, K, got.data());
+      for (int64_t r = 0; r < rows; ++r) dequantize_row(c.type, w.data() + r * row_bytes, want.data() + r * K, K);
+      for (size_t i = 0; i < got.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &got[i], 4);
+        std::memcpy(&b, &want[i], 4);
+        ASSERT_EQ(a, b) << dtype_name(c.type) << " K " << K << " element " << i << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 
 #include "rlx/core/env.h"
 #include "rlx/core/error.h"
+#include "rlx/formats/quant.h"
 #include "rlx/formats/quant_internal.h"  // the reference block layouts' helpers
 #include "rlx/formats/quant_tables.h"
 
@@ -836,6 +837,38 @@ void dot_rows(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t r
   }
 }
 
+// Blocks [0, nb) of one row at w to f32: scale·(u − offset) − m' per weight,
+// in the reference dequantizers' operation order (their products and sums
+// with the same scales), so the floats are the same bits.
+template <class L>
+RLX_AVX2 void dequant_row(const uint8_t* w, int64_t nb, float* y) {
+  alignas(32) float block[16], mins[16];
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(L::kOffset));
+  for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
+    float one = 0.0f, min1 = 0.0f;
+    if constexpr (L::kScale == Per::Block) one = L::scale(w);
+    else L::scales(w, block, mins);
+    if constexpr (L::kMin == Per::Block) min1 = L::min(w);
+#pragma GCC unroll 8
+    for (int s = 0; s < L::kSubs; ++s, y += 32) {
+      __m256i v;
+      if constexpr (L::kRaw) v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::qs(w, s)));
+      else v = _mm256_sub_epi8(L::u(w, s), offset);
+      const __m128i halves[2] = {_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)};
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {  // weights 8g .. 8g + 7
+        const int k = L::kScale == Per::Half ? 2 * s + g / 2 : s;
+        const __m256 scale = _mm256_set1_ps(L::kScale == Per::Block ? one : block[k]);
+        const __m256 q = i8x8_ps(g % 2 ? _mm_srli_si128(halves[g / 2], 8) : halves[g / 2]);
+        __m256 r = _mm256_mul_ps(scale, q);
+        if constexpr (L::kMin == Per::Block) r = _mm256_sub_ps(r, _mm256_set1_ps(min1));
+        else if constexpr (L::kMin != Per::None) r = _mm256_sub_ps(r, _mm256_set1_ps(mins[k]));
+        _mm256_storeu_ps(y + 8 * g, r);
+      }
+    }
+  }
+}
+
 template <class L>
 void dot_rows_m(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y, int64_t ldy) {
   switch (x.M) {
@@ -925,41 +958,66 @@ QuantDotX::QuantDotX(DType type, const float* xs, int64_t m, int64_t k) : x(xs),
 #endif
 }
 
+namespace {
+
+#if RLX_QUANT_DOT_AVX2
+// f(L{}) for the layout of `type`; false when there is none.
+template <class F>
+bool with_layout(DType type, F&& f) {
+  switch (type) {
+    case DType::Q8_0: return f(Q8_0{}), true;
+    case DType::Q8_1: return f(Q8_1{}), true;
+    case DType::Q8_K: return f(Q8_K{}), true;
+    case DType::Q1_0: return f(Q1_0{}), true;
+    case DType::TQ1_0: return f(TQ1_0{}), true;
+    case DType::Q4_0: return f(Q4_0{}), true;
+    case DType::Q4_1: return f(Q4_1{}), true;
+    case DType::Q5_0: return f(Q5_0{}), true;
+    case DType::Q5_1: return f(Q5_1{}), true;
+    case DType::Q2_K: return f(Q2_K{}), true;
+    case DType::Q3_K: return f(Q3_K{}), true;
+    case DType::Q4_K: return f(Q4_K{}), true;
+    case DType::Q5_K: return f(Q5_K{}), true;
+    case DType::Q6_K: return f(Q6_K{}), true;
+    case DType::IQ4_NL: return f(IQ4_NL{}), true;
+    case DType::IQ4_XS: return f(IQ4_XS{}), true;
+    case DType::TQ2_0: return f(TQ2_0{}), true;
+    case DType::MXFP4: return f(MXFP4{}), true;
+    case DType::NVFP4: return f(NVFP4{}), true;
+    case DType::IQ2_XXS: return f(IQ2_XXS{}), true;
+    case DType::IQ2_XS: return f(IQ2_XS{}), true;
+    case DType::IQ2_S: return f(IQ2_S{}), true;
+    case DType::IQ3_XXS: return f(IQ3_XXS{}), true;
+    case DType::IQ3_S: return f(IQ3_S{}), true;
+    case DType::IQ1_S: return f(IQ1_S{}), true;
+    case DType::IQ1_M: return f(IQ1_M{}), true;
+    default: return false;
+  }
+}
+#endif
+
+}  // namespace
+
 void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y,
                     int64_t ldy) {
 #if RLX_QUANT_DOT_AVX2
-  switch (type) {
-    case DType::Q8_0: return dot_rows_m<Q8_0>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q8_1: return dot_rows_m<Q8_1>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q8_K: return dot_rows_m<Q8_K>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q1_0: return dot_rows_m<Q1_0>(w, row_bytes, x, rows, y, ldy);
-    case DType::TQ1_0: return dot_rows_m<TQ1_0>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q4_0: return dot_rows_m<Q4_0>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q4_1: return dot_rows_m<Q4_1>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q5_0: return dot_rows_m<Q5_0>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q5_1: return dot_rows_m<Q5_1>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q2_K: return dot_rows_m<Q2_K>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q3_K: return dot_rows_m<Q3_K>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q4_K: return dot_rows_m<Q4_K>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q5_K: return dot_rows_m<Q5_K>(w, row_bytes, x, rows, y, ldy);
-    case DType::Q6_K: return dot_rows_m<Q6_K>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ4_NL: return dot_rows_m<IQ4_NL>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ4_XS: return dot_rows_m<IQ4_XS>(w, row_bytes, x, rows, y, ldy);
-    case DType::TQ2_0: return dot_rows_m<TQ2_0>(w, row_bytes, x, rows, y, ldy);
-    case DType::MXFP4: return dot_rows_m<MXFP4>(w, row_bytes, x, rows, y, ldy);
-    case DType::NVFP4: return dot_rows_m<NVFP4>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ2_XXS: return dot_rows_m<IQ2_XXS>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ2_XS: return dot_rows_m<IQ2_XS>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ2_S: return dot_rows_m<IQ2_S>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ3_XXS: return dot_rows_m<IQ3_XXS>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ3_S: return dot_rows_m<IQ3_S>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ1_S: return dot_rows_m<IQ1_S>(w, row_bytes, x, rows, y, ldy);
-    case DType::IQ1_M: return dot_rows_m<IQ1_M>(w, row_bytes, x, rows, y, ldy);
-    default: break;
-  }
+  if (quant_dot_supported(type) &&
+      with_layout(type, [&](auto l) { dot_rows_m<decltype(l)>(w, row_bytes, x, rows, y, ldy); }))
+    return;
 #endif
   (void)w, (void)row_bytes, (void)x, (void)rows, (void)y, (void)ldy;
   throw Unsupported(str("quant_dot: no kernel for ", dtype_name(type)));
+}
+
+void dequantize_rows(DType type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, float* y) {
+#if RLX_QUANT_DOT_AVX2
+  if (quant_dot_supported(type) && with_layout(type, [&](auto l) {
+        using L = decltype(l);
+        for (int64_t r = 0; r < rows; ++r) dequant_row<L>(w + r * row_bytes, K / L::kElems, y + r * K);
+      }))
+    return;
+#endif
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(type, w + r * row_bytes, y + r * K, K);
 }
 
 float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K) {

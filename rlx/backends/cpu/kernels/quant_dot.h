@@ -39,4 +39,9 @@ void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const Quant
 // One row of weights and one of x.
 float quant_dot(DType type, const uint8_t* w, const float* x, int64_t K);
 
+// rows × K weights of `type` (rows row_bytes apart) to f32 y [rows, K]: the
+// same bits as the reference dequantize_row (rlx/formats/quant.h), decoded
+// as quant_dot decodes them where it takes the type, else by the reference.
+void dequantize_rows(DType type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, float* y);
+
 }  // namespace rlx::cpu
