@@ -285,6 +285,25 @@ TEST(ModernBertConfig, MissingWeightIsNamed) {
   fs::remove_all(dir);
 }
 
+// global_attn_every_n_layers = 1: no local layer, the band input goes unused.
+TEST(ModernBertConfig, EveryLayerGlobal) {
+  register_builtin_backends();
+  const Flags f;
+  const Weights w = make_weights(f);
+  const fs::path dir = write_model_dir(w, f, "all_global");
+  nlohmann::json cfg = config_json(f);
+  cfg["global_attn_every_n_layers"] = 1;
+  test::write_text(dir / "config.json", cfg.dump());
+  bert::SentenceEmbedder e(dir.string(), {});
+  EXPECT_EQ(bert::attention_bias_elements(e.config(), 10), 0);
+  const Tensor out = e.embed(kSentences);
+  for (size_t i = 0; i < kSentences.size(); ++i) {
+    const auto ids = e.tokenizer().encode(kSentences[i]).input_ids;
+    EXPECT_GE(test::cosine(out.data<float>() + i * kHidden, reference(w, ids, {.all_global = true})), 0.99999) << i;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ModernBertReference, LocalAttentionAndGluOrderAreVisible) {
   const Weights w = make_weights({});
   const std::vector<int32_t> ids = {2, 5, 6, 7, 8, 9, 10, 5, 11, 12, 22, 3};
