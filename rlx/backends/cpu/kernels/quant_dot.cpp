@@ -420,6 +420,30 @@ struct MXFP4 {
   RLX_AVX2_INLINE static float scale(const uint8_t* b) { return quant_detail::e8m0_half(b[0]); }
 };
 
+// Eight sign bits as byte masks: byte j all ones where bit j is set (a
+// lookup per group of 8 weights, then one xor and subtract for all 32).
+// kByteMasks: of the byte itself (iq2_s, iq3_s); kSignMasks: of
+// ksigns_iq2xs[i], the 7-bit sign index of iq2_xxs, iq2_xs and iq3_xxs.
+uint64_t byte_mask(uint8_t bits) {
+  uint64_t m = 0;
+  for (int j = 0; j < 8; ++j)
+    if ((bits >> j) & 1) m |= uint64_t{0xFF} << (8 * j);
+  return m;
+}
+const std::array<uint64_t, 256> kByteMasks = [] {
+  std::array<uint64_t, 256> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = byte_mask(static_cast<uint8_t>(i));
+  return t;
+}();
+const std::array<uint64_t, 128> kSignMasks = [] {
+  std::array<uint64_t, 128> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = byte_mask(ksigns_iq2xs[i]);
+  return t;
+}();
+RLX_AVX2_INLINE __m256i negate_where(__m256i v, __m256i mask) {
+  return _mm256_sub_epi8(_mm256_xor_si256(v, mask), mask);
+}
+
 // The lattice formats: each group of 8 weights is a row of a grid table
 // (unsigned byte magnitudes) with 8 sign bits, so u is the signed row.
 // Their scales, as the reference writes them, e.g. d·(0.5 + s)·0.25.
@@ -441,9 +465,9 @@ struct IQ2_XXS {
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     const uint8_t* q = b + 2 + 8 * s;
     const uint32_t aux = quant_detail::load_u32(q + 4);
-    uint32_t signs = 0;
-    for (int l = 0; l < 4; ++l) signs |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
-    return apply_signs(rows64(iq2xxs_grid[q[0]], iq2xxs_grid[q[1]], iq2xxs_grid[q[2]], iq2xxs_grid[q[3]]), signs);
+    const __m256i signs = rows64(kSignMasks[aux & 127], kSignMasks[(aux >> 7) & 127], kSignMasks[(aux >> 14) & 127],
+                                 kSignMasks[(aux >> 21) & 127]);
+    return negate_where(rows64(iq2xxs_grid[q[0]], iq2xxs_grid[q[1]], iq2xxs_grid[q[2]], iq2xxs_grid[q[3]]), signs);
   }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
     const float d = load_f16(b);
@@ -469,9 +493,9 @@ struct IQ2_XS {
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     uint16_t q[4];
     std::memcpy(q, b + 2 + 8 * s, 8);
-    uint32_t signs = 0;
-    for (int l = 0; l < 4; ++l) signs |= uint32_t{ksigns_iq2xs[q[l] >> 9]} << (8 * l);
-    return apply_signs(
+    const __m256i signs =
+        rows64(kSignMasks[q[0] >> 9], kSignMasks[q[1] >> 9], kSignMasks[q[2] >> 9], kSignMasks[q[3] >> 9]);
+    return negate_where(
         rows64(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]), signs);
   }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) { iq2_half_scales(load_f16(b), b + 66, sc); }
@@ -489,7 +513,9 @@ struct IQ2_S {
     auto row = [&](int l) __attribute__((always_inline)) {
       return iq2s_grid[qs[l] | ((qh << (8 - 2 * l)) & 0x300)];
     };
-    return apply_signs(rows64(row(0), row(1), row(2), row(3)), quant_detail::load_u32(b + 34 + 4 * s));
+    const uint8_t* sg = b + 34 + 4 * s;
+    return negate_where(rows64(row(0), row(1), row(2), row(3)),
+                        rows64(kByteMasks[sg[0]], kByteMasks[sg[1]], kByteMasks[sg[2]], kByteMasks[sg[3]]));
   }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) { iq2_half_scales(load_f16(b), b + 74, sc); }
 };
@@ -503,9 +529,9 @@ struct IQ3_XXS {
   RLX_AVX2_INLINE static __m256i u(const uint8_t* b, int s) {
     const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * s)));
     const uint32_t aux = quant_detail::load_u32(b + 66 + 4 * s);
-    uint32_t signs = 0;
-    for (int l = 0; l < 4; ++l) signs |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
-    return apply_signs(rows32(iq3xxs_grid, idx), signs);
+    const __m256i signs = rows64(kSignMasks[aux & 127], kSignMasks[(aux >> 7) & 127], kSignMasks[(aux >> 14) & 127],
+                                 kSignMasks[(aux >> 21) & 127]);
+    return negate_where(rows32(iq3xxs_grid, idx), signs);
   }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
     const float d = load_f16(b);
@@ -524,8 +550,9 @@ struct IQ3_S {
     const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * s)));
     const __m256i bit = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);  // row k's 9th index bit is bit k of qh
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[66 + s]), bit), _mm256_set1_epi32(1));
-    return apply_signs(rows32(iq3s_grid, _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8))),
-                       quant_detail::load_u32(b + 74 + 4 * s));
+    const uint8_t* sg = b + 74 + 4 * s;
+    return negate_where(rows32(iq3s_grid, _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8))),
+                        rows64(kByteMasks[sg[0]], kByteMasks[sg[1]], kByteMasks[sg[2]], kByteMasks[sg[3]]));
   }
   RLX_AVX2_INLINE static void scales(const uint8_t* b, float* sc, float*) {
     const float d = load_f16(b);
