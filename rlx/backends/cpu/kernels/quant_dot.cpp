@@ -916,77 +916,6 @@ void dot_rows_m(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t
 
 namespace {
 
-// What a type's GEMV needs of x: Σx per 32 or per 16 (its mins), int8 levels.
-struct XNeeds {
-  bool supported = false, sum32 = false, sum16 = false, int8 = false;
-};
-XNeeds x_needs(DType type) {
-  switch (type) {
-    case DType::Q8_0:
-    case DType::Q8_1:
-    case DType::Q8_K: return {true, false, false, false};
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q6_K:
-    case DType::Q3_K:
-    case DType::TQ1_0:
-    case DType::TQ2_0: return {true, false, false, true};
-    case DType::Q4_1:
-    case DType::Q5_1:
-    case DType::Q4_K:
-    case DType::Q5_K: return {true, true, false, true};
-    case DType::Q2_K: return {true, false, true, true};
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-    case DType::MXFP4:
-    case DType::NVFP4:
-    case DType::IQ2_XXS:
-    case DType::IQ2_XS:
-    case DType::IQ2_S:
-    case DType::IQ3_XXS:
-    case DType::IQ3_S:
-    case DType::IQ1_S:
-    case DType::IQ1_M:
-    case DType::Q1_0: return {true, false, false, true};
-    default: return {};
-  }
-}
-
-}  // namespace
-
-bool quant_dot_supported(DType type) {
-#if RLX_QUANT_DOT_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2 && x_needs(type).supported;
-#else
-  (void)type;
-  return false;
-#endif
-}
-
-QuantDotX::QuantDotX(DType type, const float* xs, int64_t m, int64_t k) : x(xs), M(m), K(k) {
-  RLX_CHECK_AS(InvalidArgument, M >= 1 && M <= kMaxRows, "quant_dot: ", M, " rows of x; 1 to ", kMaxRows);
-  const XNeeds needs = x_needs(type);
-  auto sums_per = [&](int64_t n, std::vector<float>& sums) {
-    sums.assign(static_cast<size_t>(M * (K / n)), 0.0f);
-    for (int64_t b = 0; b < M * (K / n); ++b)
-      for (int64_t j = 0; j < n; ++j) sums[static_cast<size_t>(b)] += x[n * b + j];
-  };
-  if (needs.sum32) sums_per(32, xsum);
-  if (needs.sum16) sums_per(16, xsum16);
-#if RLX_QUANT_DOT_AVX2
-  if (!needs.int8 || !quant_dot_supported(type) || !env_bool("RLX_CPU_GEMV_Q8")) return;
-  a.resize(static_cast<size_t>(M * K));
-  b.resize(static_cast<size_t>(M * K));
-  dx.resize(static_cast<size_t>(M * (K / 32)));
-  sums4.resize(static_cast<size_t>(M * (K / 4)));
-  int8 = true;
-  for (int64_t r = 0; r < M && int8; ++r) int8 = quantize_x(x + r * K, K, r, *this);
-#endif
-}
-
-namespace {
-
 #if RLX_QUANT_DOT_AVX2
 // f(L{}) for the layout of `type`; false when there is none.
 template <class F>
@@ -1023,7 +952,57 @@ bool with_layout(DType type, F&& f) {
 }
 #endif
 
+// What a type's GEMV needs of x, from its layout: Σx per 32 or per 16 (its
+// mins), int8 levels.
+struct XNeeds {
+  bool supported = false, sum32 = false, sum16 = false, int8 = false;
+};
+XNeeds x_needs(DType type) {
+  XNeeds n;
+#if RLX_QUANT_DOT_AVX2
+  with_layout(type, [&](auto l) {
+    using L = decltype(l);
+    n = {true, L::kMin == Per::Block || L::kMin == Per::Sub, L::kMin == Per::Half, L::kInt8};
+  });
+#else
+  (void)type;
+#endif
+  return n;
+}
+
 }  // namespace
+
+bool quant_dot_supported(DType type) {
+#if RLX_QUANT_DOT_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2 && x_needs(type).supported;
+#else
+  (void)type;
+  return false;
+#endif
+}
+
+QuantDotX::QuantDotX(DType type, const float* xs, int64_t m, int64_t k) : x(xs), M(m), K(k) {
+  RLX_CHECK_AS(InvalidArgument, M >= 1 && M <= kMaxRows, "quant_dot: ", M, " rows of x; 1 to ", kMaxRows);
+  const XNeeds needs = x_needs(type);
+  auto sums_per = [&](int64_t n, std::vector<float>& sums) {
+    sums.assign(static_cast<size_t>(M * (K / n)), 0.0f);
+    for (int64_t b = 0; b < M * (K / n); ++b)
+      for (int64_t j = 0; j < n; ++j) sums[static_cast<size_t>(b)] += x[n * b + j];
+  };
+  if (needs.sum32) sums_per(32, xsum);
+  if (needs.sum16) sums_per(16, xsum16);
+#if RLX_QUANT_DOT_AVX2
+  if (!needs.int8 || !quant_dot_supported(type) || !env_bool("RLX_CPU_GEMV_Q8")) return;
+  a.resize(static_cast<size_t>(M * K));
+  b.resize(static_cast<size_t>(M * K));
+  dx.resize(static_cast<size_t>(M * (K / 32)));
+  sums4.resize(static_cast<size_t>(M * (K / 4)));
+  int8 = true;
+  for (int64_t r = 0; r < M && int8; ++r) int8 = quantize_x(x + r * K, K, r, *this);
+#endif
+}
+
 
 void quant_dot_rows(DType type, const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y,
                     int64_t ldy) {
