@@ -98,7 +98,11 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
       std::copy(e.attention_mask.begin(), e.attention_mask.end(), mask.data<int32_t>() + r * static_cast<size_t>(L));
     }
     std::vector<Tensor> inputs{ids, types, mask, pos};
-    for (Tensor& t : extra_inputs(config_, L)) inputs.push_back(std::move(t));
+    if (L != extra_length_) {
+      extra_ = extra_inputs(config_, L);
+      extra_length_ = L;
+    }
+    inputs.insert(inputs.end(), extra_.begin(), extra_.end());
     Tensor emb = exe_->run(inputs)[0];
     const float* src = emb.data<float>();
     for (size_t r = 0; r < count; ++r)

@@ -60,6 +60,10 @@ class SentenceEmbedder {
   std::shared_ptr<const SentenceTokenizer> tokenizer_;
   int64_t max_length_ = 512;
   int64_t length_step_ = 8;  // batch lengths are multiples of this
+  // extra_inputs() of the last batch length (MPNet's and ModernBERT's are L × L):
+  // batches come longest first, so consecutive ones mostly share it.
+  std::vector<Tensor> extra_;
+  int64_t extra_length_ = -1;
   std::unique_ptr<Session> session_;
   std::shared_ptr<Executable> exe_;
   EmbedStats stats_;
