@@ -2,6 +2,7 @@
 // (every GGUF block format, NVFP4) are stored as opaque blocks of
 // `block_elems()` elements in `block_bytes()` bytes.
 #pragma once
+#include <complex>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -53,6 +54,7 @@ template <> struct dtype_of<int16_t> { static constexpr DType value = DType::I16
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<std::complex<float>> { static constexpr DType value = DType::C64; };
 template <typename T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
 }  // namespace rlx

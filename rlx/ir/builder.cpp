@@ -123,6 +123,21 @@ Value rope(Value x, Value positions, RopeAttrs attrs, Value head_norm_weight) {
 Value swiglu(Value x) { return op(OpKind::FusedSwiGLU, GluAttrs{}, {x}); }
 Value geglu(Value x, bool tanh_approx) { return op(OpKind::FusedGeGLU, GluAttrs{tanh_approx}, {x}); }
 
+Value fft(Value x, FftNorm norm) { return op(OpKind::Fft, FftAttrs{.norm = norm}, {x}); }
+Value ifft(Value x, FftNorm norm) { return op(OpKind::Fft, FftAttrs{.inverse = true, .norm = norm}, {x}); }
+Value rfft(Value x, FftNorm norm) { return op(OpKind::Fft, FftAttrs{.real_input = true, .norm = norm}, {x}); }
+Value irfft(Value x, int64_t n, FftNorm norm) {
+  RLX_CHECK(x.graph, "irfft: empty value");
+  if (n == 0) {
+    const Shape& s = x.shape();
+    RLX_CHECK(!s.empty() && s.back().is_static(), "irfft: the signal length n must be given when the bins' axis of ",
+              shape_to_string(s), " is not static");
+    n = 2 * (s.back().value - 1);
+  }
+  return op(OpKind::Fft, FftAttrs{.inverse = true, .real_output = true, .n = n, .norm = norm}, {x});
+}
+Value bitcast(Value x, DType to) { return op(OpKind::Bitcast, CastAttrs{to}, {x}); }
+
 Value custom(const std::string& name, const std::vector<Value>& inputs, std::map<std::string, CustomAttrValue> values) {
   return op(OpKind::Custom, CustomAttrs{name, std::move(values)}, inputs, name);
 }

@@ -99,6 +99,19 @@ Value rope(Value x, Value positions, RopeAttrs attrs, Value head_norm_weight = {
 Value swiglu(Value x);
 Value geglu(Value x, bool tanh_approx = false);
 
+// Signal: Fourier transforms along the last axis, numpy.fft's conventions
+// (see FftAttrs). fft/ifft: c64 → c64; rfft: real → c64 [..., n/2 + 1];
+// irfft: c64 [..., m] → f32 [..., n], n = 2(m − 1) unless given.
+Value fft(Value x, FftNorm norm = FftNorm::Backward);
+Value ifft(Value x, FftNorm norm = FftNorm::Backward);
+Value rfft(Value x, FftNorm norm = FftNorm::Backward);
+Value irfft(Value x, int64_t n = 0, FftNorm norm = FftNorm::Backward);
+// The same bytes as another scalar type (see Bitcast in ops.h).
+Value bitcast(Value x, DType to);
+// c64 [..., n] ↔ f32 [..., n, 2] (real, imaginary), as torch's views.
+inline Value view_as_real(Value x) { return bitcast(x, DType::F32); }
+inline Value view_as_complex(Value x) { return bitcast(x, DType::C64); }
+
 // User ops (see rlx/ir/custom_op.h)
 Value custom(const std::string& name, const std::vector<Value>& inputs,
              std::map<std::string, CustomAttrValue> values = {});

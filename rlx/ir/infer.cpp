@@ -513,6 +513,24 @@ TensorType infer_type(const Graph& g, OpKind op, const Attrs& attrs, const std::
     case OpKind::Gather: case OpKind::Reshape: case OpKind::Transpose: case OpKind::Narrow: case OpKind::Concat:
     case OpKind::Expand: case OpKind::WriteSlice:
       return infer_movement(c, op, attrs);
+    case OpKind::Bitcast: {
+      need_attrs(std::holds_alternative<CastAttrs>(attrs));
+      c.arity(1, 1);
+      const DType from = c.dtype(0), to = std::get<CastAttrs>(attrs).to;
+      if (is_quant(from) || is_quant(to)) c.fail("bitcast needs scalar types, got ", from, " to ", to);
+      const int64_t a = dtype_size(from), b = dtype_size(to);
+      Shape s = c.shape(0);
+      if (a > b) {
+        if (a % b != 0) c.fail("cannot bitcast ", from, " (", a, " bytes) to ", to, " (", b, " bytes)");
+        s.push_back(Dim(a / b));
+      } else if (a < b) {
+        if (b % a != 0) c.fail("cannot bitcast ", from, " (", a, " bytes) to ", to, " (", b, " bytes)");
+        if (s.empty() || !(s.back() == Dim(b / a)))
+          c.fail("bitcast ", from, " to ", to, " needs a last dim of ", b / a, ", got ", shape_to_string(s));
+        s.pop_back();
+      }
+      return {to, s};
+    }
     case OpKind::Attention:
       need_attrs(std::holds_alternative<AttentionAttrs>(attrs));
       return infer_attention(c, std::get<AttentionAttrs>(attrs));
@@ -529,16 +547,28 @@ TensorType infer_type(const Graph& g, OpKind op, const Attrs& attrs, const std::
       return {c.dtype(0), s};
     }
     case OpKind::Fft: {
+      need_attrs(std::holds_alternative<FftAttrs>(attrs));
       c.arity(1, 1);
       const auto& a = std::get<FftAttrs>(attrs);
       Shape s = c.shape(0);
       if (s.empty()) c.fail("fft needs rank >= 1");
+      if (a.real_input && a.real_output) c.fail("fft cannot have both a real input and a real output");
+      if (a.real_input && a.inverse) c.fail("a real-input fft is forward only (use real_output for the inverse)");
+      if (a.real_output && !a.inverse) c.fail("a real-output fft is inverse only (use real_input for the forward)");
+      if (s.back().is_static() && s.back().value < 1) c.fail("fft length must be >= 1, got ", s.back().value);
       if (a.real_input) {
         c.float_input(0);
         if (!s.back().is_static()) c.fail("real fft needs a static length");
         s.back() = Dim(s.back().value / 2 + 1);
-      } else if (c.dtype(0) != DType::C64) {
-        c.fail("complex fft input must be c64, got ", c.dtype(0));
+        return {DType::C64, s};
+      }
+      if (c.dtype(0) != DType::C64) c.fail("complex fft input must be c64, got ", c.dtype(0));
+      if (a.real_output) {
+        if (a.n < 1) c.fail("a real-output fft needs its signal length n >= 1, got ", a.n);
+        if (!s.back().is_static() || s.back().value != a.n / 2 + 1)
+          c.fail("a real-output fft of n = ", a.n, " takes ", a.n / 2 + 1, " bins, got ", shape_to_string(s));
+        s.back() = Dim(a.n);
+        return {DType::F32, s};
       }
       return {DType::C64, s};
     }

@@ -12,7 +12,7 @@ const char* op_name(OpKind op) {
       "Input", "Param", "Constant", "State", "Unary", "Binary", "Compare", "Where", "Cast", "MatMul",
       "FusedMatMulBiasAct", "DequantMatMul", "LayerNorm", "RmsNorm", "FusedResidualLayerNorm",
       "FusedResidualRmsNorm", "FusedPostRmsNorm", "Softmax", "Reduce", "ArgMax", "TopK", "Sample", "Gather", "Reshape",
-      "Transpose", "Narrow", "Concat", "Expand", "WriteSlice", "Attention", "Rope", "FusedSwiGLU",
+      "Transpose", "Narrow", "Concat", "Expand", "WriteSlice", "Bitcast", "Attention", "Rope", "FusedSwiGLU",
       "FusedGeGLU", "Fft", "GaussianSplatRender", "Custom"};
   static_assert(std::size(kNames) == static_cast<size_t>(OpKind::Count_));
   auto i = static_cast<size_t>(op);
@@ -31,6 +31,10 @@ const char* binary_name(BinaryFn f) {
 const char* compare_name(CompareFn f) {
   static constexpr const char* k[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   return k[static_cast<size_t>(f)];
+}
+const char* fft_norm_name(FftNorm n) {
+  static constexpr const char* k[] = {"backward", "ortho", "forward"};
+  return k[static_cast<size_t>(n)];
 }
 const char* reduce_name(ReduceFn f) {
   static constexpr const char* k[] = {"sum", "mean", "max", "min"};
@@ -144,7 +148,10 @@ struct AttrPrinter {
     }
   }
   void operator()(const GluAttrs& a) { os << "tanh=" << a.tanh_approx; }
-  void operator()(const FftAttrs& a) { os << "inverse=" << a.inverse << " real=" << a.real_input; }
+  void operator()(const FftAttrs& a) {
+    os << (a.inverse ? "inverse" : "forward") << " real_input=" << a.real_input << " real_output=" << a.real_output
+       << " n=" << a.n << " norm=" << fft_norm_name(a.norm);
+  }
   void operator()(const SplatAttrs& a) { os << "size=" << a.width << "x" << a.height; }
   void operator()(const CustomAttrs& a) {
     os << "name=" << a.name;

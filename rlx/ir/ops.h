@@ -26,10 +26,10 @@ enum class OpKind : uint8_t {
   // Reductions and selection
   Softmax, Reduce, ArgMax, TopK, Sample,
   // Data movement
-  Gather, Reshape, Transpose, Narrow, Concat, Expand, WriteSlice,
+  Gather, Reshape, Transpose, Narrow, Concat, Expand, WriteSlice, Bitcast,
   // Transformer blocks
   Attention, Rope, FusedSwiGLU, FusedGeGLU,
-  // Signal and graphics (kernels arrive with their own issues)
+  // Signal and graphics
   Fft, GaussianSplatRender,
   // User-registered (see runtime/custom_op.h)
   Custom,
@@ -118,6 +118,11 @@ struct SampleAttrs {
   bool operator==(const SampleAttrs&) const = default;
 };
 struct ShapeAttrs { Shape shape; bool operator==(const ShapeAttrs&) const = default; };
+// Bitcast (CastAttrs): the same bytes read as another scalar type, a view.
+// Equal sizes keep the shape; to a type k times smaller the result gains a
+// last axis of k (c64 [..., n] → f32 [..., n, 2], torch's view_as_real); to a
+// type k times larger the input's last axis must be k and is dropped.
+
 struct TransposeAttrs { std::vector<int> perm; bool operator==(const TransposeAttrs&) const = default; };
 // start < 0 counts from the end of the axis (start + size), so a symbolic axis
 // can be narrowed to its last elements; specialize() makes it non-negative,
@@ -189,7 +194,24 @@ struct WriteSliceAttrs {
 // FusedSwiGLU / FusedGeGLU: x [..., 2N] → act(x[..., :N]) · x[..., N:].
 // The gate is the FIRST half (one convention, everywhere).
 struct GluAttrs { bool tanh_approx = false; bool operator==(const GluAttrs&) const = default; };
-struct FftAttrs { bool inverse = false; bool real_input = false; bool operator==(const FftAttrs&) const = default; };
+// Fft: the discrete Fourier transform along the last axis, with numpy.fft's
+// conventions (forward exp(−2πi·jk/n), result bins in natural order):
+//   complex:     c64 [..., n] → c64 [..., n]              (inverse chooses the sign)
+//   real_input:  float [..., n] → c64 [..., n/2 + 1]      (forward only, numpy rfft)
+//   real_output: c64 [..., n/2 + 1] → f32 [..., n]        (inverse only, numpy irfft;
+//                n = attrs.n; the imaginary parts of bin 0 and, n even, bin n/2 are ignored)
+// norm scales as numpy's `norm`: Backward (inverse × 1/n), Ortho (both × 1/√n),
+// Forward (forward × 1/n).
+enum class FftNorm : uint8_t { Backward, Ortho, Forward };
+const char* fft_norm_name(FftNorm n);
+struct FftAttrs {
+  bool inverse = false;
+  bool real_input = false;
+  bool real_output = false;
+  int64_t n = 0;  // real_output: the signal length (its input has n/2 + 1 bins)
+  FftNorm norm = FftNorm::Backward;
+  bool operator==(const FftAttrs&) const = default;
+};
 struct SplatAttrs {
   int width = 0;
   int height = 0;

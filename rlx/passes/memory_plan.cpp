@@ -29,8 +29,8 @@ bool is_contiguous_narrow(const Node& n) {
 }  // namespace
 
 bool is_view_op(const Node& n) {
-  // Reshape keeps the bytes; WriteSlice returns the state it wrote into.
-  return n.op == OpKind::Reshape || n.op == OpKind::WriteSlice || is_contiguous_narrow(n);
+  // Reshape and Bitcast keep the bytes; WriteSlice returns the state it wrote into.
+  return n.op == OpKind::Reshape || n.op == OpKind::Bitcast || n.op == OpKind::WriteSlice || is_contiguous_narrow(n);
 }
 
 int64_t view_op_offset(const Node& n) {

@@ -69,6 +69,11 @@ class PrecisionRewriter {
         return out_.add_constant(n.attr<ConstantAttrs>().value.to(lowered(n.type.dtype)), n.name);
       default: break;
     }
+    // A bitcast reads its input's bytes, so the input keeps its source dtype.
+    if (n.op == OpKind::Bitcast) {
+      const NodeId in = n.inputs[0];
+      return out_.add(n.op, n.attrs, {as_dtype(map_[static_cast<size_t>(in)], g_.node(in).type.dtype)}, n.name);
+    }
     Attrs attrs = n.attrs;
     if (auto* c = std::get_if<CastAttrs>(&attrs)) c->to = lowered(c->to);
     // First choice: every float input in the policy dtype.

@@ -84,7 +84,7 @@ DeviceRates gpu_rates_from(const Calibration& c, const std::string& device) {
 NodeWork node_work(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   NodeWork w;
-  if (n.is_leaf() || n.op == OpKind::Reshape) return w;  // no kernel (a Reshape is a view)
+  if (n.is_leaf() || n.op == OpKind::Reshape || n.op == OpKind::Bitcast) return w;  // no kernel: views
   double in_bytes = 0;
   for (NodeId i : n.inputs) in_bytes += tensor_bytes(g.node(i).type);
   const double out_bytes = tensor_bytes(n.type);

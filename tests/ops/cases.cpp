@@ -934,6 +934,72 @@ void rope_glu_cases(Table& t) {
   glu_case("geglu_tanh", {2, 3, 130}, OpKind::FusedGeGLU, true);
 }
 
+// ---- signal ----
+
+// Complex values enter and leave as f32 [..., n, 2] pairs through the
+// bitcast views, so every backend is judged on real-valued outputs.
+void fft_cases(Table& t) {
+  const std::vector<DType> f32 = {DType::F32};
+  // An FFT bin sums n products: its error grows with the output's scale, which
+  // is √n (unscaled), 1 (ortho) or 1/√n (scaled by 1/n) times the input's.
+  auto tolerate = [](CaseBuilder& b, int64_t n, FftNorm norm, bool inverse) {
+    const double rn = std::sqrt(static_cast<double>(n));
+    const bool scaled = norm == FftNorm::Ortho ? false : (norm == FftNorm::Backward) == inverse;
+    const double out = norm == FftNorm::Ortho ? 1.0 : scaled ? 1.0 / rn : rn;
+    b.scale_atol(4.0 * out, str("atol x 4 x the output's scale (", out, " for n=", n, ", norm ",
+                                fft_norm_name(norm), "): each bin sums n terms"));
+  };
+  struct C2c { int64_t n; bool inverse; FftNorm norm; Shape64 batch; };
+  const C2c c2c[] = {{1, false, FftNorm::Backward, {3}},      {2, false, FftNorm::Backward, {5}},
+                     {3, true, FftNorm::Backward, {4}},       {8, false, FftNorm::Backward, {2, 3}},
+                     {12, true, FftNorm::Ortho, {3}},         {15, false, FftNorm::Forward, {3}},
+                     {31, false, FftNorm::Backward, {2}},     {97, false, FftNorm::Backward, {2}},
+                     {97, true, FftNorm::Forward, {3}},       {128, true, FftNorm::Backward, {2, 2}},
+                     {210, false, FftNorm::Ortho, {2}},       {1000, false, FftNorm::Backward, {2}},
+                     {4096, false, FftNorm::Backward, {1}}};
+  for (const C2c& c : c2c) {
+    t.add(str(c.inverse ? "ifft" : "fft", "_n", c.n, "_", fft_norm_name(c.norm)), f32, [c, tolerate](CaseBuilder& b) {
+      Shape64 shape = c.batch;
+      shape.push_back(c.n);
+      shape.push_back(2);
+      Value x = view_as_complex(b.input("x", shape, uniform()));
+      b.output(view_as_real(c.inverse ? ifft(x, c.norm) : fft(x, c.norm)));
+      tolerate(b, c.n, c.norm, c.inverse);
+      b.set_reference([c](const Leaves& l) { return one(ref::dft(l.at("x"), c.inverse, c.norm)); });
+    });
+  }
+  struct Real { int64_t n; FftNorm norm; };
+  for (const Real r : {Real{1, FftNorm::Backward}, Real{2, FftNorm::Backward}, Real{15, FftNorm::Ortho},
+                       Real{16, FftNorm::Backward}, Real{97, FftNorm::Forward}, Real{256, FftNorm::Backward}}) {
+    t.add(str("rfft_n", r.n, "_", fft_norm_name(r.norm)), kF, [r, tolerate](CaseBuilder& b) {
+      b.output(view_as_real(rfft(b.input("x", {2, 3, r.n}, uniform()), r.norm)));
+      tolerate(b, r.n, r.norm, false);
+      b.set_reference([r](const Leaves& l) { return one(ref::rdft(l.at("x"), r.norm)); });
+    });
+    // The bins' imaginary parts at 0 and n/2 are random too: irfft must ignore them.
+    t.add(str("irfft_n", r.n, "_", fft_norm_name(r.norm)), f32, [r, tolerate](CaseBuilder& b) {
+      Value x = view_as_complex(b.input("x", {3, r.n / 2 + 1, 2}, uniform()));
+      b.output(irfft(x, r.n, r.norm));
+      tolerate(b, r.n, r.norm, true);
+      b.set_reference([r](const Leaves& l) { return one(ref::irdft(l.at("x"), r.n, r.norm)); });
+    });
+  }
+  // Complex values through the movement ops: the transform of a transposed,
+  // narrowed complex tensor, and a round trip of the views alone.
+  t.add("fft_of_transposed_complex", f32, [tolerate](CaseBuilder& b) {
+    Value x = view_as_complex(b.input("x", {24, 5, 2}, uniform()));
+    b.output(view_as_real(fft(narrow(transpose(x, {1, 0}), 1, 4, 20))));
+    tolerate(b, 20, FftNorm::Backward, false);
+    b.set_reference([](const Leaves& l) {
+      return one(ref::dft(ref::narrow(ref::transpose(l.at("x"), {1, 0, 2}), 1, 4, 20), false, FftNorm::Backward));
+    });
+  });
+  t.add("bitcast_complex_round_trip", f32, [](CaseBuilder& b) {
+    b.output(view_as_real(view_as_complex(b.input("x", {4, 6, 2}, uniform()))));
+    b.set_reference([](const Leaves& l) { return one(l.at("x")); });
+  });
+}
+
 std::vector<OpCase> build_cases() {
   Table t;
   unary_cases(t);
@@ -946,6 +1012,7 @@ std::vector<OpCase> build_cases() {
   movement_cases(t);
   attention_cases(t);
   rope_glu_cases(t);
+  fft_cases(t);
   return std::move(t.cases);
 }
 

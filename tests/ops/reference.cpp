@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -593,6 +594,88 @@ RefTensor glu(const RefTensor& x, UnaryFn act) {
   RefTensor out(oshape);
   for (int64_t r = 0; r < x.numel() / w; ++r)
     for (int64_t i = 0; i < n; ++i) out[r * n + i] = unary_scalar(act, x[r * w + i]) * x[r * w + n + i];
+  return out;
+}
+
+namespace {
+
+// e^{sign·2πi·m/n} with m reduced mod n first (exact angles for any j·k).
+std::pair<double, double> unit_root(int64_t m, int64_t n, double sign) {
+  const double t = sign * 2.0 * std::numbers::pi * static_cast<double>(m % n) / static_cast<double>(n);
+  return {std::cos(t), std::sin(t)};
+}
+
+double fft_scale(FftNorm norm, bool inverse, int64_t n) {
+  const double dn = static_cast<double>(n);
+  switch (norm) {
+    case FftNorm::Backward: return inverse ? 1.0 / dn : 1.0;
+    case FftNorm::Ortho: return 1.0 / std::sqrt(dn);
+    case FftNorm::Forward: return inverse ? 1.0 : 1.0 / dn;
+  }
+  return 1.0;
+}
+
+}  // namespace
+
+RefTensor dft(const RefTensor& x, bool inverse, FftNorm norm) {
+  const int64_t n = x.dim(-2), rows = x.numel() / (2 * n);
+  const double sign = inverse ? 1.0 : -1.0, scale = fft_scale(norm, inverse, n);
+  RefTensor out(x.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* in = &x.v[static_cast<size_t>(r * 2 * n)];
+    for (int64_t k = 0; k < n; ++k) {
+      double re = 0.0, im = 0.0;
+      for (int64_t j = 0; j < n; ++j) {
+        const auto [c, s] = unit_root(j * k, n, sign);
+        re += in[2 * j] * c - in[2 * j + 1] * s;
+        im += in[2 * j] * s + in[2 * j + 1] * c;
+      }
+      out[r * 2 * n + 2 * k] = re * scale;
+      out[r * 2 * n + 2 * k + 1] = im * scale;
+    }
+  }
+  return out;
+}
+
+RefTensor rdft(const RefTensor& x, FftNorm norm) {
+  const int64_t n = x.dim(-1), rows = x.numel() / n, bins = n / 2 + 1;
+  const double scale = fft_scale(norm, false, n);
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = bins;
+  shape.push_back(2);
+  RefTensor out(shape);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < bins; ++k) {
+      double re = 0.0, im = 0.0;
+      for (int64_t j = 0; j < n; ++j) {
+        const auto [c, s] = unit_root(j * k, n, -1.0);
+        re += x[r * n + j] * c;
+        im += x[r * n + j] * s;
+      }
+      out[(r * bins + k) * 2] = re * scale;
+      out[(r * bins + k) * 2 + 1] = im * scale;
+    }
+  return out;
+}
+
+RefTensor irdft(const RefTensor& x, int64_t n, FftNorm norm) {
+  const int64_t bins = x.dim(-2), rows = x.numel() / (2 * bins);
+  const double scale = fft_scale(norm, true, n);
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
+  shape.back() = n;
+  RefTensor out(shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* X = &x.v[static_cast<size_t>(r * 2 * bins)];
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = X[0];
+      for (int64_t k = 1; 2 * k < n; ++k) {
+        const auto [c, s] = unit_root(j * k, n, 1.0);
+        acc += 2.0 * (X[2 * k] * c - X[2 * k + 1] * s);
+      }
+      if (n % 2 == 0) acc += X[n] * (j % 2 ? -1.0 : 1.0);  // Re X_{n/2}
+      out[r * n + j] = acc * scale;
+    }
+  }
   return out;
 }
 

@@ -109,5 +109,12 @@ RefTensor rope(const RefTensor& x, const RefTensor& positions, const RopeAttrs& 
 // act(x[..., :N]) · x[..., N:]
 RefTensor glu(const RefTensor& x, UnaryFn act);
 
+// Fourier transforms along the last axis as direct sums (numpy.fft's signs
+// and `norm`). Complex values are [..., 2] (real, imaginary) pairs.
+RefTensor dft(const RefTensor& x, bool inverse, FftNorm norm);  // [..., n, 2] → [..., n, 2]
+RefTensor rdft(const RefTensor& x, FftNorm norm);               // real [..., n] → [..., n/2 + 1, 2]
+// numpy.fft.irfft: x_j = Re X_0 + 2·Σ_{0<k<n/2} Re(X_k·e^{2πi·jk/n}) + (n even) Re X_{n/2}·(−1)^j, scaled.
+RefTensor irdft(const RefTensor& x, int64_t n, FftNorm norm);   // [..., n/2 + 1, 2] → real [..., n]
+
 }  // namespace ref
 }  // namespace rlx::test

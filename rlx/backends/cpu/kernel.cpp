@@ -172,6 +172,7 @@ void register_all_kernels() {
     register_movement_kernels();
     register_attention_kernels();
     register_quant_kernels();
+    register_fft_kernels();
   });
 }
 

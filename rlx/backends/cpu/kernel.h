@@ -108,6 +108,7 @@ void register_select_kernels();
 void register_movement_kernels();
 void register_attention_kernels();
 void register_quant_kernels();  // DequantMatMul, Gather from quant tables
+void register_fft_kernels();
 void register_all_kernels();  // idempotent
 
 // Shared numerics (kernels/vmath.h has the inline versions for loops,

@@ -213,6 +213,7 @@ void write_slice_kernel(KernelArgs& a) {
 
 void register_movement_kernels() {
   register_cpu_kernel(OpKind::Reshape, {kAnyDType, kAnyDType}, reshape_kernel, "cpu reshape (view)");
+  register_cpu_kernel(OpKind::Bitcast, {kAnyDType, kAnyDType}, reshape_kernel, "cpu bitcast (view)");
   for (DType t : kPlainDTypes) {
     const std::string n(dtype_name(t));
     register_cpu_kernel(OpKind::Transpose, {t, t}, transpose_kernel, str("cpu transpose [", n, "]"));
