@@ -92,7 +92,8 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
   fs::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, TinyLlmGpu, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3"),
+INSTANTIATE_TEST_SUITE_P(Archs, TinyLlmGpu, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
+                                           "phi3_long", "phi3_short"),
                          [](const auto& info) { return info.param; });
 
 // The prompt ids of tests/data/gemma_reference.json (BOS first).

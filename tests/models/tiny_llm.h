@@ -21,7 +21,7 @@
 namespace rlx::test {
 
 struct TinySpec {
-  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama
+  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3
   int64_t layers = 2;
   int64_t hidden = 256;  // a multiple of 256 so matrices with K = hidden can be Q4_K
   int64_t heads = 4;
@@ -37,6 +37,14 @@ struct TinySpec {
   float rope_linear = 0;      // > 0: rope.scaling.type linear with this factor (global layers only)
   bool rope_freqs = false;    // rope_freqs.weight: per-pair frequency divisors (Llama 3.1+)
   bool biases = false;        // Q/K/V biases (qwen2)
+  // phi3: Q|K|V stored as one attn_qkv and gate|up as one ffn_up; RoPE over
+  // the first n_rot dims of each head (0: all); LongRoPE factor pairs with the
+  // original context (the tests run with --ctx 8-64, so 4 picks the long set
+  // and 128 the short one) and the attention factor on the rotated dims.
+  bool stacked_in_file = false;
+  int64_t n_rot = 0;
+  int64_t rope_orig_ctx = 0;  // > 0: rope_factors_long/short.weight and rope.scaling.*
+  float rope_attn_factor = 1.0f;
   bool tied = true;           // no output.weight
   bool fused_ffn = true;      // gate and up share a dtype (the builder fuses them)
   DType embd_type = DType::Q8_0;
@@ -48,8 +56,16 @@ struct TinySpec {
 // `arch` is an architecture, or one of the variants "gemma3_scaled" (linear
 // RoPE scaling, which Gemma 3 applies to its global layers only) and "llama3"
 // (rope_freqs.weight frequency factors and base 500000, as Llama 3.1+ files).
+//
+// Phi-3 variants: "phi3" (Phi-3-mini-4k: every dim rotated, no scaling),
+// "phi3_long" (Phi-4-mini-like: 24 of 32 dims rotated, LongRoPE's long set,
+// attention factor 1.19, tied output) and "phi3_short" (Phi-3.5-like: all
+// dims rotated, the short set, the same factor).
 inline TinySpec tiny_spec(const std::string& variant) {
-  const std::string arch = variant == "gemma3_scaled" ? "gemma3" : variant == "llama3" ? "llama" : variant;
+  const std::string arch = variant == "gemma3_scaled"                        ? "gemma3"
+                           : variant == "llama3"                             ? "llama"
+                           : variant == "phi3_long" || variant == "phi3_short" ? "phi3"
+                                                                              : variant;
   TinySpec s;
   s.arch = arch;
   if (variant == "gemma3_scaled") s.rope_linear = 4.0f;
@@ -84,6 +100,15 @@ inline TinySpec tiny_spec(const std::string& variant) {
     s.tied = false;
     s.embd_type = DType::Q8_0;
     s.q_type = s.k_type = s.v_type = DType::Q4_K;  // [q | k | v] and the biases stacked
+  } else if (arch == "phi3") {
+    s.stacked_in_file = true;
+    s.tied = variant == "phi3_long";
+    s.q_type = s.k_type = s.v_type = DType::Q8_0;  // the file's attn_qkv type
+    if (variant != "phi3") {
+      s.rope_orig_ctx = variant == "phi3_long" ? 4 : 128;
+      s.rope_attn_factor = 1.19f;
+    }
+    if (variant == "phi3_long") s.n_rot = 24;
   } else if (arch == "llama") {  // q, k, v of three types: no stacking
     s.tied = false;
     s.fused_ffn = false;
@@ -99,6 +124,15 @@ inline std::vector<float> tiny_freq_factors(const TinySpec& s) {
   std::vector<float> f;
   const int64_t half = s.head_dim / 2;
   for (int64_t i = 0; i < half; ++i) f.push_back(1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(half - 1));
+  return f;
+}
+
+// LongRoPE's two sets of divisors, n_rot/2 each: long from 1 to 4, short from 1 to 1.5.
+inline std::vector<float> tiny_longrope_factors(const TinySpec& s, bool long_set) {
+  const int64_t half = (s.n_rot > 0 ? s.n_rot : s.head_dim) / 2;
+  std::vector<float> f;
+  for (int64_t i = 0; i < half; ++i)
+    f.push_back(1.0f + (long_set ? 3.0f : 0.5f) * static_cast<float>(i) / static_cast<float>(half - 1));
   return f;
 }
 
@@ -136,6 +170,16 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
     gw.set(a + ".rope.scaling.type", GgufValue(std::string("linear")));
     gw.set(a + ".rope.scaling.factor", GgufValue(s.rope_linear));
   }
+  if (s.n_rot > 0) gw.set(a + ".rope.dimension_count", GgufValue(static_cast<uint32_t>(s.n_rot)));
+  if (s.rope_orig_ctx > 0) {
+    gw.set(a + ".rope.scaling.original_context_length", GgufValue(static_cast<uint32_t>(s.rope_orig_ctx)));
+    gw.set(a + ".rope.scaling.attn_factor", GgufValue(s.rope_attn_factor));
+    for (bool long_set : {true, false}) {
+      const std::vector<float> f = tiny_longrope_factors(s, long_set);
+      gw.add_tensor(long_set ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                    Tensor::from(f, {static_cast<int64_t>(f.size())}));
+    }
+  }
   if (s.rope_freqs) {
     const std::vector<float> f = tiny_freq_factors(s);
     gw.add_tensor("rope_freqs.weight", Tensor::from(f, {static_cast<int64_t>(f.size())}));
@@ -162,9 +206,13 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
   if (!s.tied) add("output.weight", {s.vocab, H}, DType::Q8_0, wh);
   for (int64_t i = 0; i < s.layers; ++i) {
     add(blk(i, "attn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
-    add(blk(i, "attn_q.weight"), {QW, H}, s.q_type, 2 * wh);
-    add(blk(i, "attn_k.weight"), {KW, H}, s.k_type, 2 * wh);
-    add(blk(i, "attn_v.weight"), {KW, H}, s.v_type, wh);
+    if (s.stacked_in_file) {
+      add(blk(i, "attn_qkv.weight"), {QW + 2 * KW, H}, s.q_type, 2 * wh);
+    } else {
+      add(blk(i, "attn_q.weight"), {QW, H}, s.q_type, 2 * wh);
+      add(blk(i, "attn_k.weight"), {KW, H}, s.k_type, 2 * wh);
+      add(blk(i, "attn_v.weight"), {KW, H}, s.v_type, wh);
+    }
     if (s.biases) {
       add(blk(i, "attn_q.bias"), {QW}, DType::F32, 0.2f);
       add(blk(i, "attn_k.bias"), {KW}, DType::F32, 0.2f);
@@ -176,8 +224,12 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
     }
     add(blk(i, "attn_output.weight"), {H, QW}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(QW)));
     add(blk(i, "ffn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
-    add(blk(i, "ffn_gate.weight"), {s.ffn, H}, s.fused_ffn ? DType::Q4_K : DType::Q8_0, 2 * wh);
-    add(blk(i, "ffn_up.weight"), {s.ffn, H}, DType::Q4_K, 2 * wh);
+    if (s.stacked_in_file) {
+      add(blk(i, "ffn_up.weight"), {2 * s.ffn, H}, DType::Q4_K, 2 * wh);  // [gate | up]
+    } else {
+      add(blk(i, "ffn_gate.weight"), {s.ffn, H}, s.fused_ffn ? DType::Q4_K : DType::Q8_0, 2 * wh);
+      add(blk(i, "ffn_up.weight"), {s.ffn, H}, DType::Q4_K, 2 * wh);
+    }
     add(blk(i, "ffn_down.weight"), {H, s.ffn}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(s.ffn)));
     if (gemma) {
       add(blk(i, "post_attention_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
@@ -211,20 +263,29 @@ inline std::vector<double> linear(const std::vector<double>& x, const std::vecto
   return y;
 }
 
-// θ_i = pos · scale · base^(−2i/D) / factors[i] (no factors: 1).
+// θ_i = pos · scale · base^(−2i/R) / factors[i] (no factors: 1) for the
+// first R = n_rot dims of each head (0: all D); the rotated values are
+// multiplied by mscale (llama.cpp's attention factor), the others pass.
 inline void rope(std::vector<double>& x, int64_t heads, int64_t D, int64_t pos, double base, bool neox,
-                 double scale = 1.0, const std::vector<float>& factors = {}) {
+                 double scale = 1.0, const std::vector<float>& factors = {}, int64_t n_rot = 0,
+                 double mscale = 1.0) {
+  const int64_t R = n_rot > 0 ? n_rot : D;
   for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < D / 2; ++i) {
+    for (int64_t i = 0; i < R / 2; ++i) {
       const double divisor = factors.empty() ? 1.0 : static_cast<double>(factors[static_cast<size_t>(i)]);
       const double theta = static_cast<double>(pos) * scale *
-                           std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D)) / divisor;
+                           std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(R)) / divisor;
       const size_t a = static_cast<size_t>(h * D + (neox ? i : 2 * i));
-      const size_t b = static_cast<size_t>(h * D + (neox ? i + D / 2 : 2 * i + 1));
+      const size_t b = static_cast<size_t>(h * D + (neox ? i + R / 2 : 2 * i + 1));
       const double x0 = x[a], x1 = x[b];
-      x[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-      x[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      x[a] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
+      x[b] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
     }
+}
+
+// Rows [r0, r0 + n) of a row-major [rows, cols] matrix.
+inline std::vector<double> rows_of(const std::vector<double>& W, int64_t cols, int64_t r0, int64_t n) {
+  return std::vector<double>(W.begin() + r0 * cols, W.begin() + (r0 + n) * cols);
 }
 
 inline double round_f16(double v) { return f16_to_f32(f32_to_f16(static_cast<float>(v))); }
@@ -254,7 +315,21 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
     const double base = s.arch == "gemma3" && local ? 10000.0 : s.rope_base;
     // Gemma 3's local layers rotate unscaled; the factors are Llama's.
     const double rope_scale = s.rope_linear > 0 && !local ? 1.0 / s.rope_linear : 1.0;
-    const std::vector<float> factors = s.rope_freqs ? tiny_freq_factors(s) : std::vector<float>{};
+    // LongRoPE: the original context decides (see TinySpec).
+    const std::vector<float> factors = s.rope_freqs          ? tiny_freq_factors(s)
+                                       : s.rope_orig_ctx > 0 ? tiny_longrope_factors(s, s.rope_orig_ctx < 8)
+                                                             : std::vector<float>{};
+    std::vector<double> wq, wk, wv;
+    if (s.stacked_in_file) {
+      const std::vector<double>& wqkv = m.at(blk(i, "attn_qkv.weight"));
+      wq = ref::rows_of(wqkv, H, 0, QW);
+      wk = ref::rows_of(wqkv, H, QW, KW);
+      wv = ref::rows_of(wqkv, H, QW + KW, KW);
+    } else {
+      wq = m.at(blk(i, "attn_q.weight"));
+      wk = m.at(blk(i, "attn_k.weight"));
+      wv = m.at(blk(i, "attn_v.weight"));
+    }
     std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> h = x[static_cast<size_t>(t)];
@@ -262,15 +337,15 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
       auto& qt = q[static_cast<size_t>(t)];
       auto& kt = k[static_cast<size_t>(t)];
       auto& vt = v[static_cast<size_t>(t)];
-      qt = ref::linear(h, m.at(blk(i, "attn_q.weight")), QW, H, bias(blk(i, "attn_q.bias")));
-      kt = ref::linear(h, m.at(blk(i, "attn_k.weight")), KW, H, bias(blk(i, "attn_k.bias")));
-      vt = ref::linear(h, m.at(blk(i, "attn_v.weight")), KW, H, bias(blk(i, "attn_v.bias")));
+      qt = ref::linear(h, wq, QW, H, bias(blk(i, "attn_q.bias")));
+      kt = ref::linear(h, wk, KW, H, bias(blk(i, "attn_k.bias")));
+      vt = ref::linear(h, wv, KW, H, bias(blk(i, "attn_v.bias")));
       if (qk_norm) {
         for (int64_t hh = 0; hh < s.heads; ++hh) ref::rms(qt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_q_norm.weight")), s.eps);
         for (int64_t hh = 0; hh < s.kv_heads; ++hh) ref::rms(kt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_k_norm.weight")), s.eps);
       }
-      ref::rope(qt, s.heads, D, t, base, neox, rope_scale, factors);
-      ref::rope(kt, s.kv_heads, D, t, base, neox, rope_scale, factors);
+      ref::rope(qt, s.heads, D, t, base, neox, rope_scale, factors, s.n_rot, s.rope_attn_factor);
+      ref::rope(kt, s.kv_heads, D, t, base, neox, rope_scale, factors, s.n_rot, s.rope_attn_factor);
       if (kv_f16) {  // rlx attends in the cache dtype: Q, K and V in f16
         for (double& e : qt) e = ref::round_f16(e);
         for (double& e : kt) e = ref::round_f16(e);
@@ -307,8 +382,9 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
       for (size_t j = 0; j < uH; ++j) xt[j] += a[j];
       std::vector<double> h = xt;
       ref::rms(h, 0, uH, m.at(blk(i, "ffn_norm.weight")), s.eps);
-      std::vector<double> g = ref::linear(h, m.at(blk(i, "ffn_gate.weight")), s.ffn, H);
-      const std::vector<double> u = ref::linear(h, m.at(blk(i, "ffn_up.weight")), s.ffn, H);
+      const std::vector<double>& wup = m.at(blk(i, "ffn_up.weight"));
+      std::vector<double> g = ref::linear(h, s.stacked_in_file ? ref::rows_of(wup, H, 0, s.ffn) : m.at(blk(i, "ffn_gate.weight")), s.ffn, H);
+      const std::vector<double> u = ref::linear(h, s.stacked_in_file ? ref::rows_of(wup, H, s.ffn, s.ffn) : wup, s.ffn, H);
       for (size_t j = 0; j < g.size(); ++j) {
         const double z = g[j];
         const double act = gemma ? 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)))

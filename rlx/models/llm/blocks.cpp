@@ -35,12 +35,14 @@ void Blocks::check_weights() const {
       const std::string name = names::blk(i, w.suffix);
       if (!w.required && !has(name)) continue;
       std::vector<int64_t> shape;
-      if (s == "attn_q.weight") shape = {c_.n_heads * D, H};
+      if (s == "attn_qkv.weight") shape = {(c_.n_heads + 2 * c_.n_kv_heads) * D, H};
+      else if (s == "attn_q.weight") shape = {c_.n_heads * D, H};
       else if (s == "attn_k.weight" || s == "attn_v.weight") shape = {c_.n_kv_heads * D, H};
       else if (s == "attn_q.bias") shape = {c_.n_heads * D};
       else if (s == "attn_k.bias" || s == "attn_v.bias") shape = {c_.n_kv_heads * D};
       else if (s == "attn_output.weight") shape = {H, c_.n_heads * D};
       else if (s == "attn_q_norm.weight" || s == "attn_k_norm.weight") shape = {D};
+      else if (s == "ffn_up.weight" && c_.arch == Arch::Phi3) shape = {2 * c_.ffn, H};  // [gate | up]
       else if (s == "ffn_gate.weight" || s == "ffn_up.weight") shape = {c_.ffn, H};
       else if (s == "ffn_down.weight") shape = {H, c_.ffn};
       else shape = {H};  // the per-layer norms
@@ -86,6 +88,11 @@ Value Blocks::gated_ffn(Value x, int64_t layer, bool gelu_tanh) {
   return linear(h, names::blk(layer, "ffn_down.weight"), c_.hidden, c_.ffn);
 }
 
+Value Blocks::stacked_swiglu_ffn(Value x, int64_t layer) {
+  Value h = swiglu(linear(x, names::blk(layer, "ffn_up.weight"), 2 * c_.ffn, c_.hidden));
+  return linear(h, names::blk(layer, "ffn_down.weight"), c_.hidden, c_.ffn);
+}
+
 Value Blocks::linear_fused(Value x, const std::string& name, DType stored, int64_t rows) {
   const DType dt = is_float(stored) ? DType::F32 : stored;
   Value w = param(g_, name, dt, {rows, c_.hidden});
@@ -95,6 +102,10 @@ Value Blocks::linear_fused(Value x, const std::string& name, DType stored, int64
 Blocks::Qkv Blocks::qkv(Value x, int64_t layer) {
   auto w = [&](const char* s) { return names::blk(layer, s); };
   const int64_t H = c_.hidden, QW = c_.n_heads * c_.head_dim, KW = c_.n_kv_heads * c_.head_dim;
+  if (has(w("attn_qkv.weight"))) {  // stacked in the file (Phi-3)
+    Value y = linear(x, w("attn_qkv.weight"), QW + 2 * KW, H);
+    return {y, y, narrow(y, 2, QW + KW, KW), 0, QW};
+  }
   const DType tq = f_.tensor(w("attn_q.weight")).type, tk = f_.tensor(w("attn_k.weight")).type,
               tv = f_.tensor(w("attn_v.weight")).type;
   const int nb = has(w("attn_q.bias")) + has(w("attn_k.bias")) + has(w("attn_v.bias"));

@@ -24,10 +24,13 @@ class Blocks {
   // The gated FFN: act(gate(x)) · up(x), then down. Gate and up share one
   // fused projection when their dtypes match.
   Value gated_ffn(Value x, int64_t layer, bool gelu_tanh);
+  // The same from a file that stores [gate | up] as one ffn_up (Phi-3).
+  Value stacked_swiglu_ffn(Value x, int64_t layer);
   // The attention input projections of a layer. q and k are the rows their
   // heads start in at column q_col / k_col: one stacked [q | k | v] (or
   // [q | k]) projection when the dtypes allow, so Rope reads q and k straight
   // out of it; v is a Narrow of it (a view at L = 1) or its own projection.
+  // A file's own stacked attn_qkv (Phi-3) is used as it is.
   struct Qkv {
     Value q, k, v;
     int64_t q_col = 0, k_col = 0;
@@ -77,9 +80,11 @@ class Blocks {
 Graph build_gemma(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);  // gemma2, gemma3
 Graph build_qwen3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
 Graph build_llama(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);  // llama, qwen2
+Graph build_phi3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
 extern const std::vector<LayerWeight> kGemma2Weights;
 extern const std::vector<LayerWeight> kGemma3Weights;
 extern const std::vector<LayerWeight> kQwen3Weights;
 extern const std::vector<LayerWeight> kLlamaWeights;
+extern const std::vector<LayerWeight> kPhi3Weights;
 
 }  // namespace rlx::llm::detail

@@ -13,6 +13,7 @@ const char* arch_name(Arch a) {
     case Arch::Qwen3: return "qwen3";
     case Arch::Qwen2: return "qwen2";
     case Arch::Llama: return "llama";
+    case Arch::Phi3: return "phi3";
   }
   return "?";
 }
@@ -40,6 +41,22 @@ struct Meta {
   }
 };
 
+// An optional F32 [n_rot/2] tensor of positive frequency divisors; empty when absent.
+std::vector<float> read_rope_factors(const GgufFile& f, const char* name, int64_t n_rot) {
+  const GgufTensorInfo* ff = f.find_tensor(name);
+  if (!ff) return {};
+  const auto shape = ff->shape();
+  RLX_FORMAT_CHECK(ff->type == DType::F32 && shape.size() == 1 && shape[0] == n_rot / 2, f.source(), ": tensor '",
+                   name, "' must be F32 [", n_rot / 2, "] (rope.dimension_count / 2)");
+  const Tensor t = f.view(*ff);
+  const float* v = t.data<float>();
+  std::vector<float> out(v, v + shape[0]);
+  for (size_t i = 0; i < out.size(); ++i)
+    RLX_FORMAT_CHECK(std::isfinite(out[i]) && out[i] > 0, f.source(), ": ", name, "[", i, "] = ", out[i],
+                     " (must be finite and positive)");
+  return out;
+}
+
 }  // namespace
 
 LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
@@ -52,9 +69,10 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   else if (arch == "qwen3") c.arch = Arch::Qwen3;
   else if (arch == "qwen2") c.arch = Arch::Qwen2;
   else if (arch == "llama") c.arch = Arch::Llama;
+  else if (arch == "phi3") c.arch = Arch::Phi3;
   else
     throw Unsupported(str(f.source(), ": architecture '", arch,
-                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2 and llama)"));
+                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama and phi3)"));
   const Meta m{f, arch};
   c.n_layers = m.need_int("block_count");
   c.hidden = m.need_int("embedding_length");
@@ -89,10 +107,12 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   // Linear scaling as llama.cpp reads it: rope.scaling.factor, else the older
   // rope.scale_linear, whatever the type ("none" or "linear"); 0 or absent means none.
   const std::string scaling = f.get_or<std::string>(m.key("rope.scaling.type"), "none");
-  if (scaling != "none" && scaling != "linear")
+  // Phi-3's LongRoPE comes as factor tensors (read below), whatever the type says.
+  const bool longrope = c.arch == Arch::Phi3 && (scaling == "longrope" || scaling == "su");
+  if (scaling != "none" && scaling != "linear" && !longrope)
     throw Unsupported(str(f.source(), ": ", m.key("rope.scaling.type"), " '", scaling,
                           "' is not supported (none, linear)"));
-  const float factor = m.float_or("rope.scaling.factor", m.float_or("rope.scale_linear", 0.0));
+  const float factor = longrope ? 0.0f : m.float_or("rope.scaling.factor", m.float_or("rope.scale_linear", 0.0));
   RLX_FORMAT_CHECK(std::isfinite(factor) && factor >= 0, f.source(), ": ", m.key("rope.scaling.factor"), " ", factor,
                    " must be positive (or 0: none)");
   c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
@@ -119,6 +139,19 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
     c.swa_pattern = 2;
     RLX_FORMAT_CHECK(c.sliding_window >= 0, f.source(), ": negative sliding window");
   }
+  if (c.arch == Arch::Phi3) {
+    // llama.cpp turns Phi-3's sliding window off (attention.sliding_window is
+    // read and ignored), so every layer attends to the whole cache here too.
+    c.rope_orig_ctx = m.int_or("rope.scaling.original_context_length", c.context_length);
+    c.rope_attn_factor = m.float_or("rope.scaling.attn_factor", 1.0);
+    RLX_FORMAT_CHECK(c.rope_orig_ctx > 0 && std::isfinite(c.rope_attn_factor) && c.rope_attn_factor > 0, f.source(),
+                     ": implausible ", m.key("rope.scaling.original_context_length"), " ", c.rope_orig_ctx, " or ",
+                     m.key("rope.scaling.attn_factor"), " ", c.rope_attn_factor);
+    c.rope_factors_long = read_rope_factors(f, "rope_factors_long.weight", c.n_rot);
+    c.rope_factors_short = read_rope_factors(f, "rope_factors_short.weight", c.n_rot);
+    RLX_FORMAT_CHECK(c.rope_factors_long.empty() == c.rope_factors_short.empty(), f.source(),
+                     ": rope_factors_long.weight and rope_factors_short.weight come as a pair");
+  }
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   RLX_FORMAT_CHECK(emb != nullptr, f.source(), ": tensor 'token_embd.weight' is missing");
   const auto emb_shape = emb->shape();
@@ -130,17 +163,7 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   // (llama.cpp's converter computes them from rope_scaling "llama3"). Gemma
   // has none: llama.cpp's gemma2 and gemma3 graphs pass no factors.
   const bool gemma = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
-  if (const GgufTensorInfo* ff = f.find_tensor("rope_freqs.weight"); ff && !gemma) {
-    const auto shape = ff->shape();
-    RLX_FORMAT_CHECK(ff->type == DType::F32 && shape.size() == 1 && shape[0] == c.n_rot / 2, f.source(),
-                     ": tensor 'rope_freqs.weight' must be F32 [", c.n_rot / 2, "] (rope.dimension_count / 2)");
-    const Tensor t = f.view(*ff);
-    const float* v = t.data<float>();
-    c.rope_freq_factors.assign(v, v + shape[0]);
-    for (size_t i = 0; i < c.rope_freq_factors.size(); ++i)
-      RLX_FORMAT_CHECK(std::isfinite(c.rope_freq_factors[i]) && c.rope_freq_factors[i] > 0, f.source(),
-                       ": rope_freqs.weight[", i, "] = ", c.rope_freq_factors[i], " (must be finite and positive)");
-  }
+  if (!gemma) c.rope_freq_factors = read_rope_factors(f, "rope_freqs.weight", c.n_rot);
   return c;
 }
 
@@ -150,6 +173,7 @@ std::string LlmConfig::summary() const {
              sliding_window > 0 ? str(", sliding window ", sliding_window) : std::string(),
              rope_freq_scale != 1.0f ? str(", rope scale ", rope_freq_scale) : std::string(),
              rope_freq_factors.empty() ? std::string() : ", rope frequency factors",
+             rope_factors_long.empty() ? std::string() : str(", LongRoPE (original context ", rope_orig_ctx, ")"),
              tied_output ? ", tied output" : "");
 }
 

@@ -10,7 +10,7 @@
 
 namespace rlx::llm {
 
-enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama };
+enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3 };
 const char* arch_name(Arch a);
 
 struct LlmConfig {
@@ -30,6 +30,13 @@ struct LlmConfig {
   float rope_freq_scale = 1.0f;      // linear scaling of the global layers: positions × this
   // rope_freqs.weight (Llama 3.1+): n_rot/2 divisors of the frequencies, or empty.
   std::vector<float> rope_freq_factors;
+  // LongRoPE (Phi-3.5, Phi-4-mini): rope_factors_long/short.weight, n_rot/2
+  // frequency divisors each; the long ones apply when the KV cache is longer
+  // than rope.scaling.original_context_length (llama.cpp's rule). Rotated
+  // dims are multiplied by rope_attn_factor (rope.scaling.attn_factor).
+  std::vector<float> rope_factors_long, rope_factors_short;
+  int64_t rope_orig_ctx = 0;         // rope.scaling.original_context_length, default context_length
+  float rope_attn_factor = 1.0f;
   int64_t n_rot = 0;                 // rope.dimension_count, default head_dim
   int64_t sliding_window = 0;        // 0 = every layer global
   int64_t swa_pattern = 0;           // every swa_pattern-th layer is global (Gemma 2: 2, Gemma 3: 6)
@@ -38,7 +45,7 @@ struct LlmConfig {
   bool tied_output = true;           // no output.weight: the head is token_embd
 
   // Reads and checks the metadata; a missing key is a FormatError naming it,
-  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama is Unsupported.
+  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3 is Unsupported.
   static LlmConfig from_gguf(const GgufFile& f);
   // Gemma 3 interleaves 5 sliding-window layers with 1 global one, Gemma 2 1 with 1.
   bool is_local_layer(int64_t layer) const {

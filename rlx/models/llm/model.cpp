@@ -17,6 +17,7 @@ const std::vector<LayerWeight>& layer_weights(Arch arch) {
     case Arch::Qwen3: return detail::kQwen3Weights;
     case Arch::Qwen2:
     case Arch::Llama: return detail::kLlamaWeights;
+    case Arch::Phi3: return detail::kPhi3Weights;
   }
   RLX_ASSERT(false);
 }
@@ -28,6 +29,7 @@ Graph build_graph(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o
     case Arch::Qwen3: return detail::build_qwen3(cfg, f, options);
     case Arch::Qwen2:
     case Arch::Llama: return detail::build_llama(cfg, f, options);
+    case Arch::Phi3: return detail::build_phi3(cfg, f, options);
   }
   RLX_ASSERT(false);
 }
