@@ -16,8 +16,9 @@ rlx's LlmTokenizer gives exactly these ids.
    the fixture the way llama.cpp's converter writes them to GGUF; the C++ test
    builds the GGUF from them. Reference ids come from `tokenizers` with the
    pre-tokenizer of each model's tokenizer.json: Split(regex, isolated) +
-   ByteLevel(use_regex=false) for qwen2 and llama-bpe (which also sets
-   ignore_merges), ByteLevel(use_regex=true) for gpt2, and for smollm (SmolLM,
+   ByteLevel(use_regex=false) for qwen2, llama-bpe (which also sets
+   ignore_merges), gpt-4o (o200k) and tekken (ignore_merges too),
+   ByteLevel(use_regex=true) for gpt2, and for smollm (SmolLM,
    StarCoder: every digit its own piece first) Digits(individual_digits=true)
    followed by ByteLevel(use_regex=true). Qwen2's NFC normalizer
    is left out, as llama.cpp does not apply it (the cases are NFC already).
@@ -98,6 +99,13 @@ BPE_CASES = COMMON_CASES + [
     "numbers 1 12 123 1234 12345 ٣٤٥ ½",
     "mixed中文and English混合text",
     "\u0000\u0001 control \u007f",
+    # Letter case and marks, for the o200k (gpt-4o) and tekken splits.
+    "HelloWORLD camelCaseWord XMLHttpRequest iPhone ABCdef's DON'T You'RE",
+    "\u00c9COLE\u00e9tude \u0130stanbul \u01c4\u01c5\u01c6 \u02b0\u02b1x e\u0301e\u0301 A\u0301B\u0300c",
+    "path/to/file.txt\nhttps://a.b/c//d/ x/\n/y",
+    "\u0915\u093f\u0924\u093e\u092c \u05e9\u05b8\u05dc\u05d5\u05b9\u05dd \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
+    # Letters in both o200k classes (Lm, Lo, marks) before capitals: the regex backtracks.
+    "\u4e2dA \u65e5\u672cABC. \u02b0A. e\u0301X \u00c9\u0301T\u00e9 ABC\u02b0's x'S",
 ] + random_cases(["<|im_start|>", "<|im_end|>", "<think>", "<|endoftext|>"])
 
 
@@ -168,6 +176,9 @@ def split_pre(pattern):
 PRE_TOKENIZERS = {
     "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    # o200k (GPT-4o, Phi-4-mini, Llama 4) and Mistral's Tekken, from their tokenizer.json files.
+    "gpt-4o": r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "tekken": r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "gpt2": None,  # ByteLevel's own regex
     "smollm": None,  # digits isolated, then ByteLevel's own regex
 }
@@ -190,7 +201,7 @@ def bpe_cases():
     per_pre = {}
     for name, pattern in PRE_TOKENIZERS.items():
         s = json.loads(base.to_str())
-        s["model"]["ignore_merges"] = name == "llama-bpe"
+        s["model"]["ignore_merges"] = name in ("llama-bpe", "tekken")
         tok = Tokenizer.from_str(json.dumps(s))
         byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         if pattern:
@@ -202,12 +213,19 @@ def bpe_cases():
         tok.decoder = decoders.ByteLevel()
         per_pre[name] = tok
 
+    # The pieces each regex split makes (before byte-level BPE): ids alone
+    # cannot tell two splits apart where the small vocabulary has no merge
+    # across the boundary.
+    splitters = {name: pre_tokenizers.Split(Regex(p), behavior="isolated", invert=False)
+                 for name, p in PRE_TOKENIZERS.items() if p}
     cases = []
     for text in BPE_CASES:
-        entry = {"text": text, "ids": {}}
+        entry = {"text": text, "ids": {}, "pieces": {}}
         for name, tok in per_pre.items():
             ids = tok.encode(text, add_special_tokens=False).ids
             entry["ids"][name] = ids
+        for name, split in splitters.items():
+            entry["pieces"][name] = [piece for piece, _ in split.pre_tokenize_str(text)]
         cases.append(entry)
     return {
         "tokens": tokens,

@@ -10,12 +10,14 @@
 //        smollm:          every \p{N} a piece of its own first, then Gpt2 within the
 //                         pieces between them (also llama.cpp's starcoder, refact,
 //                         command-r, codeshell, exaone and minerva)
+//        gpt-4o, llama4:  Gpt4o;  tekken: Tekken
+//      and llama.cpp's other names for the same regexes (pre_tokenizer_for).
 //   2. Each word's bytes map to GPT-2's printable characters (bytes_to_unicode);
 //      each character is a base token.
 //   3. Adjacent symbol pairs are merged lowest rank first (the merge's index in
 //      tokenizer.ggml.merges; ties: leftmost; a repeated pair keeps its first
-//      rank). llama-bpe first takes a word that is itself a token whole
-//      (Hugging Face's ignore_merges, which llama.cpp also applies).
+//      rank). llama-bpe and tekken first take a word that is itself a token
+//      whole (Hugging Face's ignore_merges, which llama.cpp also applies).
 //   Word → ids results are cached.
 #include <array>
 
@@ -30,17 +32,29 @@ namespace {
 
 using byte_level::Split;
 
+// tokenizer.ggml.pre → split, with llama.cpp's names for each regex.
 Split pre_tokenizer_for(const GgufFile& f) {
   const std::string pre = f.get_or<std::string>("tokenizer.ggml.pre", "default");
-  if (pre == "default" || pre == "gpt2" || pre == "gpt-2") return Split::Gpt2;
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return Split::Llama3;
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return Split::Qwen2;
-  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "codeshell" ||
-      pre == "exaone" || pre == "minerva-7b")
-    return Split::DigitsGpt2;
+  auto any = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (pre == n) return true;
+    return false;
+  };
+  if (any({"default", "gpt2", "gpt-2", "phi-2", "olmo", "jais", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de",
+           "jina-v2-code"}))
+    return Split::Gpt2;
+  if (any({"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "dbrx",
+           "smaug-bpe"}))
+    return Split::Llama3;
+  if (any({"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"})) return Split::Qwen2;
+  if (any({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})) return Split::DigitsGpt2;
+  if (any({"gpt-4o", "llama4"})) return Split::Gpt4o;
+  if (pre == "tekken") return Split::Tekken;
   throw Unsupported(str(f.source(), ": tokenizer.ggml.pre '", pre,
-                        "' is not supported (supported: default, gpt2, llama-bpe, llama3, qwen2, smollm, starcoder, "
-                        "refact, command-r, codeshell, exaone, minerva-7b)"));
+                        "' is not supported (supported: default, gpt2 and its aliases phi-2, olmo, jais, jina-*; "
+                        "llama-bpe and its aliases llama3, falcon3, pixtral, lfm2, dbrx, smaug-bpe, ...; qwen2, "
+                        "stablelm2, megrez; smollm, starcoder, refact, command-r, codeshell, exaone, minerva-7b; "
+                        "gpt-4o, llama4; tekken)"));
 }
 
 // ---- Tokenizer -----------------------------------------------------------------
@@ -49,7 +63,9 @@ class BpeTokenizer final : public LlmTokenizer {
  public:
   explicit BpeTokenizer(const GgufFile& f) : pre_(pre_tokenizer_for(f)) {
     load_common(f, "gpt2");
-    ignore_merges_ = pre_ == Split::Llama3;
+    // llama.cpp: whole-word tokens first, and BOS unless the file says otherwise.
+    ignore_merges_ = pre_ == Split::Llama3 || pre_ == Split::Tekken;
+    if (ignore_merges_ && !f.contains("tokenizer.ggml.add_bos_token")) add_bos_ = bos_ >= 0;
 
     // Normal tokens decode through the inverse byte map; a character outside it
     // (not produced by byte-level BPE) is kept as its UTF-8.

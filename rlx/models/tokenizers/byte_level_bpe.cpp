@@ -46,6 +46,99 @@ const std::array<CharClass, 128> kAsciiClass = [] {
   return t;
 }();
 
+// o200k's letter classes: U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W = [\p{Ll}\p{Lm}\p{Lo}\p{M}].
+bool cased_upper(char32_t c) {
+  if (c < 128) return c >= 'A' && c <= 'Z';
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+      return true;
+    default: return false;
+  }
+}
+bool cased_lower(char32_t c) {
+  if (c < 128) return c >= 'a' && c <= 'z';
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+      return true;
+    default: return false;
+  }
+}
+
+// Gpt4o and Tekken: the first alternative of the header's regex that matches
+// at i, with the backtracking a regex engine would do.
+size_t match_cased(const CodePoints& t, size_t i, size_t n, bool gpt4o) {
+  auto is = [&](size_t k, CharClass c) { return k < n && t.cls[k] == c; };
+  auto is_crlf = [&](size_t k) { return k < n && (t.cp[k] == '\r' || t.cp[k] == '\n'); };
+  auto upper = [&](size_t k) { return k < n && cased_upper(t.cp[k]); };
+  auto lower = [&](size_t k) { return k < n && cased_lower(t.cp[k]); };
+  auto run_end = [&](size_t k, CharClass c) {
+    while (is(k, c)) ++k;
+    return k;
+  };
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d)? after a word (Gpt4o only).
+  auto contraction = [&](size_t k) -> size_t {
+    if (!gpt4o || k >= n || t.cp[k] != '\'') return 0;
+    auto low = [&](size_t j) -> char32_t { return j < n && t.cp[j] < 128 ? (t.cp[j] | 0x20) : 0; };
+    const char32_t a = low(k + 1), b = low(k + 2);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    return 0;
+  };
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  // U*W+ from s: U* greedy, then W+; when W+ cannot start where U* stopped,
+  // U* gives back code points until one can (U and W share Lm, Lo and M).
+  auto upper_then_lower = [&](size_t s) -> size_t {
+    size_t a = s;
+    while (upper(a)) ++a;
+    if (lower(a)) {
+      while (lower(a)) ++a;
+      return a;
+    }
+    for (size_t k = a; k > s; --k)
+      if (lower(k - 1)) return k;  // nothing after k - 1 (up to a) is in W
+    return kNone;
+  };
+  // U+W* from s.
+  auto upper_run_then_lower = [&](size_t s) -> size_t {
+    size_t a = s;
+    while (upper(a)) ++a;
+    if (a == s) return kNone;
+    while (lower(a)) ++a;
+    return a;
+  };
+  const bool prefix = !is_crlf(i) && (is(i, kSpace) || is(i, kOther));  // [^\r\n\p{L}\p{N}]
+  // The two word alternatives in order, each with the optional prefix first
+  // (it is greedy), then without.
+  for (int alternative = 0; alternative < 2; ++alternative)
+    for (size_t s : {prefix ? i + 1 : kNone, i}) {
+      if (s == kNone) continue;
+      const size_t end = alternative == 0 ? upper_then_lower(s) : upper_run_then_lower(s);
+      if (end != kNone) return end + contraction(end) - i;
+    }
+  // \p{N}{1,3} (Gpt4o) or \p{N} (Tekken)
+  if (is(i, kNumber)) {
+    size_t j = i;
+    while (is(j, kNumber) && j - i < (gpt4o ? 3u : 1u)) ++j;
+    return j - i;
+  }
+  // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+  const size_t start = t.cp[i] == ' ' && is(i + 1, kOther) ? i + 1 : i;
+  if (is(start, kOther)) {
+    size_t j = run_end(start, kOther);
+    while (is_crlf(j) || (j < n && t.cp[j] == '/')) ++j;
+    return j - i;
+  }
+  // \s*[\r\n]+ : the whitespace run up to its last CR/LF.
+  const size_t end = run_end(i, kSpace);
+  for (size_t k = end; k > i; --k)
+    if (is_crlf(k - 1)) return k - i;
+  // \s+(?!\S) keeps the last space for the next word; then \s+.
+  if (end < n && end - i >= 2) return end - 1 - i;
+  return end - i;
+}
+
 }  // namespace
 
 void CodePoints::assign(std::string_view text) {
@@ -65,6 +158,7 @@ void CodePoints::assign(std::string_view text) {
 }
 
 size_t match_at(const CodePoints& t, size_t i, size_t n, Split split) {
+  if (split == Split::Gpt4o || split == Split::Tekken) return match_cased(t, i, n, split == Split::Gpt4o);
   auto is = [&](size_t k, CharClass c) { return k < n && t.cls[k] == c; };
   auto is_crlf = [&](size_t k) { return k < n && (t.cp[k] == '\r' || t.cp[k] == '\n'); };
   auto run_end = [&](size_t k, CharClass c) {

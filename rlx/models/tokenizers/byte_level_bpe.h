@@ -26,8 +26,13 @@ std::array<char32_t, 256> byte_to_unicode();
 //               ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //   Qwen2:      as Llama3 with \p{N} for \p{N}{1,3}
 //   DigitsGpt2: Gpt2's, applied by the caller between single \p{N} pieces
+//   Gpt4o:      [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}|
+//               ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//               with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W = [\p{Ll}\p{Lm}\p{Lo}\p{M}],
+//               C = (?i:'s|'t|'re|'ve|'m|'ll|'d) (o200k: GPT-4o, Phi-4-mini, Llama 4)
+//   Tekken:     as Gpt4o without C and with \p{N} for \p{N}{1,3} (Mistral's Tekken)
 // \p{L} and \p{N} are Unicode letters and numbers (utf8proc), \s is White_Space.
-enum class Split { Gpt2, Llama3, Qwen2, DigitsGpt2 };
+enum class Split { Gpt2, Llama3, Qwen2, DigitsGpt2, Gpt4o, Tekken };
 
 enum CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };  // kSpace: utf8::is_white_space
 

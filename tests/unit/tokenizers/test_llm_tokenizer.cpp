@@ -4,13 +4,14 @@
 //   tests/data/llm_tokenizer_cases.json (skipped when the model package is absent).
 // - Byte-level BPE ("gpt2"): the fixture's trained vocabulary and merges are
 //   written into a GGUF here, as llama.cpp's converter does, and the ids must
-//   equal HF tokenizers' for the qwen2, llama-bpe, gpt2 and smollm pre-tokenizers.
+//   equal HF tokenizers' for the qwen2, llama-bpe, gpt2, smollm, gpt-4o and tekken pre-tokenizers.
 // - Small hand-built vocabularies pin the merge order, special-token matching,
 //   byte fallback, the leading-space rule and the stream decoder's UTF-8 handling.
 // - Malformed metadata gives errors naming the key; a 100 KB text encodes fast.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 #include "rlx/core/error.h"
 #include "rlx/formats/gguf.h"
 #include "rlx/formats/hf_config.h"
+#include "rlx/models/tokenizers/byte_level_bpe.h"
 #include "rlx/models/tokenizers/llm_tokenizer.h"
 #include "tests/models/model_paths.h"
 
@@ -213,7 +215,8 @@ TEST(LlmTokenizerGemma, HundredKilobytesIsFast) {
 
 // ---- Byte-level BPE (trained vocabulary from the fixture) -----------------------------
 
-GgufWriter bpe_writer(const std::string& pre) {
+// `with_add_bos`: write tokenizer.ggml.add_bos_token = false (else leave it out).
+GgufWriter bpe_writer(const std::string& pre, bool with_add_bos = true) {
   const auto& b = fixture().at("bpe");
   GgufWriter w;
   w.set("tokenizer.ggml.model", std::string("gpt2"));
@@ -223,7 +226,7 @@ GgufWriter bpe_writer(const std::string& pre) {
   w.set("tokenizer.ggml.merges", strings(b.at("merges")));
   w.set("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(b.at("eos").get<int>()));
   w.set("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(b.at("eos").get<int>()));
-  w.set("tokenizer.ggml.add_bos_token", false);
+  if (with_add_bos) w.set("tokenizer.ggml.add_bos_token", false);
   return w;
 }
 
@@ -252,8 +255,58 @@ TEST_P(LlmTokenizerBpe, IdsMatchHuggingFace) {
   EXPECT_GE(checked, 25u);
 }
 
-INSTANTIATE_TEST_SUITE_P(PreTokenizers, LlmTokenizerBpe, ::testing::Values("qwen2", "llama-bpe", "gpt2", "smollm"),
-                         [](const auto& info) { return info.param == "llama-bpe" ? "llama_bpe" : info.param; });
+INSTANTIATE_TEST_SUITE_P(PreTokenizers, LlmTokenizerBpe,
+                         ::testing::Values("qwen2", "llama-bpe", "gpt2", "smollm", "gpt-4o", "tekken"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// The pre-tokenizer's pieces themselves against the regex run by Hugging
+// Face's Split (ids alone miss a boundary the small vocabulary never merges across).
+TEST(LlmTokenizerBpeExtra, PiecesMatchTheRegex) {
+  using byte_level::Split;
+  const std::map<std::string, Split> splits = {
+      {"qwen2", Split::Qwen2}, {"llama-bpe", Split::Llama3}, {"gpt-4o", Split::Gpt4o}, {"tekken", Split::Tekken}};
+  size_t checked = 0;
+  for (const auto& c : fixture().at("bpe").at("cases")) {
+    const std::string text = c.at("text");
+    const byte_level::CodePoints cps(text);
+    for (const auto& [name, split] : splits) {
+      std::vector<std::string> got;
+      for (size_t i = 0; i < cps.size();) {
+        const size_t len = byte_level::match_at(cps, i, cps.size(), split);
+        got.push_back(text.substr(cps.offset[i], cps.offset[i + len] - cps.offset[i]));
+        i += len;
+      }
+      const auto want = c.at("pieces").at(name).get<std::vector<std::string>>();
+      EXPECT_EQ(got, want) << name << ": '" << escaped(text) << "'";
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 4 * 70u);
+}
+
+// llama.cpp's other names for the same splits give the same ids, and the
+// splits that take whole-word tokens first also add BOS unless the file says.
+TEST(LlmTokenizerBpeExtra, AliasesAndBosDefaults) {
+  const std::map<std::string, std::string> alias = {{"dbrx", "llama-bpe"},  {"smaug-bpe", "llama-bpe"},
+                                                    {"falcon3", "llama-bpe"}, {"stablelm2", "qwen2"},
+                                                    {"olmo", "gpt2"},         {"llama4", "gpt-4o"}};
+  for (const auto& [name, same_as] : alias) {
+    const auto tok = from_writer(bpe_writer(name));
+    for (const auto& c : fixture().at("bpe").at("cases")) {
+      const std::string text = c.at("text");
+      EXPECT_EQ(tok->encode(text, false), c.at("ids").at(same_as).get<Ids>()) << name << ": '" << escaped(text) << "'";
+    }
+  }
+  for (const auto& [pre, bos] : std::map<std::string, bool>{{"llama-bpe", true}, {"tekken", true}, {"qwen2", false},
+                                                            {"gpt-4o", false}}) {
+    EXPECT_EQ(from_writer(bpe_writer(pre, /*with_add_bos=*/false))->add_bos_default(), bos) << pre;
+  }
+  EXPECT_THROW(from_writer(bpe_writer("deepseek-llm")), Unsupported);
+}
 
 TEST(LlmTokenizerBpeExtra, EndOfGenerationAndBos) {
   GgufWriter w = bpe_writer("llama-bpe");
