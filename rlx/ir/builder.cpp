@@ -138,6 +138,12 @@ Value irfft(Value x, int64_t n, FftNorm norm) {
 }
 Value bitcast(Value x, DType to) { return op(OpKind::Bitcast, CastAttrs{to}, {x}); }
 
+Value gaussian_splat(Value means, Value scales, Value rotations, Value opacities, Value colors, Value view,
+                     Value intrinsics, Value background, SplatAttrs attrs) {
+  return op(OpKind::GaussianSplatRender, attrs,
+            {means, scales, rotations, opacities, colors, view, intrinsics, background});
+}
+
 Value custom(const std::string& name, const std::vector<Value>& inputs, std::map<std::string, CustomAttrValue> values) {
   return op(OpKind::Custom, CustomAttrs{name, std::move(values)}, inputs, name);
 }

@@ -112,6 +112,10 @@ Value bitcast(Value x, DType to);
 inline Value view_as_real(Value x) { return bitcast(x, DType::F32); }
 inline Value view_as_complex(Value x) { return bitcast(x, DType::C64); }
 
+// Graphics: an RGB image [height, width, 3] of N Gaussians (see SplatAttrs).
+Value gaussian_splat(Value means, Value scales, Value rotations, Value opacities, Value colors, Value view,
+                     Value intrinsics, Value background, SplatAttrs attrs);
+
 // User ops (see rlx/ir/custom_op.h)
 Value custom(const std::string& name, const std::vector<Value>& inputs,
              std::map<std::string, CustomAttrValue> values = {});

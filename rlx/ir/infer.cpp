@@ -573,9 +573,29 @@ TensorType infer_type(const Graph& g, OpKind op, const Attrs& attrs, const std::
       return {DType::C64, s};
     }
     case OpKind::GaussianSplatRender: {
+      need_attrs(std::holds_alternative<SplatAttrs>(attrs));
       const auto& a = std::get<SplatAttrs>(attrs);
-      if (a.width < 1 || a.height < 1) c.fail("image size must be positive");
-      if (inputs.empty()) c.fail("splat render needs gaussian inputs");
+      if (a.width < 1 || a.height < 1 || a.width > 16384 || a.height > 16384)
+        c.fail("image size ", a.width, "x", a.height, " must be within 1x1 .. 16384x16384");
+      if (!(a.near_plane > 0.0f) || !(a.eps2d >= 0.0f)) c.fail("near_plane must be > 0 and eps2d >= 0");
+      c.arity(8, 8);
+      static constexpr const char* kNames[] = {"means",  "scales", "rotations",  "opacities",
+                                               "colors", "view",   "intrinsics", "background"};
+      for (size_t i = 0; i < 8; ++i)
+        if (c.dtype(i) != DType::F32) c.fail(kNames[i], " must be f32, got ", c.dtype(i));
+      const Dim n = c.shape(0).empty() ? Dim(0) : c.shape(0)[0];
+      auto expect = [&](size_t i, Shape want) {
+        if (c.shape(i).size() != want.size()) c.fail(kNames[i], " must be ", shape_to_string(want), ", got ", shape_to_string(c.shape(i)));
+        for (size_t d = 0; d < want.size(); ++d) c.expect_dim(c.shape(i)[d], want[d], kNames[i]);
+      };
+      expect(0, {n, Dim(3)});
+      expect(1, {n, Dim(3)});
+      expect(2, {n, Dim(4)});
+      expect(3, {n});
+      expect(4, {n, Dim(3)});
+      expect(5, {Dim(4), Dim(4)});
+      expect(6, {Dim(4)});
+      expect(7, {Dim(3)});
       return {DType::F32, {Dim(a.height), Dim(a.width), Dim(3)}};
     }
     case OpKind::Custom: {

@@ -152,7 +152,9 @@ struct AttrPrinter {
     os << (a.inverse ? "inverse" : "forward") << " real_input=" << a.real_input << " real_output=" << a.real_output
        << " n=" << a.n << " norm=" << fft_norm_name(a.norm);
   }
-  void operator()(const SplatAttrs& a) { os << "size=" << a.width << "x" << a.height; }
+  void operator()(const SplatAttrs& a) {
+    os << "size=" << a.width << "x" << a.height << " near=" << a.near_plane << " eps2d=" << a.eps2d;
+  }
   void operator()(const CustomAttrs& a) {
     os << "name=" << a.name;
     for (const auto& [k, v] : a.values) {

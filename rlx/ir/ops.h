@@ -212,9 +212,30 @@ struct FftAttrs {
   FftNorm norm = FftNorm::Backward;
   bool operator==(const FftAttrs&) const = default;
 };
+// GaussianSplatRender: 3D Gaussian splatting's forward rasterization (Kerbl
+// et al. 2023) of N Gaussians into an RGB image [height, width, 3], f32.
+// Inputs (f32): means [N, 3] (world), scales [N, 3] (standard deviations
+// along the Gaussian's axes), rotations [N, 4] (quaternions w, x, y, z;
+// normalized here), opacities [N] in [0, 1], colors [N, 3], view [4, 4]
+// (world → camera, row-major, OpenCV axes: x right, y down, z forward),
+// intrinsics [4] (fx, fy, cx, cy in pixels) and background [3].
+//   Each Gaussian with camera depth z > near_plane is projected: mean
+//   (fx·x/z + cx, fy·y/z + cy), covariance J·Rv·Σ·Rvᵀ·Jᵀ + eps2d·I with
+//   Σ = R·S²·Rᵀ and J the projection's Jacobian at the mean, with x/z
+//   clamped to [−cx/fx − m, (width − cx)/fx + m], m = 0.15·width/fx (and y/z
+//   likewise: the reference code's 1.3× the half field of view); one whose 2D
+//   covariance is singular is dropped. Non-finite values, a zero quaternion
+//   or fx, fy ≤ 0 are errors.
+//   Pixel (u, v) has its centre at (u + ½, v + ½). Front to back (depth,
+//   then index), α = min(0.99, opacity·exp(−½·dᵀΣ₂⁻¹d)); α < 1/255 is skipped;
+//   a Gaussian that would take the transmittance T below 1e-4 ends the pixel
+//   unblended; colour = Σ T·α·c + T·background.
+// The result does not depend on any tiling an implementation uses.
 struct SplatAttrs {
   int width = 0;
   int height = 0;
+  float near_plane = 0.01f;
+  float eps2d = 0.3f;
   bool operator==(const SplatAttrs&) const = default;
 };
 // Custom op: registered name plus free-form scalar attributes.

@@ -1000,6 +1000,56 @@ void fft_cases(Table& t) {
   });
 }
 
+// ---- graphics ----
+
+// Random scenes before a fixed camera (a small turn about y, an offset, an
+// off-centre principal point): `z_lo` below the near plane puts some
+// Gaussians behind it; `opacity_lo` near 1 makes pixels saturate, so the
+// transmittance cut-off ends them early.
+void splat_case(Table& t, const std::string& name, int64_t n, double z_lo, double opacity_lo) {
+  t.add(name, {DType::F32}, [=](CaseBuilder& b) {
+    SplatAttrs a;
+    a.width = 48;
+    a.height = 32;
+    auto fixed = [](std::vector<double> v) {
+      return Dist{"fixed", [v](const std::vector<int64_t>&, DType, Rng&) { return v; }};
+    };
+    auto per_column = [](std::vector<std::pair<double, double>> ranges) {
+      return Dist{"per column", [ranges](const std::vector<int64_t>& shape, DType, Rng& rng) {
+                    std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+                    for (size_t i = 0; i < v.size(); ++i) {
+                      const auto [lo, hi] = ranges[i % ranges.size()];
+                      v[i] = std::uniform_real_distribution<double>(lo, hi)(rng);
+                    }
+                    return v;
+                  }};
+    };
+    const double c = std::cos(0.1), s = std::sin(0.1);
+    Value means = b.input("means", {n, 3}, per_column({{-1.6, 1.6}, {-1.2, 1.2}, {z_lo, 6.0}}));
+    Value scales = b.input("scales", {n, 3}, uniform(0.03, 0.35, 0.0));
+    Value rotations = b.input("rotations", {n, 4}, uniform(-1.0, 1.0, 0.1));
+    Value opacities = b.input("opacities", {n}, uniform(opacity_lo, 1.0, 0.0));
+    Value colors = b.input("colors", {n, 3}, uniform(0.0, 1.0, 0.0));
+    Value view = b.input("view", {4, 4}, fixed({c, 0, s, 0.1, 0, 1, 0, -0.05, -s, 0, c, 0.2, 0, 0, 0, 1}));
+    Value intrinsics = b.input("intrinsics", {4}, fixed({55.0, 58.0, 24.3, 15.8}));
+    Value background = b.input("background", {3}, uniform(0.0, 1.0, 0.0));
+    b.output(gaussian_splat(means, scales, rotations, opacities, colors, view, intrinsics, background, a));
+    b.scale_atol(30.0, "atol x 30: each pixel blends many exponentials, f32 on a GPU");
+    b.set_reference([a](const Leaves& l) {
+      std::vector<const RefTensor*> in;
+      for (const char* k : {"means", "scales", "rotations", "opacities", "colors", "view", "intrinsics", "background"})
+        in.push_back(&l.at(k));
+      return one(ref::gaussian_splat(in, a));
+    });
+  });
+}
+
+void splat_cases(Table& t) {
+  splat_case(t, "gaussian_splat_scene", 60, 2.5, 0.05);
+  splat_case(t, "gaussian_splat_behind_near_plane", 80, -1.0, 0.05);
+  splat_case(t, "gaussian_splat_saturated", 300, 2.0, 0.9);
+}
+
 std::vector<OpCase> build_cases() {
   Table t;
   unary_cases(t);
@@ -1013,6 +1063,7 @@ std::vector<OpCase> build_cases() {
   attention_cases(t);
   rope_glu_cases(t);
   fft_cases(t);
+  splat_cases(t);
   return std::move(t.cases);
 }
 

@@ -679,5 +679,80 @@ RefTensor irdft(const RefTensor& x, int64_t n, FftNorm norm) {
   return out;
 }
 
+RefTensor gaussian_splat(const std::vector<const RefTensor*>& in, const SplatAttrs& a) {
+  const RefTensor &means = *in[0], &scales = *in[1], &quats = *in[2], &opac = *in[3], &colors = *in[4],
+                  &view = *in[5], &intr = *in[6], &bg = *in[7];
+  const int64_t n = means.dim(0);
+  const double fx = intr[0], fy = intr[1], cx = intr[2], cy = intr[3];
+  struct G {
+    double depth, mx, my, inv[3], o, c[3];
+    int64_t index;
+  };
+  std::vector<G> gs;
+  for (int64_t i = 0; i < n; ++i) {
+    double cam[3];
+    for (int r = 0; r < 3; ++r) {
+      cam[r] = view[r * 4 + 3];
+      for (int k = 0; k < 3; ++k) cam[r] += view[r * 4 + k] * means[i * 3 + k];
+    }
+    if (!(cam[2] > a.near_plane)) continue;
+    double q[4], qn = 0;
+    for (int k = 0; k < 4; ++k) qn += quats[i * 4 + k] * quats[i * 4 + k];
+    for (int k = 0; k < 4; ++k) q[k] = quats[i * 4 + k] / std::sqrt(qn);
+    const double w = q[0], x = q[1], y = q[2], z = q[3];
+    // Rows of the rotation matrix, then Σ = Σ_k s_k² r_k r_kᵀ over its columns r_k.
+    const double rot[3][3] = {{1 - 2 * y * y - 2 * z * z, 2 * x * y - 2 * w * z, 2 * x * z + 2 * w * y},
+                              {2 * x * y + 2 * w * z, 1 - 2 * x * x - 2 * z * z, 2 * y * z - 2 * w * x},
+                              {2 * x * z - 2 * w * y, 2 * y * z + 2 * w * x, 1 - 2 * x * x - 2 * y * y}};
+    double sigma[3][3] = {};
+    for (int k = 0; k < 3; ++k) {
+      const double s2 = scales[i * 3 + k] * scales[i * 3 + k];
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) sigma[r][c] += s2 * rot[r][k] * rot[c][k];
+    }
+    // Camera space: V Σ Vᵀ with V the view's rotation.
+    double vs[3][3] = {}, sc[3][3] = {};
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c)
+        for (int k = 0; k < 3; ++k) vs[r][c] += view[r * 4 + k] * sigma[k][c];
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c)
+        for (int k = 0; k < 3; ++k) sc[r][c] += vs[r][k] * view[c * 4 + k];
+    const double u = std::clamp(cam[0] / cam[2], -cx / fx - 0.15 * a.width / fx, (a.width - cx) / fx + 0.15 * a.width / fx);
+    const double v = std::clamp(cam[1] / cam[2], -cy / fy - 0.15 * a.height / fy, (a.height - cy) / fy + 0.15 * a.height / fy);
+    const double jac[2][3] = {{fx / cam[2], 0, -fx * u / cam[2]}, {0, fy / cam[2], -fy * v / cam[2]}};
+    double cov[2][2] = {};
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 2; ++c)
+        for (int k = 0; k < 3; ++k)
+          for (int l = 0; l < 3; ++l) cov[r][c] += jac[r][k] * sc[k][l] * jac[c][l];
+    cov[0][0] += a.eps2d;
+    cov[1][1] += a.eps2d;
+    const double det = cov[0][0] * cov[1][1] - cov[0][1] * cov[1][0];
+    if (!(det > 0)) continue;
+    gs.push_back({cam[2], fx * cam[0] / cam[2] + cx, fy * cam[1] / cam[2] + cy,
+                  {cov[1][1] / det, -cov[0][1] / det, cov[0][0] / det}, opac[i],
+                  {colors[i * 3], colors[i * 3 + 1], colors[i * 3 + 2]}, i});
+  }
+  std::sort(gs.begin(), gs.end(), [](const G& l, const G& r) { return l.depth != r.depth ? l.depth < r.depth : l.index < r.index; });
+  RefTensor out({a.height, a.width, 3});
+  for (int64_t py = 0; py < a.height; ++py)
+    for (int64_t px = 0; px < a.width; ++px) {
+      double T = 1, rgb[3] = {0, 0, 0};
+      for (const G& g : gs) {
+        const double dx = px + 0.5 - g.mx, dy = py + 0.5 - g.my;
+        const double e = -0.5 * (g.inv[0] * dx * dx + 2 * g.inv[1] * dx * dy + g.inv[2] * dy * dy);
+        if (e > 0) continue;
+        const double alpha = std::min(0.99, g.o * std::exp(e));
+        if (alpha < 1.0 / 255.0) continue;
+        if (T * (1 - alpha) < 1e-4) break;
+        for (int k = 0; k < 3; ++k) rgb[k] += T * alpha * g.c[k];
+        T *= 1 - alpha;
+      }
+      for (int k = 0; k < 3; ++k) out[(py * a.width + px) * 3 + k] = rgb[k] + T * bg[k];
+    }
+  return out;
+}
+
 }  // namespace ref
 }  // namespace rlx::test

@@ -116,5 +116,9 @@ RefTensor rdft(const RefTensor& x, FftNorm norm);               // real [..., n]
 // numpy.fft.irfft: x_j = Re X_0 + 2·Σ_{0<k<n/2} Re(X_k·e^{2πi·jk/n}) + (n even) Re X_{n/2}·(−1)^j, scaled.
 RefTensor irdft(const RefTensor& x, int64_t n, FftNorm norm);   // [..., n/2 + 1, 2] → real [..., n]
 
+// Gaussian splatting as SplatAttrs states it, every Gaussian tried at every
+// pixel in depth order (no tiles, no radius). Inputs in the op's order.
+RefTensor gaussian_splat(const std::vector<const RefTensor*>& in, const SplatAttrs& a);
+
 }  // namespace ref
 }  // namespace rlx::test

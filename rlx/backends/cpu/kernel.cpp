@@ -173,6 +173,7 @@ void register_all_kernels() {
     register_attention_kernels();
     register_quant_kernels();
     register_fft_kernels();
+    register_splat_kernels();
   });
 }
 

@@ -109,6 +109,7 @@ void register_movement_kernels();
 void register_attention_kernels();
 void register_quant_kernels();  // DequantMatMul, Gather from quant tables
 void register_fft_kernels();
+void register_splat_kernels();  // GaussianSplatRender
 void register_all_kernels();  // idempotent
 
 // Shared numerics (kernels/vmath.h has the inline versions for loops,
