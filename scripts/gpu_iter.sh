@@ -17,7 +17,7 @@
 # kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
 # attention kernel's instruction mix and source counters), ncugemm (the same for the GELU-erf
 # ping-pong GEMM at MiniLM's FFN up), ncugemmln (MiniLM's FFN down: the fused GEMM + LayerNorm kernel
-# against cuBLASLt then the norm kernel).
+# against cuBLASLt then the norm kernel), ncupersist (the persistent decode kernel's warp stall reasons).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -143,6 +143,9 @@ for step in "$@"; do
     ncugemm)  # the GELU-erf ping-pong GEMM at MiniLM's FFN up: stalls, instruction mix, source counters
       scripts/gpu_profile.sh "$OUT/ncu" gemm > "$OUT/ncu.log" 2>&1; echo "rc=$?"
       grep -A40 -E "Section: (Warp State Statistics|Instruction Statistics|Source Counters)" "$OUT/ncu/ncu-gemm-gelu.txt" | head -120 ;;
+    ncupersist)  # the persistent decode kernel: warp stall reasons (instruction fetch or memory?)
+      scripts/gpu_profile.sh "$OUT/ncu" persistent > "$OUT/ncu.log" 2>&1; echo "rc=$?"
+      grep -E "Stall|stall|Warp Cycles|Issued|Duration|Registers|Instructions" "$OUT/ncu/ncu-persistent.txt" | head -60 ;;
     ncugemmln)  # MiniLM's FFN down fused and unfused: throughput, memory, warp states
       scripts/gpu_profile.sh "$OUT/ncu" gemmln > "$OUT/ncu.log" 2>&1; echo "rc=$?"
       for f in "$OUT"/ncu/ncu-gemm-ln-ffn2.txt "$OUT"/ncu/ncu-cublaslt-ln-ffn2.txt; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call: Nsight Compute on the kernels that dominate the end-to-end
 # benchmarks (needs a machine where ncu reads counters: Firecracker kinds).
-#   scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm]
+#   scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm] [gemmln] [persistent]
 # decode:    every kernel of two Gemma decode tokens, durations only (ncu
 #            serializes kernels, so these exclude launch gaps: compare their
 #            sum with the graph-replayed token time), then the decode
@@ -13,7 +13,9 @@
 #            --only sm90), the same sections, to see where its epilogue stalls;
 # gemmln:    MiniLM's FFN down (32768 x 384 x 1536, f16) both ways: the fused
 #            GEMM + LayerNorm kernel, and cuBLASLt's GEMM then the norm kernel
-#            (rlx_gemm_bench --only ln), with memory and warp-state sections.
+#            (rlx_gemm_bench --only ln), with memory and warp-state sections;
+# persistent: one launch of the persistent decode kernel (RLX_CUDA_PERSISTENT=1,
+#            synthetic Gemma), warp states, instruction mix and source counters.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_profile.sh OUTDIR [decode] [bert] [attention] [gemm] [gemmln]}
 shift
@@ -58,6 +60,14 @@ for w in $what; do
       timeout 300 "$NCU" --clock-control none --kernel-name-base demangled --launch-skip 116 --launch-count 4 \
         $SECTIONS --section ComputeWorkloadAnalysis $B/bench/rlx_gemm_bench --only ln \
         > "$OUT/ncu-cublaslt-ln-ffn2.txt" 2>&1
+      ;;
+    persistent)  # the persistent decode kernel (RLX_CUDA_PERSISTENT=1, synthetic Gemma): why its ops take 4-24 us.
+      # Warp states answer the instruction-fetch hypothesis (stall "no_instruction" / "branch_resolving"
+      # against "long_scoreboard" for memory); source counters say which op's code stalls.
+      RLX_CUDA_PERSISTENT=1 timeout 300 "$NCU" --clock-control none --kernel-name regex:persistent_kernel \
+        --launch-skip 40 --launch-count 1 $SECTIONS --section InstructionStats --section SourceCounters \
+        --print-details all $B/bench/rlx_generate_bench --synthetic --device cuda --dtype bf16 --kv-dtype bf16 \
+        > "$OUT/ncu-persistent.txt" 2>&1
       ;;
   esac
 done
