@@ -196,7 +196,7 @@ TEST_P(TinyLlm, Bf16ComputeAndCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
-                                           "phi3_long", "phi3_short"),
+                                           "phi3_long", "phi3_short", "granite"),
                          [](const auto& info) { return info.param; });
 
 template <typename E, typename F>
@@ -357,6 +357,34 @@ TEST(LlmConfig, Phi3LongRope) {
                             "implausible");
   fs::remove(path);
   fs::remove(temp_path("phi3_variant.gguf"));
+}
+
+// Granite's multipliers as llama.cpp reads them; RoPE switched off is refused.
+TEST(LlmConfig, GraniteMultipliers) {
+  const std::string path = temp_path("granite.gguf");
+  test::write_tiny_gguf(test::tiny_spec("granite"), path);
+  const GgufFile base = GgufFile::open(path);
+  auto config_with = [&](const std::vector<std::pair<std::string, GgufValue>>& extra) {
+    GgufWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    for (const auto& [k, v] : extra) w.set(k, v);
+    for (const auto& t : base.tensors()) w.add_tensor(t.name, base.view(t));
+    const std::string p = temp_path("granite_variant.gguf");
+    w.write(p);
+    return llm::LlmConfig::from_gguf(GgufFile::open(p));
+  };
+  const llm::LlmConfig c = config_with({});
+  EXPECT_EQ(c.arch, llm::Arch::Granite);
+  EXPECT_FLOAT_EQ(c.embedding_scale, 12.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.22f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 0.0625f);
+  EXPECT_FLOAT_EQ(c.logit_scale, 6.0f);
+  expect_error<Unsupported>([&] { config_with({{"granite.rope.scaling.finetuned", GgufValue(false)}}); },
+                            "without RoPE");
+  expect_error<FormatError>([&] { config_with({{"granite.logit_scale", GgufValue(-1.0f)}}); },
+                            "granite multipliers must be finite and >= 0");
+  fs::remove(path);
+  fs::remove(temp_path("granite_variant.gguf"));
 }
 
 // ---- Gemma 3 270M Q4_K_M against transformers -------------------------------

@@ -21,7 +21,7 @@
 namespace rlx::test {
 
 struct TinySpec {
-  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3
+  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3 | granite
   int64_t layers = 2;
   int64_t hidden = 256;  // a multiple of 256 so matrices with K = hidden can be Q4_K
   int64_t heads = 4;
@@ -45,6 +45,8 @@ struct TinySpec {
   int64_t n_rot = 0;
   int64_t rope_orig_ctx = 0;  // > 0: rope_factors_long/short.weight and rope.scaling.*
   float rope_attn_factor = 1.0f;
+  // granite's multipliers (0: none): embeddings, residual branches, attention scale, logits ÷.
+  float embedding_scale = 0, residual_scale = 0, attention_scale = 0, logit_scale = 0;
   bool tied = true;           // no output.weight
   bool fused_ffn = true;      // gate and up share a dtype (the builder fuses them)
   DType embd_type = DType::Q8_0;
@@ -109,6 +111,13 @@ inline TinySpec tiny_spec(const std::string& variant) {
       s.rope_attn_factor = 1.19f;
     }
     if (variant == "phi3_long") s.n_rot = 24;
+  } else if (arch == "granite") {  // Granite 3's multipliers, pairwise RoPE like Llama
+    s.tied = false;
+    s.embedding_scale = 12.0f;
+    s.residual_scale = 0.22f;
+    s.attention_scale = 0.0625f;
+    s.logit_scale = 6.0f;
+    s.q_type = s.k_type = s.v_type = DType::Q8_0;
   } else if (arch == "llama") {  // q, k, v of three types: no stacking
     s.tied = false;
     s.fused_ffn = false;
@@ -171,6 +180,12 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
     gw.set(a + ".rope.scaling.factor", GgufValue(s.rope_linear));
   }
   if (s.n_rot > 0) gw.set(a + ".rope.dimension_count", GgufValue(static_cast<uint32_t>(s.n_rot)));
+  if (a == "granite") {
+    gw.set(a + ".embedding_scale", GgufValue(s.embedding_scale));
+    gw.set(a + ".residual_scale", GgufValue(s.residual_scale));
+    gw.set(a + ".attention.scale", GgufValue(s.attention_scale));
+    gw.set(a + ".logit_scale", GgufValue(s.logit_scale));
+  }
   if (s.rope_orig_ctx > 0) {
     gw.set(a + ".rope.scaling.original_context_length", GgufValue(static_cast<uint32_t>(s.rope_orig_ctx)));
     gw.set(a + ".rope.scaling.attn_factor", GgufValue(s.rope_attn_factor));
@@ -300,7 +315,8 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
   const TinySpec& s = m.spec;
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", qk_norm = s.arch == "gemma3" || s.arch == "qwen3";
   const int64_t swa_pattern = s.arch == "gemma2" ? 2 : 6;
-  const bool neox = s.arch != "llama";
+  const bool neox = s.arch != "llama" && s.arch != "granite";
+  auto times = [](double scale) { return scale > 0 ? scale : 1.0; };
   const int64_t H = s.hidden, D = s.head_dim, QW = s.heads * D, KW = s.kv_heads * D, T = static_cast<int64_t>(tokens.size());
   const auto uH = static_cast<size_t>(H);
   const std::vector<double>& emb = m.at("token_embd.weight");
@@ -308,7 +324,8 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < H; ++j)
       x[static_cast<size_t>(t)][static_cast<size_t>(j)] =
-          emb[static_cast<size_t>(tokens[static_cast<size_t>(t)] * H + j)] * (gemma ? std::sqrt(static_cast<double>(H)) : 1.0);
+          emb[static_cast<size_t>(tokens[static_cast<size_t>(t)] * H + j)] * (gemma ? std::sqrt(static_cast<double>(H)) : 1.0) *
+          times(s.embedding_scale);
   auto bias = [&](const std::string& n) { return m.w.count(n) ? &m.at(n) : nullptr; };
   for (int64_t i = 0; i < s.layers; ++i) {
     const bool local = gemma && s.window > 0 && (i + 1) % swa_pattern != 0;
@@ -352,7 +369,7 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
         for (double& e : vt) e = ref::round_f16(e);
       }
     }
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const double scale = s.attention_scale > 0 ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(D));
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> o(static_cast<size_t>(QW), 0.0);
       for (int64_t hh = 0; hh < s.heads; ++hh) {
@@ -379,7 +396,7 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
       std::vector<double> a = ref::linear(o, m.at(blk(i, "attn_output.weight")), H, QW);
       if (gemma) ref::rms(a, 0, uH, m.at(blk(i, "post_attention_norm.weight")), s.eps);
       auto& xt = x[static_cast<size_t>(t)];
-      for (size_t j = 0; j < uH; ++j) xt[j] += a[j];
+      for (size_t j = 0; j < uH; ++j) xt[j] += a[j] * times(s.residual_scale);
       std::vector<double> h = xt;
       ref::rms(h, 0, uH, m.at(blk(i, "ffn_norm.weight")), s.eps);
       const std::vector<double>& wup = m.at(blk(i, "ffn_up.weight"));
@@ -393,12 +410,13 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
       }
       std::vector<double> dn = ref::linear(g, m.at(blk(i, "ffn_down.weight")), H, s.ffn);
       if (gemma) ref::rms(dn, 0, uH, m.at(blk(i, "post_ffw_norm.weight")), s.eps);
-      for (size_t j = 0; j < uH; ++j) xt[j] += dn[j];
+      for (size_t j = 0; j < uH; ++j) xt[j] += dn[j] * times(s.residual_scale);
     }
   }
   std::vector<double> h = x.back();
   ref::rms(h, 0, uH, m.at("output_norm.weight"), s.eps);
   std::vector<double> logits = ref::linear(h, m.at(s.tied ? "token_embd.weight" : "output.weight"), s.vocab, H);
+  for (double& l : logits) l /= times(s.logit_scale);
   if (s.final_softcap > 0)
     for (double& l : logits) l = s.final_softcap * std::tanh(l / s.final_softcap);
   return logits;

@@ -186,6 +186,7 @@ void Blocks::head_normed(Value normed) {
   // Row L - 1, the last position: a view once L is bound, so no kernel.
   Value h = narrow(reshape(normed, {"L", c_.hidden}), 0, -1, 1);  // [1, hidden]
   Value logits = linear(h, c_.tied_output ? names::kTokenEmbd : names::kOutput, c_.vocab, c_.hidden);
+  if (c_.logit_scale > 0) logits = logits / scalar(g_, c_.logit_scale);  // Granite
   if (c_.final_softcap > 0) {
     Value cap = scalar(g_, c_.final_softcap);
     logits = unary(UnaryFn::Tanh, logits / cap) * cap;

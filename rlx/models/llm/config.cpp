@@ -14,6 +14,7 @@ const char* arch_name(Arch a) {
     case Arch::Qwen2: return "qwen2";
     case Arch::Llama: return "llama";
     case Arch::Phi3: return "phi3";
+    case Arch::Granite: return "granite";
   }
   return "?";
 }
@@ -70,9 +71,10 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   else if (arch == "qwen2") c.arch = Arch::Qwen2;
   else if (arch == "llama") c.arch = Arch::Llama;
   else if (arch == "phi3") c.arch = Arch::Phi3;
+  else if (arch == "granite") c.arch = Arch::Granite;
   else
     throw Unsupported(str(f.source(), ": architecture '", arch,
-                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama and phi3)"));
+                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama, phi3 and granite)"));
   const Meta m{f, arch};
   c.n_layers = m.need_int("block_count");
   c.hidden = m.need_int("embedding_length");
@@ -151,6 +153,19 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
     c.rope_factors_short = read_rope_factors(f, "rope_factors_short.weight", c.n_rot);
     RLX_FORMAT_CHECK(c.rope_factors_long.empty() == c.rope_factors_short.empty(), f.source(),
                      ": rope_factors_long.weight and rope_factors_short.weight come as a pair");
+  }
+  if (c.arch == Arch::Granite) {
+    // llama.cpp's keys; rope.scaling.finetuned = false would mean no RoPE at all.
+    c.embedding_scale = m.float_or("embedding_scale", 0.0);
+    c.residual_scale = m.float_or("residual_scale", 0.0);
+    c.attention_scale = m.float_or("attention.scale", 0.0);
+    c.logit_scale = m.float_or("logit_scale", 0.0);
+    for (float v : {c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale})
+      RLX_FORMAT_CHECK(std::isfinite(v) && v >= 0, f.source(), ": granite multipliers must be finite and >= 0 (got ",
+                       c.embedding_scale, ", ", c.residual_scale, ", ", c.attention_scale, ", ", c.logit_scale, ")");
+    if (!f.get_or<bool>(m.key("rope.scaling.finetuned"), true))
+      throw Unsupported(str(f.source(), ": a granite model without RoPE (", m.key("rope.scaling.finetuned"),
+                            " = false) is not supported"));
   }
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   RLX_FORMAT_CHECK(emb != nullptr, f.source(), ": tensor 'token_embd.weight' is missing");

@@ -10,7 +10,7 @@
 
 namespace rlx::llm {
 
-enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3 };
+enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3, Granite };
 const char* arch_name(Arch a);
 
 struct LlmConfig {
@@ -43,9 +43,13 @@ struct LlmConfig {
   float attn_softcap = 0.0f;         // attention logit softcapping, 0 = off
   float final_softcap = 0.0f;        // final logit softcapping, 0 = off
   bool tied_output = true;           // no output.weight: the head is token_embd
+  // Granite's multipliers, 0 = none: embeddings × embedding_scale, each
+  // residual branch × residual_scale, attention_scale for 1/√head_dim, and
+  // logits ÷ logit_scale.
+  float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f, logit_scale = 0.0f;
 
   // Reads and checks the metadata; a missing key is a FormatError naming it,
-  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3 is Unsupported.
+  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3/granite is Unsupported.
   static LlmConfig from_gguf(const GgufFile& f);
   // Gemma 3 interleaves 5 sliding-window layers with 1 global one, Gemma 2 1 with 1.
   bool is_local_layer(int64_t layer) const {
