@@ -166,7 +166,7 @@ struct RopeAttrs {
   int n_rot = 64;
   RopePairing pairing = RopePairing::NeoX;
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;  // positions are multiplied by this (linear scaling)
+  float freq_scale = 1.0f;  // positions are multiplied by this (linear scaling); 0: no rotation (NoPE)
   int64_t src_offset = 0;
   bool head_norm = false;
   float norm_eps = 1e-6f;

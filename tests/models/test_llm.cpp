@@ -196,7 +196,7 @@ TEST_P(TinyLlm, Bf16ComputeAndCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
-                                           "phi3_long", "phi3_short", "granite"),
+                                           "phi3_long", "phi3_short", "granite", "smollm3"),
                          [](const auto& info) { return info.param; });
 
 template <typename E, typename F>

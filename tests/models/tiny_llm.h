@@ -21,7 +21,7 @@
 namespace rlx::test {
 
 struct TinySpec {
-  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3 | granite
+  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3 | granite | smollm3
   int64_t layers = 2;
   int64_t hidden = 256;  // a multiple of 256 so matrices with K = hidden can be Q4_K
   int64_t heads = 4;
@@ -118,6 +118,9 @@ inline TinySpec tiny_spec(const std::string& variant) {
     s.attention_scale = 0.0625f;
     s.logit_scale = 6.0f;
     s.q_type = s.k_type = s.v_type = DType::Q8_0;
+  } else if (arch == "smollm3") {  // Llama's layer; the fourth rotates nothing (NoPE)
+    s.layers = 4;
+    s.q_type = s.k_type = DType::Q8_0;
   } else if (arch == "llama") {  // q, k, v of three types: no stacking
     s.tied = false;
     s.fused_ffn = false;
@@ -315,7 +318,7 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
   const TinySpec& s = m.spec;
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", qk_norm = s.arch == "gemma3" || s.arch == "qwen3";
   const int64_t swa_pattern = s.arch == "gemma2" ? 2 : 6;
-  const bool neox = s.arch != "llama" && s.arch != "granite";
+  const bool neox = s.arch != "llama" && s.arch != "granite" && s.arch != "smollm3";
   auto times = [](double scale) { return scale > 0 ? scale : 1.0; };
   const int64_t H = s.hidden, D = s.head_dim, QW = s.heads * D, KW = s.kv_heads * D, T = static_cast<int64_t>(tokens.size());
   const auto uH = static_cast<size_t>(H);
@@ -361,8 +364,10 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
         for (int64_t hh = 0; hh < s.heads; ++hh) ref::rms(qt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_q_norm.weight")), s.eps);
         for (int64_t hh = 0; hh < s.kv_heads; ++hh) ref::rms(kt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_k_norm.weight")), s.eps);
       }
-      ref::rope(qt, s.heads, D, t, base, neox, rope_scale, factors, s.n_rot, s.rope_attn_factor);
-      ref::rope(kt, s.kv_heads, D, t, base, neox, rope_scale, factors, s.n_rot, s.rope_attn_factor);
+      if (s.arch != "smollm3" || (i + 1) % 4 != 0) {  // SmolLM3: no RoPE in every fourth layer
+        ref::rope(qt, s.heads, D, t, base, neox, rope_scale, factors, s.n_rot, s.rope_attn_factor);
+        ref::rope(kt, s.kv_heads, D, t, base, neox, rope_scale, factors, s.n_rot, s.rope_attn_factor);
+      }
       if (kv_f16) {  // rlx attends in the cache dtype: Q, K and V in f16
         for (double& e : qt) e = ref::round_f16(e);
         for (double& e : kt) e = ref::round_f16(e);

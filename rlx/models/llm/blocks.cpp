@@ -159,13 +159,17 @@ Value Blocks::attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local,
   const DType kv = o_.kv_dtype == o_.compute ? DType::F32 : o_.kv_dtype;
   const int64_t width = c_.n_kv_heads * c_.head_dim;
   auto norm = [&](const std::string& name) { return name.empty() ? Value{} : weight(name, {c_.head_dim}); };
-  Value q = rlx::rope(p.q, positions_, rope_attrs(c_.n_heads, r.base, r.pairing, p.q_col, local), norm(r.q_norm));
+  auto attrs = [&](int64_t heads, int64_t col) {
+    RopeAttrs a = rope_attrs(heads, r.base, r.pairing, col, local);
+    if (!r.rotate) a.freq_scale = 0.0f;  // every angle 0: the values pass unrotated
+    return a;
+  };
+  Value q = rlx::rope(p.q, positions_, attrs(c_.n_heads, p.q_col), norm(r.q_norm));
   Value kc = state(g_, str("cache.", layer, ".k"), kv, {1, o_.ctx, width});
   Value vc = state(g_, str("cache.", layer, ".v"), kv, {1, o_.ctx, width});
   // k is rotated as it is written; both writes convert to the cache dtype
   // themselves (no Rope or Cast nodes between the projection and the cache).
-  kc = rope_write_slice(kc, p.k, offset_, positions_, rope_attrs(c_.n_kv_heads, r.base, r.pairing, p.k_col, local),
-                        norm(r.k_norm));
+  kc = rope_write_slice(kc, p.k, offset_, positions_, attrs(c_.n_kv_heads, p.k_col), norm(r.k_norm));
   vc = write_slice(vc, p.v, offset_, 1);
   AttentionAttrs a;
   a.num_heads = static_cast<int>(c_.n_heads);

@@ -47,6 +47,7 @@ class Blocks {
     float base;
     RopePairing pairing;
     std::string q_norm, k_norm;  // [head_dim] weights, or empty
+    bool rotate = true;          // false: a NoPE layer (the Rope ops turn by 0)
   };
   // Ropes q; ropes k as it writes it, and writes v, at `offset` into this
   // layer's cache (one op each); attends over the first kv_len rows.

@@ -15,6 +15,7 @@ const char* arch_name(Arch a) {
     case Arch::Llama: return "llama";
     case Arch::Phi3: return "phi3";
     case Arch::Granite: return "granite";
+    case Arch::SmolLM3: return "smollm3";
   }
   return "?";
 }
@@ -72,9 +73,11 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   else if (arch == "llama") c.arch = Arch::Llama;
   else if (arch == "phi3") c.arch = Arch::Phi3;
   else if (arch == "granite") c.arch = Arch::Granite;
+  else if (arch == "smollm3") c.arch = Arch::SmolLM3;
   else
     throw Unsupported(str(f.source(), ": architecture '", arch,
-                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama, phi3 and granite)"));
+                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama, phi3, granite and "
+                          "smollm3)"));
   const Meta m{f, arch};
   c.n_layers = m.need_int("block_count");
   c.hidden = m.need_int("embedding_length");
@@ -167,6 +170,7 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
       throw Unsupported(str(f.source(), ": a granite model without RoPE (", m.key("rope.scaling.finetuned"),
                             " = false) is not supported"));
   }
+  if (c.arch == Arch::SmolLM3) c.no_rope_step = 4;  // llama.cpp's constant: no GGUF key says it
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   RLX_FORMAT_CHECK(emb != nullptr, f.source(), ": tensor 'token_embd.weight' is missing");
   const auto emb_shape = emb->shape();
@@ -189,6 +193,7 @@ std::string LlmConfig::summary() const {
              rope_freq_scale != 1.0f ? str(", rope scale ", rope_freq_scale) : std::string(),
              rope_freq_factors.empty() ? std::string() : ", rope frequency factors",
              rope_factors_long.empty() ? std::string() : str(", LongRoPE (original context ", rope_orig_ctx, ")"),
+             no_rope_step > 0 ? str(", no RoPE every ", no_rope_step, " layers") : std::string(),
              tied_output ? ", tied output" : "");
 }
 

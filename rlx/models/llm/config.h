@@ -10,7 +10,7 @@
 
 namespace rlx::llm {
 
-enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3, Granite };
+enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3, Granite, SmolLM3 };
 const char* arch_name(Arch a);
 
 struct LlmConfig {
@@ -47,9 +47,13 @@ struct LlmConfig {
   // residual branch × residual_scale, attention_scale for 1/√head_dim, and
   // logits ÷ logit_scale.
   float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f, logit_scale = 0.0f;
+  // Every no_rope_step-th layer attends without RoPE (SmolLM3: 4, as llama.cpp
+  // hard-codes it; the file has no key); 0 = every layer rotates.
+  int64_t no_rope_step = 0;
+  bool rotates(int64_t layer) const { return no_rope_step == 0 || (layer + 1) % no_rope_step != 0; }
 
   // Reads and checks the metadata; a missing key is a FormatError naming it,
-  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3/granite is Unsupported.
+  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3/granite/smollm3 is Unsupported.
   static LlmConfig from_gguf(const GgufFile& f);
   // Gemma 3 interleaves 5 sliding-window layers with 1 global one, Gemma 2 1 with 1.
   bool is_local_layer(int64_t layer) const {

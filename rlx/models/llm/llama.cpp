@@ -1,8 +1,9 @@
-// Llama family (llama.cpp's "llama"), Qwen2 ("qwen2") and Granite ("granite"):
+// Llama family (llama.cpp's "llama", "smollm3"), Qwen2 ("qwen2") and Granite ("granite"):
 // pre-norm layers, GQA, optional Q/K/V biases (Qwen2 has them), SwiGLU FFN;
 // output tied to token_embd unless the file has output.weight. llama.cpp's
 // converter permutes Llama's and Granite's Q/K rows for pairwise ("normal")
-// RoPE; Qwen2 keeps NeoX halves. Granite adds four multipliers (config.h).
+// RoPE; Qwen2 keeps NeoX halves. Granite adds four multipliers (config.h);
+// SmolLM3 leaves every fourth layer unrotated.
 #include <cmath>
 
 #include "rlx/models/llm/blocks.h"
@@ -29,7 +30,8 @@ Graph build_llama(const LlmConfig& c, const GgufFile& f, const BuildOptions& o) 
     auto w = [&](const char* s) { return names::blk(i, s); };
     Value h = b.rms(x, w("attn_norm.weight"), H);
     const Blocks::Qkv p = b.qkv(h, i);
-    Value attn = b.linear(b.attend(i, p, {c.rope_base, pairing, {}, {}}, false, scale), w("attn_output.weight"), H, QW);
+    Value attn = b.linear(b.attend(i, p, {c.rope_base, pairing, {}, {}, c.rotates(i)}, false, scale),
+                          w("attn_output.weight"), H, QW);
     x = x + scaled(attn, c.residual_scale);
     x = x + scaled(b.gated_ffn(b.rms(x, w("ffn_norm.weight"), H), i, /*gelu_tanh=*/false), c.residual_scale);
   }

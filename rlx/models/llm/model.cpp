@@ -17,7 +17,8 @@ const std::vector<LayerWeight>& layer_weights(Arch arch) {
     case Arch::Qwen3: return detail::kQwen3Weights;
     case Arch::Qwen2:
     case Arch::Llama:
-    case Arch::Granite: return detail::kLlamaWeights;
+    case Arch::Granite:
+    case Arch::SmolLM3: return detail::kLlamaWeights;
     case Arch::Phi3: return detail::kPhi3Weights;
   }
   RLX_ASSERT(false);
@@ -30,7 +31,8 @@ Graph build_graph(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o
     case Arch::Qwen3: return detail::build_qwen3(cfg, f, options);
     case Arch::Qwen2:
     case Arch::Llama:
-    case Arch::Granite: return detail::build_llama(cfg, f, options);
+    case Arch::Granite:
+    case Arch::SmolLM3: return detail::build_llama(cfg, f, options);
     case Arch::Phi3: return detail::build_phi3(cfg, f, options);
   }
   RLX_ASSERT(false);
