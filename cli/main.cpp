@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   rlx::cli::add_dequant_command(app);
   rlx::cli::add_calibrate_command(app);
   rlx::cli::add_bench_command(app);
+  rlx::cli::add_serve_command(app);
 
   try {
     app.parse(argc, argv);
