@@ -292,6 +292,23 @@ TEST(LlmErrors, BadFiles) {
   }
 }
 
+// A copy of `base` with metadata `extra` set, and without tensor `drop` or key
+// `drop_key`, read back as a config (for the metadata-parsing tests).
+llm::LlmConfig config_variant(const GgufFile& base, const std::vector<std::pair<std::string, GgufValue>>& extra,
+                              const std::string& drop = {}, const std::string& drop_key = {}) {
+  GgufWriter w;
+  for (const auto& [k, v] : base.metadata())
+    if (k != drop_key) w.set(k, v);
+  for (const auto& [k, v] : extra) w.set(k, v);
+  for (const auto& t : base.tensors())
+    if (t.name != drop) w.add_tensor(t.name, base.view(t));
+  const std::string p = temp_path("config_variant.gguf");
+  w.write(p);
+  llm::LlmConfig c = llm::LlmConfig::from_gguf(GgufFile::open(p));
+  fs::remove(p);
+  return c;
+}
+
 // RoPE scaling keys as llama.cpp reads them: rope.scaling.factor, else
 // rope.scale_linear, for type none or linear (0: none); other types refused.
 TEST(LlmConfig, RopeScalingKeys) {
@@ -299,13 +316,7 @@ TEST(LlmConfig, RopeScalingKeys) {
   test::write_tiny_gguf(test::tiny_spec("qwen3"), path);
   const GgufFile base = GgufFile::open(path);
   auto config_with = [&](const std::vector<std::pair<std::string, GgufValue>>& extra) {
-    GgufWriter w;
-    for (const auto& [k, v] : base.metadata()) w.set(k, v);
-    for (const auto& [k, v] : extra) w.set(k, v);
-    for (const auto& t : base.tensors()) w.add_tensor(t.name, base.view(t));
-    const std::string p = temp_path("scaling_variant.gguf");
-    w.write(p);
-    return llm::LlmConfig::from_gguf(GgufFile::open(p));
+    return config_variant(base, extra);
   };
   EXPECT_FLOAT_EQ(config_with({}).rope_freq_scale, 1.0f);
   EXPECT_FLOAT_EQ(config_with({{"qwen3.rope.scale_linear", GgufValue(4.0f)}}).rope_freq_scale, 0.25f);
@@ -319,7 +330,6 @@ TEST(LlmConfig, RopeScalingKeys) {
   expect_error<FormatError>([&] { config_with({{"qwen3.rope.scaling.factor", GgufValue(-2.0f)}}); },
                             "must be positive");
   fs::remove(path);
-  fs::remove(temp_path("scaling_variant.gguf"));
 }
 
 // Phi-3's LongRoPE metadata: the original context defaults to the context
@@ -330,17 +340,7 @@ TEST(LlmConfig, Phi3LongRope) {
   test::write_tiny_gguf(test::tiny_spec("phi3_short"), path);
   const GgufFile base = GgufFile::open(path);
   auto config_with = [&](const std::vector<std::pair<std::string, GgufValue>>& extra, const std::string& drop = {},
-                         const std::string& drop_key = {}) {
-    GgufWriter w;
-    for (const auto& [k, v] : base.metadata())
-      if (k != drop_key) w.set(k, v);
-    for (const auto& [k, v] : extra) w.set(k, v);
-    for (const auto& t : base.tensors())
-      if (t.name != drop) w.add_tensor(t.name, base.view(t));
-    const std::string p = temp_path("phi3_variant.gguf");
-    w.write(p);
-    return llm::LlmConfig::from_gguf(GgufFile::open(p));
-  };
+                         const std::string& drop_key = {}) { return config_variant(base, extra, drop, drop_key); };
   const llm::LlmConfig c = config_with({});
   EXPECT_EQ(c.arch, llm::Arch::Phi3);
   EXPECT_EQ(c.rope_orig_ctx, 128);
@@ -356,7 +356,6 @@ TEST(LlmConfig, Phi3LongRope) {
   expect_error<FormatError>([&] { config_with({{"phi3.rope.scaling.attn_factor", GgufValue(-1.0f)}}); },
                             "implausible");
   fs::remove(path);
-  fs::remove(temp_path("phi3_variant.gguf"));
 }
 
 // Granite's multipliers as llama.cpp reads them; RoPE switched off is refused.
@@ -365,13 +364,7 @@ TEST(LlmConfig, GraniteMultipliers) {
   test::write_tiny_gguf(test::tiny_spec("granite"), path);
   const GgufFile base = GgufFile::open(path);
   auto config_with = [&](const std::vector<std::pair<std::string, GgufValue>>& extra) {
-    GgufWriter w;
-    for (const auto& [k, v] : base.metadata()) w.set(k, v);
-    for (const auto& [k, v] : extra) w.set(k, v);
-    for (const auto& t : base.tensors()) w.add_tensor(t.name, base.view(t));
-    const std::string p = temp_path("granite_variant.gguf");
-    w.write(p);
-    return llm::LlmConfig::from_gguf(GgufFile::open(p));
+    return config_variant(base, extra);
   };
   const llm::LlmConfig c = config_with({});
   EXPECT_EQ(c.arch, llm::Arch::Granite);
@@ -384,7 +377,6 @@ TEST(LlmConfig, GraniteMultipliers) {
   expect_error<FormatError>([&] { config_with({{"granite.logit_scale", GgufValue(-1.0f)}}); },
                             "granite multipliers must be finite and >= 0");
   fs::remove(path);
-  fs::remove(temp_path("granite_variant.gguf"));
 }
 
 // ---- Gemma 3 270M Q4_K_M against transformers -------------------------------
