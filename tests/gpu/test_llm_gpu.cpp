@@ -93,7 +93,7 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlmGpu, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
-                                           "phi3_long", "phi3_short", "granite", "smollm3"),
+                                           "phi3_long", "phi3_short", "granite", "smollm3", "olmo2"),
                          [](const auto& info) { return info.param; });
 
 // The prompt ids of tests/data/gemma_reference.json (BOS first).

@@ -196,7 +196,7 @@ TEST_P(TinyLlm, Bf16ComputeAndCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlm, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
-                                           "phi3_long", "phi3_short", "granite", "smollm3"),
+                                           "phi3_long", "phi3_short", "granite", "smollm3", "olmo2"),
                          [](const auto& info) { return info.param; });
 
 template <typename E, typename F>
@@ -376,6 +376,18 @@ TEST(LlmConfig, GraniteMultipliers) {
                             "without RoPE");
   expect_error<FormatError>([&] { config_with({{"granite.logit_scale", GgufValue(-1.0f)}}); },
                             "granite multipliers must be finite and >= 0");
+  fs::remove(path);
+}
+
+// OLMo 3 comes as olmo2 with sliding-window layers, which rlx does not build.
+TEST(LlmConfig, Olmo2WithSlidingWindowIsRefused) {
+  const std::string path = temp_path("olmo2.gguf");
+  test::write_tiny_gguf(test::tiny_spec("olmo2"), path);
+  const GgufFile base = GgufFile::open(path);
+  EXPECT_EQ(config_variant(base, {}).arch, llm::Arch::Olmo2);
+  expect_error<Unsupported>(
+      [&] { config_variant(base, {{"olmo2.attention.sliding_window", GgufValue(uint32_t{4096})}}); },
+      "OLMo 3's sliding-window layers");
   fs::remove(path);
 }
 

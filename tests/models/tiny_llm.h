@@ -21,7 +21,7 @@
 namespace rlx::test {
 
 struct TinySpec {
-  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3 | granite | smollm3
+  std::string arch;  // gemma2 | gemma3 | qwen3 | qwen2 | llama | phi3 | granite | smollm3 | olmo2
   int64_t layers = 2;
   int64_t hidden = 256;  // a multiple of 256 so matrices with K = hidden can be Q4_K
   int64_t heads = 4;
@@ -117,6 +117,9 @@ inline TinySpec tiny_spec(const std::string& variant) {
     s.residual_scale = 0.22f;
     s.attention_scale = 0.0625f;
     s.logit_scale = 6.0f;
+    s.q_type = s.k_type = s.v_type = DType::Q8_0;
+  } else if (arch == "olmo2") {  // post-norms only, whole-row Q/K norms
+    s.tied = false;
     s.q_type = s.k_type = s.v_type = DType::Q8_0;
   } else if (arch == "smollm3") {  // Llama's layer; the fourth rotates nothing (NoPE)
     s.layers = 4;
@@ -222,8 +225,9 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
   add("token_embd.weight", {s.vocab, H}, s.embd_type, gemma ? 0.1f : 1.0f);
   add("output_norm.weight", {H}, DType::F32, 0.2f, 1.0f);
   if (!s.tied) add("output.weight", {s.vocab, H}, DType::Q8_0, wh);
+  const bool olmo2 = a == "olmo2";
   for (int64_t i = 0; i < s.layers; ++i) {
-    add(blk(i, "attn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
+    if (!olmo2) add(blk(i, "attn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
     if (s.stacked_in_file) {
       add(blk(i, "attn_qkv.weight"), {QW + 2 * KW, H}, s.q_type, 2 * wh);
     } else {
@@ -236,12 +240,12 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
       add(blk(i, "attn_k.bias"), {KW}, DType::F32, 0.2f);
       add(blk(i, "attn_v.bias"), {KW}, DType::F32, 0.2f);
     }
-    if (a == "gemma3" || a == "qwen3") {
-      add(blk(i, "attn_q_norm.weight"), {D}, DType::F32, 0.2f, 1.0f);
-      add(blk(i, "attn_k_norm.weight"), {D}, DType::F32, 0.2f, 1.0f);
+    if (a == "gemma3" || a == "qwen3" || olmo2) {  // per head, or (olmo2) over whole rows
+      add(blk(i, "attn_q_norm.weight"), {olmo2 ? QW : D}, DType::F32, 0.2f, 1.0f);
+      add(blk(i, "attn_k_norm.weight"), {olmo2 ? KW : D}, DType::F32, 0.2f, 1.0f);
     }
     add(blk(i, "attn_output.weight"), {H, QW}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(QW)));
-    add(blk(i, "ffn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
+    if (!olmo2) add(blk(i, "ffn_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
     if (s.stacked_in_file) {
       add(blk(i, "ffn_up.weight"), {2 * s.ffn, H}, DType::Q4_K, 2 * wh);  // [gate | up]
     } else {
@@ -249,7 +253,7 @@ inline TinyModel write_tiny_gguf(const TinySpec& s, const std::string& path, uin
       add(blk(i, "ffn_up.weight"), {s.ffn, H}, DType::Q4_K, 2 * wh);
     }
     add(blk(i, "ffn_down.weight"), {H, s.ffn}, DType::Q8_0, 1.0f / std::sqrt(static_cast<float>(s.ffn)));
-    if (gemma) {
+    if (gemma || olmo2) {
       add(blk(i, "post_attention_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
       add(blk(i, "post_ffw_norm.weight"), {H}, DType::F32, 0.2f, 1.0f);
     }
@@ -317,6 +321,7 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
                                             bool kv_f16 = false) {
   const TinySpec& s = m.spec;
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", qk_norm = s.arch == "gemma3" || s.arch == "qwen3";
+  const bool olmo2 = s.arch == "olmo2", post_norms = gemma || olmo2;  // olmo2: no pre-norms, whole-row Q/K norms
   const int64_t swa_pattern = s.arch == "gemma2" ? 2 : 6;
   const bool neox = s.arch != "llama" && s.arch != "granite" && s.arch != "smollm3";
   auto times = [](double scale) { return scale > 0 ? scale : 1.0; };
@@ -353,13 +358,17 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
     std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> h = x[static_cast<size_t>(t)];
-      ref::rms(h, 0, uH, m.at(blk(i, "attn_norm.weight")), s.eps);
+      if (!olmo2) ref::rms(h, 0, uH, m.at(blk(i, "attn_norm.weight")), s.eps);
       auto& qt = q[static_cast<size_t>(t)];
       auto& kt = k[static_cast<size_t>(t)];
       auto& vt = v[static_cast<size_t>(t)];
       qt = ref::linear(h, wq, QW, H, bias(blk(i, "attn_q.bias")));
       kt = ref::linear(h, wk, KW, H, bias(blk(i, "attn_k.bias")));
       vt = ref::linear(h, wv, KW, H, bias(blk(i, "attn_v.bias")));
+      if (olmo2) {
+        ref::rms(qt, 0, static_cast<size_t>(QW), m.at(blk(i, "attn_q_norm.weight")), s.eps);
+        ref::rms(kt, 0, static_cast<size_t>(KW), m.at(blk(i, "attn_k_norm.weight")), s.eps);
+      }
       if (qk_norm) {
         for (int64_t hh = 0; hh < s.heads; ++hh) ref::rms(qt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_q_norm.weight")), s.eps);
         for (int64_t hh = 0; hh < s.kv_heads; ++hh) ref::rms(kt, static_cast<size_t>(hh * D), static_cast<size_t>(D), m.at(blk(i, "attn_k_norm.weight")), s.eps);
@@ -399,11 +408,11 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
       if (kv_f16)
         for (double& e : o) e = ref::round_f16(e);
       std::vector<double> a = ref::linear(o, m.at(blk(i, "attn_output.weight")), H, QW);
-      if (gemma) ref::rms(a, 0, uH, m.at(blk(i, "post_attention_norm.weight")), s.eps);
+      if (post_norms) ref::rms(a, 0, uH, m.at(blk(i, "post_attention_norm.weight")), s.eps);
       auto& xt = x[static_cast<size_t>(t)];
       for (size_t j = 0; j < uH; ++j) xt[j] += a[j] * times(s.residual_scale);
       std::vector<double> h = xt;
-      ref::rms(h, 0, uH, m.at(blk(i, "ffn_norm.weight")), s.eps);
+      if (!olmo2) ref::rms(h, 0, uH, m.at(blk(i, "ffn_norm.weight")), s.eps);
       const std::vector<double>& wup = m.at(blk(i, "ffn_up.weight"));
       std::vector<double> g = ref::linear(h, s.stacked_in_file ? ref::rows_of(wup, H, 0, s.ffn) : m.at(blk(i, "ffn_gate.weight")), s.ffn, H);
       const std::vector<double> u = ref::linear(h, s.stacked_in_file ? ref::rows_of(wup, H, s.ffn, s.ffn) : wup, s.ffn, H);
@@ -414,7 +423,7 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
         g[j] = act * u[j];
       }
       std::vector<double> dn = ref::linear(g, m.at(blk(i, "ffn_down.weight")), H, s.ffn);
-      if (gemma) ref::rms(dn, 0, uH, m.at(blk(i, "post_ffw_norm.weight")), s.eps);
+      if (post_norms) ref::rms(dn, 0, uH, m.at(blk(i, "post_ffw_norm.weight")), s.eps);
       for (size_t j = 0; j < uH; ++j) xt[j] += dn[j] * times(s.residual_scale);
     }
   }

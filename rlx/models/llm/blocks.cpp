@@ -41,6 +41,8 @@ void Blocks::check_weights() const {
       else if (s == "attn_q.bias") shape = {c_.n_heads * D};
       else if (s == "attn_k.bias" || s == "attn_v.bias") shape = {c_.n_kv_heads * D};
       else if (s == "attn_output.weight") shape = {H, c_.n_heads * D};
+      else if (c_.arch == Arch::Olmo2 && s == "attn_q_norm.weight") shape = {c_.n_heads * D};  // whole rows
+      else if (c_.arch == Arch::Olmo2 && s == "attn_k_norm.weight") shape = {c_.n_kv_heads * D};
       else if (s == "attn_q_norm.weight" || s == "attn_k_norm.weight") shape = {D};
       else if (s == "ffn_up.weight" && c_.arch == Arch::Phi3) shape = {2 * c_.ffn, H};  // [gate | up]
       else if (s == "ffn_gate.weight" || s == "ffn_up.weight") shape = {c_.ffn, H};

@@ -82,10 +82,12 @@ Graph build_gemma(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o
 Graph build_qwen3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
 Graph build_llama(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);  // llama, qwen2
 Graph build_phi3(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
+Graph build_olmo2(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o);
 extern const std::vector<LayerWeight> kGemma2Weights;
 extern const std::vector<LayerWeight> kGemma3Weights;
 extern const std::vector<LayerWeight> kQwen3Weights;
 extern const std::vector<LayerWeight> kLlamaWeights;
 extern const std::vector<LayerWeight> kPhi3Weights;
+extern const std::vector<LayerWeight> kOlmo2Weights;
 
 }  // namespace rlx::llm::detail

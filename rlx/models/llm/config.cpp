@@ -16,6 +16,7 @@ const char* arch_name(Arch a) {
     case Arch::Phi3: return "phi3";
     case Arch::Granite: return "granite";
     case Arch::SmolLM3: return "smollm3";
+    case Arch::Olmo2: return "olmo2";
   }
   return "?";
 }
@@ -74,10 +75,11 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   else if (arch == "phi3") c.arch = Arch::Phi3;
   else if (arch == "granite") c.arch = Arch::Granite;
   else if (arch == "smollm3") c.arch = Arch::SmolLM3;
+  else if (arch == "olmo2") c.arch = Arch::Olmo2;
   else
     throw Unsupported(str(f.source(), ": architecture '", arch,
-                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama, phi3, granite and "
-                          "smollm3)"));
+                          "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama, phi3, granite, "
+                          "smollm3 and olmo2)"));
   const Meta m{f, arch};
   c.n_layers = m.need_int("block_count");
   c.hidden = m.need_int("embedding_length");
@@ -171,6 +173,9 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
                             " = false) is not supported"));
   }
   if (c.arch == Arch::SmolLM3) c.no_rope_step = 4;  // llama.cpp's constant: no GGUF key says it
+  if (c.arch == Arch::Olmo2 && m.int_or("attention.sliding_window", 0) > 0)
+    throw Unsupported(str(f.source(), ": an olmo2 file with ", m.key("attention.sliding_window"),
+                          " (OLMo 3's sliding-window layers) is not supported"));
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   RLX_FORMAT_CHECK(emb != nullptr, f.source(), ": tensor 'token_embd.weight' is missing");
   const auto emb_shape = emb->shape();

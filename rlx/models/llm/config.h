@@ -10,7 +10,7 @@
 
 namespace rlx::llm {
 
-enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3, Granite, SmolLM3 };
+enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3, Granite, SmolLM3, Olmo2 };
 const char* arch_name(Arch a);
 
 struct LlmConfig {
@@ -53,7 +53,7 @@ struct LlmConfig {
   bool rotates(int64_t layer) const { return no_rope_step == 0 || (layer + 1) % no_rope_step != 0; }
 
   // Reads and checks the metadata; a missing key is a FormatError naming it,
-  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3/granite/smollm3 is Unsupported.
+  // an architecture other than gemma2/gemma3/qwen3/qwen2/llama/phi3/granite/smollm3/olmo2 is Unsupported.
   static LlmConfig from_gguf(const GgufFile& f);
   // Gemma 3 interleaves 5 sliding-window layers with 1 global one, Gemma 2 1 with 1.
   bool is_local_layer(int64_t layer) const {

@@ -19,6 +19,7 @@ const std::vector<LayerWeight>& layer_weights(Arch arch) {
     case Arch::Llama:
     case Arch::Granite:
     case Arch::SmolLM3: return detail::kLlamaWeights;
+    case Arch::Olmo2: return detail::kOlmo2Weights;
     case Arch::Phi3: return detail::kPhi3Weights;
   }
   RLX_ASSERT(false);
@@ -33,6 +34,7 @@ Graph build_graph(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o
     case Arch::Llama:
     case Arch::Granite:
     case Arch::SmolLM3: return detail::build_llama(cfg, f, options);
+    case Arch::Olmo2: return detail::build_olmo2(cfg, f, options);
     case Arch::Phi3: return detail::build_phi3(cfg, f, options);
   }
   RLX_ASSERT(false);
