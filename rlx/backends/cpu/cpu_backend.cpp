@@ -74,7 +74,8 @@ class CpuProgram final : public Program {
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     for (size_t i = 0; i < inputs.size(); ++i)
-      std::memcpy(ptrs_[static_cast<size_t>(inputs_[i])], inputs[i].raw(), inputs[i].nbytes());
+      if (inputs[i].nbytes() > 0)  // an empty tensor may have no storage at all
+        std::memcpy(ptrs_[static_cast<size_t>(inputs_[i])], inputs[i].raw(), inputs[i].nbytes());
     const bool timing = env_bool("RLX_DISPATCH_REPORT");
     auto& pool = ThreadPool::global();
     for (size_t s = 0; s < steps_.size(); ++s) {
@@ -93,7 +94,7 @@ class CpuProgram final : public Program {
     for (const auto& [_, id] : graph_.outputs()) {
       const TensorType& t = graph_.node(id).type;
       Tensor o = Tensor::empty(t.dtype, static_dims(t.shape));
-      std::memcpy(o.raw_mut(), ptrs_[static_cast<size_t>(id)], o.nbytes());
+      if (o.nbytes() > 0) std::memcpy(o.raw_mut(), ptrs_[static_cast<size_t>(id)], o.nbytes());
       outs.push_back(std::move(o));
     }
     return outs;
