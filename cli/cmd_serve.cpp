@@ -69,7 +69,8 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve", "Serve sentence embeddings over HTTP (text-embeddings-inference's /embed, OpenAI's /v1/embeddings)");
   add_embedder_flags(cmd, o->model);
-  cmd->add_option("--model-id", o->model_id, "Name reported by /info and in OpenAI responses; default: the model's folder")
+  cmd->add_option("--model-id", o->model_id,
+                  "Name reported by /info and in OpenAI responses; default: the model's folder")
       ->type_name("NAME");
   cmd->add_option("--host", o->host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
   cmd->add_option("--port", o->port, "TCP port (0: any free one)")->check(CLI::Range(0, 65535))->capture_default_str();

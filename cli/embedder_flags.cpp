@@ -24,7 +24,8 @@ void add_embedder_flags(CLI::App* cmd, EmbedderFlags& f) {
       ->type_name("N")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--max-length", f.max_length, "Truncate inputs to N tokens including [CLS]/[SEP]; 0 = the model's limit")
+  cmd->add_option("--max-length", f.max_length,
+                  "Truncate inputs to N tokens including [CLS]/[SEP]; 0 = the model's limit")
       ->type_name("N")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

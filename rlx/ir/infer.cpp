@@ -585,7 +585,8 @@ TensorType infer_type(const Graph& g, OpKind op, const Attrs& attrs, const std::
         if (c.dtype(i) != DType::F32) c.fail(kNames[i], " must be f32, got ", c.dtype(i));
       const Dim n = c.shape(0).empty() ? Dim(0) : c.shape(0)[0];
       auto expect = [&](size_t i, Shape want) {
-        if (c.shape(i).size() != want.size()) c.fail(kNames[i], " must be ", shape_to_string(want), ", got ", shape_to_string(c.shape(i)));
+        if (c.shape(i).size() != want.size())
+          c.fail(kNames[i], " must be ", shape_to_string(want), ", got ", shape_to_string(c.shape(i)));
         for (size_t d = 0; d < want.size(); ++d) c.expect_dim(c.shape(i)[d], want[d], kNames[i]);
       };
       expect(0, {n, Dim(3)});

@@ -199,7 +199,8 @@ HttpResponse EmbeddingService::handle(const HttpRequest& r) {
       if (r.method != "POST") return error_response(405, "use POST for /v1/embeddings");
       return embed_openai(r);
     }
-    return error_response(404, "no route for " + r.path + " (POST /embed, POST /v1/embeddings, GET /health, GET /info)");
+    return error_response(404,
+                          "no route for " + r.path + " (POST /embed, POST /v1/embeddings, GET /health, GET /info)");
   } catch (const RequestError& e) {
     return error_response(e.status, e.message);
   } catch (const InvalidArgument& e) {

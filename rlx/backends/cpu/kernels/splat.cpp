@@ -62,7 +62,8 @@ Projected project(const float* mean, const float* scale, const float* quat, floa
     for (int j = 0; j < 3; ++j) M[i][j] = cam.R[i][0] * Rq[0][j] + cam.R[i][1] * Rq[1][j] + cam.R[i][2] * Rq[2][j];
   double S[3][3];
   for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) S[i][j] = M[i][0] * s2[0] * M[j][0] + M[i][1] * s2[1] * M[j][1] + M[i][2] * s2[2] * M[j][2];
+    for (int j = 0; j < 3; ++j)
+      S[i][j] = M[i][0] * s2[0] * M[j][0] + M[i][1] * s2[1] * M[j][1] + M[i][2] * s2[2] * M[j][2];
 
   // The Jacobian of (fx·x/z, fy·y/z) at the mean, x/z and y/z clamped.
   const double mx_lim = 0.15 * cam.width / cam.fx, my_lim = 0.15 * cam.height / cam.fy;
@@ -146,7 +147,8 @@ void splat_kernel(KernelArgs& args) {
   std::vector<Projected> proj(static_cast<size_t>(n));
   args.pool.parallel_for(n, 256, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      proj[static_cast<size_t>(i)] = project(means + i * 3, scales + i * 3, quats + i * 4, opac[i], colors + i * 3, cam, a);
+      proj[static_cast<size_t>(i)] =
+          project(means + i * 3, scales + i * 3, quats + i * 4, opac[i], colors + i * 3, cam, a);
   });
   std::vector<int64_t> order;
   for (int64_t i = 0; i < n; ++i)
