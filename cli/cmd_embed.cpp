@@ -126,8 +126,8 @@ void run_embed(EmbedOptions o) {
 
   bert::EmbedOptions eo = embed_options(o.model);
   if (isatty(STDERR_FILENO)) eo.progress = draw_progress;
-  bert::SentenceEmbedder embedder(model, eo);
-  const Tensor emb = embedder.embed(texts);
+  const std::unique_ptr<bert::TextEmbedder> embedder = bert::open_text_embedder(model, eo);
+  const Tensor emb = embedder->embed(texts);
 
   if (o.format == "npy") {
     write_npy_file(o.output, emb);
@@ -142,10 +142,10 @@ void run_embed(EmbedOptions o) {
     f.close();
     RLX_CHECK(!f.fail(), "embed: writing '", o.output, "' failed");
   }
-  const auto& st = embedder.last_stats();
+  const auto& st = embedder->last_stats();
   std::fprintf(stderr, "rlx embed: %zu texts, %zu tokens, %.3f s, %.0f texts/s on %s (%s)%s%s\n", st.texts, st.tokens,
                st.seconds, st.seconds > 0 ? static_cast<double>(st.texts) / st.seconds : 0.0,
-               embedder.device().name.c_str(), std::string(dtype_name(embedder.dtype())).c_str(),
+               embedder->device().name.c_str(), std::string(dtype_name(embedder->dtype())).c_str(),
                o.output == "-" ? "" : " -> ", o.output == "-" ? "" : o.output.c_str());
 }
 

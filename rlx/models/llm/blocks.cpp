@@ -9,7 +9,7 @@ Blocks::Blocks(Graph& g, const LlmConfig& cfg, const GgufFile& f, const BuildOpt
   RLX_CHECK(o.ctx >= 1, "llm: context size must be at least 1, got ", o.ctx);
   RLX_CHECK(o.kv_dtype == DType::F16 || o.kv_dtype == DType::BF16 || o.kv_dtype == DType::F32,
             "llm: KV cache dtype must be f16, bf16 or f32, got ", o.kv_dtype);
-  RLX_CHECK(o.logits || o.token, "llm: the graph needs at least one output (logits or token)");
+  RLX_CHECK(o.logits || o.token || o.hidden, "llm: the graph needs at least one output (logits, token or hidden)");
   tokens_ = input(g, kInputNames[0], DType::I32, {1, "L"});
   positions_ = input(g, kInputNames[1], DType::I32, {"L"});
   offset_ = input(g, kInputNames[2], DType::I32, {1});
@@ -189,6 +189,8 @@ Value Blocks::attend(int64_t layer, const Qkv& p, const RopeSpec& r, bool local,
 void Blocks::head(Value x) { head_normed(rms(x, names::kOutputNorm, c_.hidden)); }
 
 void Blocks::head_normed(Value normed) {
+  if (o_.hidden) output("hidden", reshape(normed, {"L", c_.hidden}));
+  if (!o_.logits && !o_.token) return;
   // Row L - 1, the last position: a view once L is bound, so no kernel.
   Value h = narrow(reshape(normed, {"L", c_.hidden}), 0, -1, 1);  // [1, hidden]
   Value logits = linear(h, c_.tied_output ? names::kTokenEmbd : names::kOutput, c_.vocab, c_.hidden);

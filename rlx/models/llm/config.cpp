@@ -21,6 +21,13 @@ const char* arch_name(Arch a) {
   return "?";
 }
 
+std::optional<Arch> arch_from_name(const std::string& name) {
+  for (Arch a : {Arch::Gemma2, Arch::Gemma3, Arch::Qwen3, Arch::Qwen2, Arch::Llama, Arch::Phi3, Arch::Granite,
+                 Arch::SmolLM3, Arch::Olmo2})
+    if (name == arch_name(a)) return a;
+  return std::nullopt;
+}
+
 namespace {
 
 // "<arch>.<key>" with a message naming the full key when it is missing.
@@ -67,19 +74,12 @@ LlmConfig LlmConfig::from_gguf(const GgufFile& f) {
   const std::string arch = f.get<std::string>("general.architecture");
   LlmConfig c;
   c.arch_key = arch;
-  if (arch == "gemma2") c.arch = Arch::Gemma2;
-  else if (arch == "gemma3") c.arch = Arch::Gemma3;
-  else if (arch == "qwen3") c.arch = Arch::Qwen3;
-  else if (arch == "qwen2") c.arch = Arch::Qwen2;
-  else if (arch == "llama") c.arch = Arch::Llama;
-  else if (arch == "phi3") c.arch = Arch::Phi3;
-  else if (arch == "granite") c.arch = Arch::Granite;
-  else if (arch == "smollm3") c.arch = Arch::SmolLM3;
-  else if (arch == "olmo2") c.arch = Arch::Olmo2;
-  else
+  const std::optional<Arch> known = arch_from_name(arch);
+  if (!known)
     throw Unsupported(str(f.source(), ": architecture '", arch,
                           "' is not supported (rlx generates with gemma2, gemma3, qwen3, qwen2, llama, phi3, granite, "
                           "smollm3 and olmo2)"));
+  c.arch = *known;
   const Meta m{f, arch};
   c.n_layers = m.need_int("block_count");
   c.hidden = m.need_int("embedding_length");

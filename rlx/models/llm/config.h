@@ -3,6 +3,7 @@
 // every supported architecture.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@ namespace rlx::llm {
 
 enum class Arch { Gemma2, Gemma3, Qwen3, Qwen2, Llama, Phi3, Granite, SmolLM3, Olmo2 };
 const char* arch_name(Arch a);
+// The architecture a GGUF general.architecture names, when rlx builds it.
+std::optional<Arch> arch_from_name(const std::string& name);
 
 struct LlmConfig {
   Arch arch = Arch::Llama;

@@ -33,6 +33,9 @@ struct BuildOptions {
   DType compute = DType::F32;
   bool logits = true;            // output "logits"
   bool token = true;             // output "token"
+  // Output "hidden": every position's residual stream after the final norm,
+  // f32 [L, hidden] (sentence embeddings from a decoder, llm/embedder.h).
+  bool hidden = false;
   SampleAttrs sampling{0.0f, 0, 1.0f, 0};
 };
 
