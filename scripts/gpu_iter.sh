@@ -17,7 +17,8 @@
 # kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
 # attention kernel's instruction mix and source counters), ncugemm (the same for the GELU-erf
 # ping-pong GEMM at MiniLM's FFN up), ncugemmln (MiniLM's FFN down: the fused GEMM + LayerNorm kernel
-# against cuBLASLt then the norm kernel), ncupersist (the persistent decode kernel's warp stall reasons).
+# against cuBLASLt then the norm kernel), ncupersist (the persistent decode kernel's warp stall reasons),
+# serve (rlx serve on the GPU under bench/serve_bench.py).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_iter.sh OUTDIR STEP...}
 shift
@@ -143,6 +144,12 @@ for step in "$@"; do
     ncugemm)  # the GELU-erf ping-pong GEMM at MiniLM's FFN up: stalls, instruction mix, source counters
       scripts/gpu_profile.sh "$OUT/ncu" gemm > "$OUT/ncu.log" 2>&1; echo "rc=$?"
       grep -A40 -E "Section: (Warp State Statistics|Instruction Statistics|Source Counters)" "$OUT/ncu/ncu-gemm-gelu.txt" | head -120 ;;
+    serve)  # rlx serve on the GPU under bench/serve_bench.py (MiniLM; 64 clients x 20 requests x 4 and x 32 texts)
+      [ -n "${RLX_MINILM_DIR:-}" ] || { echo "serve: needs the MiniLM files (RLX_MINILM_DIR)"; continue; }
+      for b in 4 32; do
+        timeout 300 python3 bench/serve_bench.py --start-rlx "$B/cli/rlx" --serve-args "--device cuda --model $RLX_MINILM_DIR" \
+          --clients 64 --requests 20 --batch $b > "$OUT/serve-$b.log" 2>&1; echo "rc=$?"; grep -v '^{' "$OUT/serve-$b.log" | tail -3
+      done ;;
     ncupersist)  # the persistent decode kernel: warp stall reasons (instruction fetch or memory?)
       scripts/gpu_profile.sh "$OUT/ncu" persistent > "$OUT/ncu.log" 2>&1; echo "rc=$?"
       grep -E "Stall|stall|Warp Cycles|Issued|Duration|Registers|Instructions" "$OUT/ncu/ncu-persistent.txt" | head -60 ;;
