@@ -51,12 +51,8 @@ LlmEmbedder::LlmEmbedder(const std::string& path, bert::EmbedOptions options)
   const bool gpu = session_->device().backend != "cpu";
   // LLM activations can exceed f16's range; bf16 keeps f32's.
   if (options_.dtype == DType::Count_) options_.dtype = gpu ? DType::BF16 : DType::F32;
-  RLX_CHECK(options_.dtype == DType::F32 || options_.dtype == DType::F16 || options_.dtype == DType::BF16,
-            "embed: dtype must be f32, f16 or bf16, got ", options_.dtype);
-  RLX_CHECK(options_.max_length >= 0, "embed: max length must be >= 0, got ", options_.max_length);
-  max_length_ = options_.max_length > 0 ? options_.max_length : std::min<int64_t>(config_.context_length, 2048);
-  RLX_CHECK(max_length_ <= config_.context_length, "embed: max length ", max_length_, " exceeds the model's ",
-            config_.context_length, " tokens");
+  RLX_CHECK(is_compute_float(options_.dtype), "embed: dtype must be f32, f16 or bf16, got ", options_.dtype);
+  max_length_ = cache_rows(config_, options_.max_length, 2048, "embed: max length");
   BuildOptions bo;
   bo.ctx = max_length_;
   bo.kv_dtype = options_.dtype;  // the cache in the compute precision: no extra rounding

@@ -18,12 +18,8 @@ void check_sampling(const SamplingParams& s) {
 
 Generator::Generator(const std::string& model_path, GeneratorOptions options)
     : options_(std::move(options)), file_(GgufFile::open(model_path)), config_(LlmConfig::from_gguf(file_)) {
-  RLX_CHECK(options_.dtype == DType::F32 || options_.dtype == DType::F16 || options_.dtype == DType::BF16,
-            "generate: dtype must be f32, f16 or bf16, got ", options_.dtype);
-  RLX_CHECK(options_.ctx >= 0, "generate: context size must be >= 0, got ", options_.ctx);
-  ctx_ = options_.ctx > 0 ? options_.ctx : std::min<int64_t>(config_.context_length, 4096);
-  RLX_CHECK(ctx_ <= config_.context_length, "generate: context size ", ctx_, " exceeds the model's ",
-            config_.context_length, " tokens");
+  RLX_CHECK(is_compute_float(options_.dtype), "generate: dtype must be f32, f16 or bf16, got ", options_.dtype);
+  ctx_ = cache_rows(config_, options_.ctx, 4096, "generate: context size");
   session_ = std::make_unique<Session>(options_.device);
   compile();
   log_verbose("generator: ", config_.summary(), "; ctx ", ctx_, " on ", session_->device().name);

@@ -126,6 +126,13 @@ void load_weights(Executable& exe, const GgufFile& f) {
   RLX_ASSERT(missing.empty());
 }
 
+int64_t cache_rows(const LlmConfig& cfg, int64_t requested, int64_t cap, const char* what) {
+  RLX_CHECK(requested >= 0, what, " must be >= 0, got ", requested);
+  const int64_t rows = requested > 0 ? requested : std::min<int64_t>(cfg.context_length, cap);
+  RLX_CHECK(rows <= cfg.context_length, what, " ", rows, " exceeds the model's ", cfg.context_length, " tokens");
+  return rows;
+}
+
 int64_t weight_bytes_per_token(const LlmConfig& cfg, const GgufFile& f) {
   int64_t total = 0;
   for (const GgufTensorInfo& t : f.tensors()) {

@@ -86,6 +86,11 @@ Graph build_graph(const LlmConfig& cfg, const GgufFile& f, const BuildOptions& o
 // and q/k/v projections are assembled from their parts).
 void load_weights(Executable& exe, const GgufFile& f);
 
+// KV cache rows for `requested` (0: the model's context, at most `cap`); an
+// error starting with `what` ("generate: context size") when it is negative
+// or past the model's context.
+int64_t cache_rows(const LlmConfig& cfg, int64_t requested, int64_t cap, const char* what);
+
 // Bytes of weights one decode step reads (every layer matrix, the norms, the
 // output head; the embedding table contributes one row).
 int64_t weight_bytes_per_token(const LlmConfig& cfg, const GgufFile& f);
