@@ -11,6 +11,7 @@
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/env.h"
+#include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
 namespace {
@@ -134,13 +135,15 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   const auto vs = source(v.inputs[1], cache[2]);
   if (!ks || !vs) return false;
 
-  // The last node that reads s, through views (Narrow, Reshape) included.
+  // The last node that reads s, through the views the memory plan aliases to
+  // it (a Reshape, a contiguous Narrow). A Narrow that copies ends s's life:
+  // reading s in place after it (OLMo 2's V, when Q and K leave the stacked
+  // row through copying Narrows) would read a reused buffer.
   std::function<NodeId(NodeId)> last_use = [&](NodeId s) {
     NodeId last = -1;
     for (NodeId u : c.users(s)) {
       last = std::max(last, u);
-      const OpKind op = c.node(u).op;
-      if (op == OpKind::Narrow || op == OpKind::Reshape) last = std::max(last, last_use(u));
+      if (is_view_op(c.node(u))) last = std::max(last, last_use(u));
     }
     return last;
   };
