@@ -14,7 +14,7 @@
 # decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
 # attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
 # (rlx_bert_bench + torch peer), report (their per-thunk times), gemm (rlx_gemm_bench: cuBLASLt and rlx's sm90
-# kernels + torch.matmul peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
+# kernels + torch.matmul peer), fft (rlx_fft_bench + torch.fft peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
 # attention kernel's instruction mix and source counters), ncugemm (the same for the GELU-erf
 # ping-pong GEMM at MiniLM's FFN up), ncugemmln (MiniLM's FFN down: the fused GEMM + LayerNorm kernel
 # against cuBLASLt then the norm kernel), ncupersist (the persistent decode kernel's warp stall reasons),
@@ -41,7 +41,8 @@ GEMMA=${RLX_GEMMA_GGUF:---synthetic}
 
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_op_tests rlx_model_tests rlx rlx_quant_bench rlx_generate_bench \
-  rlx_bert_bench rlx_attention_bench rlx_decode_bench rlx_grid_sync_bench rlx_gemm_bench rlx_kernels_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
+  rlx_bert_bench rlx_attention_bench rlx_decode_bench rlx_grid_sync_bench rlx_gemm_bench rlx_kernels_bench \
+  rlx_fft_bench > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 # A/B steps: "base" runs a command as it is, VAR=VAL runs it with that setting;
@@ -134,6 +135,11 @@ for step in "$@"; do
       grep -v '^{' "$OUT/gemm.log" | grep -vE '^  .* rank [0-9]+ ' | tail -45
       timeout 200 python3 bench/gemm_torch.py > "$OUT/torch-gemm.log" 2>&1; echo "torch rc=$?"
       grep -v '^{' "$OUT/torch-gemm.log" | tail -12 ;;
+    fft)  # Fourier transforms through the runtime (cuFFT) + torch.fft peer
+      timeout 300 "$B/bench/rlx_fft_bench" > "$OUT/fft.log" 2>&1; echo "rc=$?"
+      grep -v '^{' "$OUT/fft.log" | tail -12
+      timeout 200 python3 bench/fft_torch.py > "$OUT/torch-fft.log" 2>&1; echo "torch rc=$?"
+      grep -v '^{' "$OUT/torch-fft.log" | tail -10 ;;
     sanitize)
       RLX_SANITIZE_LIMIT=${RLX_SANITIZE_LIMIT:-150} scripts/gpu_sanitize.sh "$OUT/sanitize" memcheck ;;
     ncu)

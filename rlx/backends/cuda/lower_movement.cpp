@@ -128,6 +128,7 @@ void lower_write_slice(LowerCtx& c, NodeId id) {
 
 void register_movement_lowerings() {
   register_cuda_lowering(OpKind::Reshape, {kAnyDType, kAnyDType}, lower_reshape, "reshape (view)");
+  register_cuda_lowering(OpKind::Bitcast, {kAnyDType, kAnyDType}, lower_reshape, "bitcast (view)");
   register_cuda_lowering(OpKind::Transpose, {kAnyDType, kAnyDType}, lower_transpose, "transpose");
   register_cuda_lowering(OpKind::Narrow, {kAnyDType, kAnyDType}, lower_narrow, "narrow");
   register_cuda_lowering(OpKind::Concat, {kAnyDType, kAnyDType}, lower_concat, "concat", /*variadic=*/true);
