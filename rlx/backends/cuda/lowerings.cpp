@@ -16,6 +16,7 @@ void register_all_lowerings() {
     register_transformer_lowerings();
     register_select_lowerings();
     register_quant_lowerings();
+    register_splat_lowerings();
     register_cudnn_lowerings();  // last: wraps the lowerings above
   });
 }
