@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "rlx/backends/cuda/calibration.h"
+#include "rlx/backends/cuda/kernels/splat.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/backends/cuda/persistent.h"
@@ -363,7 +364,10 @@ class CudaProgram final : public Program {
                               "RLX_CUDA_PERSISTENT=0 to run without it"));
       const char* what = f[i] == 1 ? "an index is out of range (those rows were written as zeros)"
                          : f[i] == 2 ? "the write would run past the end of the state (nothing was written)"
-                                     : "a kernel reported bad input";
+                         : f[i] == kSplatBadInput
+                             ? "a Gaussian has a non-finite parameter or a zero rotation quaternion, or the camera "
+                               "has a non-finite entry or fx, fy <= 0 (the image is invalid)"
+                             : "a kernel reported bad input";
       throw InvalidArgument(str("cuda: ", graph_.describe(flag_nodes_[i]), ": ", what));
     }
   }

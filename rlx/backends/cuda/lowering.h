@@ -246,6 +246,7 @@ void register_transformer_lowerings();  // rope, glu
 void register_select_lowerings();
 void register_quant_lowerings();  // DequantMatMul, Gather of quantized rows (lower_quant.cpp)
 void register_fft_lowerings();    // Fft through cuFFT (lower_fft.cpp)
+void register_splat_lowerings();  // GaussianSplatRender (lower_splat.cpp)
 // cuDNN graph path (lower_cudnn.cpp): wraps the attention, matmul and norm
 // lowerings registered before it; runs last.
 void register_cudnn_lowerings();

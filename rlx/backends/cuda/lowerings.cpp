@@ -17,6 +17,7 @@ void register_all_lowerings() {
     register_select_lowerings();
     register_quant_lowerings();
     register_fft_lowerings();
+    register_splat_lowerings();
     register_cudnn_lowerings();  // last: wraps the lowerings above
   });
 }
