@@ -14,7 +14,7 @@
 # decode layer's kernels one at a time, no model needed; RLX_DECODE_KEYS=96,160,... sets the
 # attention rows' key counts), sync (rlx_grid_sync_bench: grid barrier latency), minilm / bert
 # (rlx_bert_bench + torch peer), report (their per-thunk times), gemm (rlx_gemm_bench: cuBLASLt and rlx's sm90
-# kernels + torch.matmul peer), fft (rlx_fft_bench + torch.fft peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
+# kernels + torch.matmul peer), gemmab (square GEMMs: tuned, untuned and torch, twice), fft (rlx_fft_bench + torch.fft peer), sanitize (memcheck), ncu (decode kernels), ncuattn (the D = 32
 # attention kernel's instruction mix and source counters), ncugemm (the same for the GELU-erf
 # ping-pong GEMM at MiniLM's FFN up), ncugemmln (MiniLM's FFN down: the fused GEMM + LayerNorm kernel
 # against cuBLASLt then the norm kernel), ncupersist (the persistent decode kernel's warp stall reasons),
@@ -135,6 +135,16 @@ for step in "$@"; do
       grep -v '^{' "$OUT/gemm.log" | grep -vE '^  .* rank [0-9]+ ' | tail -45
       timeout 200 python3 bench/gemm_torch.py > "$OUT/torch-gemm.log" 2>&1; echo "torch rc=$?"
       grep -v '^{' "$OUT/torch-gemm.log" | tail -12 ;;
+    gemmab)  # the square shapes: the engine's tuned choice, cuBLASLt's first choice (RLX_CUDA_GEMM_TUNE=0), torch, twice
+      for round in 1 2; do
+        for setting in base RLX_CUDA_GEMM_TUNE=0; do
+          log="$OUT/gemmab-$(setting_slug "$setting")-$round.log"
+          with_setting "$setting" timeout 200 "$B/bench/rlx_gemm_bench" --only square > "$log" 2>&1
+          echo "$setting round $round rc=$?"; grep -v '^{' "$log" | grep -vE '^  .* rank [0-9]+ ' | head -24
+        done
+        timeout 200 python3 bench/gemm_torch.py > "$OUT/gemmab-torch-$round.log" 2>&1
+        echo "torch round $round rc=$?"; grep -v '^{' "$OUT/gemmab-torch-$round.log" | grep -E '8192|4096' | head -6
+      done ;;
     fft)  # Fourier transforms through the runtime (cuFFT) + torch.fft peer
       timeout 300 "$B/bench/rlx_fft_bench" > "$OUT/fft.log" 2>&1; echo "rc=$?"
       grep -v '^{' "$OUT/fft.log" | tail -12
