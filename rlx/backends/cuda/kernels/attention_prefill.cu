@@ -63,23 +63,6 @@ using namespace dev;
 // D = 32 general variant (see prefill_item).
 constexpr bool kHalfExp = true;
 
-template <typename T>
-__device__ __forceinline__ uint32_t exp2_x2(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t y, x = pack2<T>(lo, hi);
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
-  } else {
-    asm("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(y) : "r"(x));
-  }
-  return y;
-#else
-  return pack2<T>(exp2f(lo), exp2f(hi));
-#endif
-}
-template <typename T>
-constexpr uint32_t kOnes2 = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;  // (1, 1) in T
-
 // Tile shape per head dim and variant (kGeneral: softcap / bias / key mask).
 //   kWarps  warps per CTA; MT: m16 fragments per warp (rows per warp / 16);
 //   BN      keys per tile; kQInRegs: Q fragments stay in registers.

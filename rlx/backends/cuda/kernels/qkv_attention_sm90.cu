@@ -1,0 +1,354 @@
+// QKV projection + attention for head dim 32 in one kernel (qkv_attention_sm90.h).
+//
+// Work. Tiles of 128 rows of X hold spt = ⌊128 / L⌋ whole sequences
+// (tile_rows = spt·L rows; the rest of the 128 are computed and ignored).
+// CTA c serves head c mod H and every per_head-th tile from c / H on, with
+// per_head·H CTAs filling the SMs once: its head's 96 weight rows (Q, K and
+// V, 32 each) are loaded into shared memory once.
+//
+// Per tile:
+//   GEMM       thread 0 streams X's 128 rows in slabs of 64 columns by TMA
+//              through a ring of kStages stages (full / empty mbarriers, as in
+//              gemm_ln_sm90.cu), the ring running ahead across tiles; each
+//              warpgroup computes 64 rows × 96 columns with wgmma m64n96k16.
+//   epilogue   + bias, rounded to T into sQKV [128][96 + 8] (Q | K | V per
+//              row), plus one keep flag per key row (its sequence exists,
+//              the key mask keeps it).
+//   attention  warp w takes query rows 16w..16w+15 against the keys of their
+//              sequences (all in sQKV): S = Q·Kᵀ by mma.sync m16n8k16 from
+//              ldmatrix fragments, keys outside the row's sequence or masked
+//              -inf, one row max (no online rescaling: every key is in
+//              registers), P = 2^(S·scale·log2e − max) two at a time in T
+//              (ex2.approx.{f16,bf16}x2) packed as the P·V operand, row sums
+//              by an MMA of P against ones, O = P·V; O / sum (0 for a row
+//              that sees no key) staged over the warp's own Q columns and
+//              written with 16-byte stores.
+#include "rlx/backends/cuda/kernels/qkv_attention_sm90.h"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/device/attention.cuh"
+#include "rlx/backends/cuda/device/bulk_copy.cuh"
+#include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/backends/cuda/device/smem.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
+#include "rlx/backends/cuda/device/wgmma.cuh"
+#include "rlx/backends/cuda/kernels/gemm_sm90.h"
+#include "rlx/core/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+using namespace dev;
+
+constexpr int kD = 32, kN = 3 * kD, kBM = 128, kBK = 64, kThreads = 256, kWarps = kThreads / 32, kStages = 4;
+constexpr int kMaxK = 512;
+constexpr int kXSlabBytes = kBM * kBK * 2;   // X: 128 rows × 64 columns
+constexpr int kWSlabBytes = kN * kBK * 2;    // W: 96 rows × 64 columns
+constexpr int kWPartBytes = kD * kBK * 2;    // Q's, K's or V's 32 rows of a W slab
+constexpr int kS = kN + 8;                   // sQKV row, elements: conflict-free fragment writes and ldmatrix
+constexpr int kMaxL = kBM;
+
+int smem_bytes_for(int64_t K) {
+  const int nk = static_cast<int>((K + kBK - 1) / kBK);
+  return 1024 + kStages * kXSlabBytes + nk * kWSlabBytes + kBM * kS * 2 + kN * 4 + kBM + (1 + 2 * kStages) * 8;
+}
+
+struct KernelArgs {
+  const void* bias;
+  int bias_f32;
+  const uint8_t* key_mask;
+  void* out;
+  int B, L, K, H;
+  int spt, tile_rows, tiles, per_head;
+  int M;
+  float scale_log2;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1)
+    qkv_attention_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
+                         const KernelArgs p) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  const int nk = (p.K + kBK - 1) / kBK;
+  unsigned char* sX = smem;
+  unsigned char* sW = sX + kStages * kXSlabBytes;
+  T* sQKV = reinterpret_cast<T*>(sW + nk * kWSlabBytes);
+  float* sBias = reinterpret_cast<float*>(sQKV + kBM * kS);
+  uint8_t* sKeep = reinterpret_cast<uint8_t*>(sBias + kN);
+  uint64_t* wbar = reinterpret_cast<uint64_t*>(sKeep + kBM);
+  uint64_t* full = wbar + 1;
+  uint64_t* empty = full + kStages;
+
+  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int h = static_cast<int>(blockIdx.x) % p.H, c0 = static_cast<int>(blockIdx.x) / p.H;
+  const int my_tiles = c0 < p.tiles ? (p.tiles - c0 + p.per_head - 1) / p.per_head : 0;
+  const int total = my_tiles * nk;  // X slabs this CTA consumes, in order
+
+  if (tid == 0) {
+    mbar_init(wbar, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kWarps);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+  // W may be a conversion an earlier kernel of the program wrote (a mixed-precision cast), so after the wait too.
+  pdl_begin();
+  if (tid == 0) {
+    mbar_arrive_expect_tx(wbar, static_cast<uint32_t>(nk * kWSlabBytes));
+    for (int kb = 0; kb < nk; ++kb)
+      for (int part = 0; part < 3; ++part)
+        tma_load_2d(sW + kb * kWSlabBytes + part * kWPartBytes, &map_w, kb * kBK, (part * p.H + h) * kD, wbar);
+  }
+  for (int c = tid; c < kN; c += kThreads) {
+    const int i = ((c / kD) * p.H + h) * kD + c % kD;
+    sBias[c] = p.bias == nullptr ? 0.0f
+               : p.bias_f32      ? static_cast<const float*>(p.bias)[i]
+                                 : to_f32(static_cast<const T*>(p.bias)[i]);
+  }
+
+  auto issue = [&](int q) {
+    const int s = q % kStages, tile = c0 + (q / nk) * p.per_head;
+    mbar_arrive_expect_tx(&full[s], kXSlabBytes);
+    tma_load_2d(sX + s * kXSlabBytes, &map_x, (q % nk) * kBK, tile * p.tile_rows, &full[s]);
+  };
+  // Every warp is done with slab q's stage: thread 0 refills it kStages slabs ahead.
+  auto release = [&](int q) {
+    const int s = q % kStages;
+    if (lane == 0) mbar_arrive(&empty[s]);
+    if (tid == 0 && q + kStages < total) {
+      mbar_wait(&empty[s], static_cast<uint32_t>(q / kStages) & 1);
+      issue(q + kStages);
+    }
+  };
+  if (tid == 0)
+    for (int q = 0; q < kStages && q < total; ++q) issue(q);
+  mbar_wait(wbar, 0);
+
+  // ldmatrix lane → (row, column) offsets: A operands and V (transposed), and K.
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
+  const float mul = p.scale_log2;
+  const int64_t out_stride = static_cast<int64_t>(p.H) * kD;
+
+  for (int it = 0; it < my_tiles; ++it) {
+    const int tile = c0 + it * p.per_head;
+    float acc[48];
+#pragma unroll
+    for (int i = 0; i < 48; ++i) acc[i] = 0.0f;
+    for (int kb = 0; kb < nk; ++kb) {
+      const int q = it * nk + kb, s = q % kStages;
+      mbar_wait(&full[s], static_cast<uint32_t>(q / kStages) & 1);
+      const uint64_t da = wgmma_desc(smem_u32(sX + s * kXSlabBytes) + static_cast<uint32_t>(wg * 64 * 128));
+      const uint64_t db = wgmma_desc(smem_u32(sW + kb * kWSlabBytes));
+      wgmma_fence();
+      pin(acc);
+#pragma unroll
+      for (int k = 0; k < kBK / 16; ++k)  // +32 bytes per k16 step = +2 in the descriptor's address field
+        wgmma_m64n96k16<T>(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
+      wgmma_commit();
+      wgmma_wait<1>();
+      pin(acc);
+      if (kb > 0) release(q - 1);
+    }
+    wgmma_wait<0>();
+    pin(acc);
+    release(it * nk + nk - 1);
+
+    __syncthreads();  // every warp is done with the previous tile's sQKV
+    if (tid < kBM) {
+      const int b = tile * p.spt + tid / p.L;
+      bool keep = tid < p.tile_rows && b < p.B;
+      if (keep && p.key_mask != nullptr) keep = __ldg(p.key_mask + static_cast<int64_t>(b) * p.L + tid % p.L) != 0;
+      sKeep[tid] = keep ? 1 : 0;
+    }
+    {
+      // Fragment 4j + 2hh + e: row 16·(warp mod 4) + g + 8hh of the warpgroup's 64, column 8j + 2·t4 + e.
+      uint32_t* s32 = reinterpret_cast<uint32_t*>(sQKV);
+      const int row0 = wg * 64 + (warp & 3) * 16 + g;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        const int c = 8 * j + 2 * t4;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+          s32[((row0 + 8 * hh) * kS + c) / 2] =
+              pack2<T>(acc[4 * j + 2 * hh] + sBias[c], acc[4 * j + 2 * hh + 1] + sBias[c + 1]);
+      }
+    }
+    __syncthreads();  // Q, K, V and the keep flags are staged
+
+    const int r_lo = warp * 16;
+    if (r_lo >= p.tile_rows) continue;
+    // Keys of the sequences this warp's rows belong to, as 16-key blocks.
+    const int k_lo = (r_lo / p.L) * p.L;
+    const int k_hi = (min(r_lo + 15, p.tile_rows - 1) / p.L + 1) * p.L;
+    const int nb_lo = k_lo / 16, nb_hi = (k_hi + 15) / 16;
+    int seq_lo[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) seq_lo[rr] = ((r_lo + g + 8 * rr) / p.L) * p.L;
+
+    uint32_t qf[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) ldmatrix_x4(qf[kk], smem_u32(sQKV + (r_lo + a_row) * kS + kk * 16 + a_col));
+
+    float sc[kMaxL / 8][4];
+#pragma unroll
+    for (int nb = 0; nb < kMaxL / 16; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[2 * nb][e] = sc[2 * nb + 1][e] = -INFINITY;
+      if (nb < nb_lo || nb >= nb_hi) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[2 * nb][e] = sc[2 * nb + 1][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, smem_u32(sQKV + (nb * 16 + k_row) * kS + kD + kk * 16 + k_col));
+        mma_16816<T>(sc[2 * nb], qf[kk], kf[0], kf[1]);
+        mma_16816<T>(sc[2 * nb + 1], qf[kk], kf[2], kf[3]);
+      }
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = nb * 16 + jj * 8 + 2 * t4 + (e & 1), lo = seq_lo[e >> 1];
+          if (key < lo || key >= lo + p.L || sKeep[key] == 0) sc[2 * nb + jj][e] = -INFINITY;
+        }
+    }
+
+    // Softmax numerators in T, packed: pk[j][rr] holds keys 8j + 2·t4, +1 of row g + 8rr.
+    uint32_t pk[kMaxL / 8][2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kMaxL / 8; ++j) mx = fmaxf(mx, fmaxf(sc[j][2 * rr], sc[j][2 * rr + 1]));
+      mx = quad_max(mx);
+      const float base = mx == -INFINITY ? 0.0f : mx * mul;
+#pragma unroll
+      for (int j = 0; j < kMaxL / 8; ++j)
+        pk[j][rr] = exp2_x2<T>(fmaf(sc[j][2 * rr], mul, -base), fmaf(sc[j][2 * rr + 1], mul, -base));
+    }
+
+    float o[kD / 8][4], lsum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int dt = 0; dt < kD / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < kMaxL / 16; ++nb) {
+      if (nb < nb_lo || nb >= nb_hi) continue;
+      const uint32_t pa[4] = {pk[2 * nb][0], pk[2 * nb][1], pk[2 * nb + 1][0], pk[2 * nb + 1][1]};
+      mma_16816<T>(lsum, pa, kOnes2<T>, kOnes2<T>);  // every column: the row's sum
+#pragma unroll
+      for (int dp = 0; dp < kD / 16; ++dp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, smem_u32(sQKV + (nb * 16 + a_row) * kS + 2 * kD + dp * 16 + a_col));
+        mma_16816<T>(o[2 * dp], pa, vb[0], vb[1]);
+        mma_16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+      }
+    }
+
+    // O / sum over the warp's own Q columns (only this warp reads them), then 16-byte stores.
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float l = lsum[2 * rr];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      uint32_t* srow = reinterpret_cast<uint32_t*>(sQKV + (r_lo + g + 8 * rr) * kS + 2 * t4);
+#pragma unroll
+      for (int dt = 0; dt < kD / 8; ++dt) srow[dt * 4] = pack2<T>(o[dt][2 * rr] * inv, o[dt][2 * rr + 1] * inv);
+    }
+    __syncwarp();
+    T* out = static_cast<T*>(p.out);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = i * 32 + lane, r = r_lo + c / 4, ch = c % 4;
+      const int m = tile * p.tile_rows + r;
+      if (r < p.tile_rows && m < p.M)
+        *reinterpret_cast<uint4*>(out + m * out_stride + h * kD + ch * 8) =
+            *reinterpret_cast<const uint4*>(sQKV + r * kS + ch * 8);
+    }
+  }
+}
+
+const void* kernel_for(DType t) {
+  return t == DType::F16 ? reinterpret_cast<const void*>(qkv_attention_kernel<__half>)
+                         : reinterpret_cast<const void*>(qkv_attention_kernel<__nv_bfloat16>);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+const char* sm90_qkv_attention_unsupported(const QkvAttentionArgs& a) {
+  if (a.dtype != DType::F16 && a.dtype != DType::BF16) return "dtype is not f16/bf16";
+  if (a.D != kD) return "head dim is not 32";
+  if (a.H < 1 || a.B < 1) return "empty";
+  if (a.L < 1 || a.L > kMaxL) return "sequences are longer than 128 tokens";
+  if (a.K < 8 || a.K > kMaxK || a.K % 8 != 0) return "K is not a multiple of 8 in [8, 512]";
+  if (!(a.scale > 0.0f) || !std::isfinite(a.scale)) return "the score scale is not positive";
+  if (a.B * a.L > (int64_t{1} << 30) || int64_t{a.H} * kN > (int64_t{1} << 20)) return "too large";
+  if (a.X == nullptr || a.W == nullptr || a.out == nullptr) return "a required operand is null";
+  if (!aligned16(a.X) || !aligned16(a.W) || !aligned16(a.out)) return "X, W or out is not 16-byte aligned";
+  if (a.bias != nullptr && (reinterpret_cast<uintptr_t>(a.bias) & (a.bias_f32 ? 3 : 1)) != 0) return "bias is misaligned";
+  return nullptr;
+}
+
+bool sm90_qkv_attention_available(int device) {
+  static std::mutex mu;
+  static std::map<int, bool> known;
+  std::lock_guard lock(mu);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  DeviceGuard guard(device);
+  bool ok = sm90_device(device);
+  for (DType t : {DType::F16, DType::BF16}) ok = ok && sm90_kernel_loads(kernel_for(t), smem_bytes_for(kMaxK), kThreads);
+  known[device] = ok;
+  return ok;
+}
+
+void launch_sm90_qkv_attention(const QkvAttentionArgs& a, int sm_count, cudaStream_t stream) {
+  const std::string what = str("sm90 qkv projection + attention ", dtype_name(a.dtype), " B=", a.B, " L=", a.L,
+                               " H=", a.H, " K=", a.K);
+  if (const char* why = sm90_qkv_attention_unsupported(a)) throw Unsupported(str(what, ": ", why));
+  const int64_t M = a.B * a.L;
+  KernelArgs k{};
+  k.bias = a.bias;
+  k.bias_f32 = a.bias_f32 ? 1 : 0;
+  k.key_mask = a.key_mask;
+  k.out = a.out;
+  k.B = static_cast<int>(a.B);
+  k.L = static_cast<int>(a.L);
+  k.K = static_cast<int>(a.K);
+  k.H = a.H;
+  k.spt = static_cast<int>(kBM / a.L);
+  k.tile_rows = k.spt * k.L;
+  k.tiles = static_cast<int>((a.B + k.spt - 1) / k.spt);
+  k.per_head = std::max(1, std::min(k.tiles, sm_count / a.H));
+  k.M = static_cast<int>(M);
+  k.scale_log2 = a.scale * 1.4426950408889634f;
+  CUtensorMap map_x = sm90_slab_map(a.dtype, a.X, M, a.K, a.K, kBM, what);
+  CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, int64_t{3} * a.H * kD, a.K, a.K, kD, what);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(k.per_head * a.H));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes_for(a.K));
+  cfg.stream = stream;
+  void* args[] = {&map_x, &map_w, &k};
+  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype), args);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
+  }
+}
+
+}  // namespace rlx::cuda
