@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call for the QKV projection + attention kernel: build, its tests
+# and the neighbours', MiniLM 256 x 128 and 1 x 16 with the fusion on and off,
+# then the ping-pong variant (kPingPong) the same way.
+#   scripts/gpu_qkv_ab.sh OUTDIR
+set -uo pipefail
+OUT=${1:?usage: scripts/gpu_qkv_ab.sh OUTDIR}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+source scripts/gpu_env.sh > /dev/null
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+t0=$(date +%s)
+scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s"
+minilm() {  # shape, fuse setting → "ms"
+  RLX_CUDA_FUSE_QKV_ATTENTION=$2 timeout 100 "$B/bench/rlx_bert_bench" --model minilm-l6 --shape "$1" --graphs-only 2>&1 |
+    grep -E '^minilm' | awk '{print $4}'
+}
+check() {  # label
+  timeout 200 "$B/tests/rlx_gpu_tests" --gtest_filter="${RLX_GT_FILTER:-Qkv*:GemmLn*:CudaGraphs*}" > "$OUT/tests-$1.log" 2>&1
+  echo "[$1] tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests-$1.log" | tr '\n' ' ')"
+  grep -A8 'Failure' "$OUT/tests-$1.log" | head -40
+  for r in 1 2; do
+    echo "[$1] 256x128 round $r: fused $(minilm 256x128 1) ms, unfused $(minilm 256x128 0) ms"
+  done
+  echo "[$1] 1x16: fused $(minilm 1x16 1) ms, unfused $(minilm 1x16 0) ms"
+}
+check base
+F=rlx/backends/cuda/kernels/qkv_attention_sm90.cu
+cp "$F" /tmp/qkv_base.cu
+sed -i 's/constexpr bool kPingPong = false;/constexpr bool kPingPong = true;/' "$F"
+scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build-pp.log" 2>&1 || { tail -20 "$OUT/build-pp.log"; cp /tmp/qkv_base.cu "$F"; exit 1; }
+RLX_GT_FILTER='Qkv*' check pingpong
+cp /tmp/qkv_base.cu "$F"
