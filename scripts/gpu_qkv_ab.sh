@@ -8,6 +8,7 @@ OUT=${1:?usage: scripts/gpu_qkv_ab.sh OUTDIR}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh > /dev/null
+exec > >(tee -a "$OUT/summary.log") 2>&1  # every line also in a file: the call's output tail is short
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 t0=$(date +%s)
 scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

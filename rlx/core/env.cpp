@@ -54,10 +54,11 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512, at least "
        "RLX_CUDA_GEMM_LN_MIN_ROWS rows) and the residual LayerNorm that is its only reader as one sm90 kernel "
        "(MiniLM's attention-out projection and norm)."},
-      {"RLX_CUDA_FUSE_QKV_ATTENTION", EnvType::Bool, "1",
+      {"RLX_CUDA_FUSE_QKV_ATTENTION", EnvType::Bool, "0",
        "CUDA lowering: an encoder's fused QKV projection (f16/bf16, bias only, K <= 512) and the attention that "
        "reads its Q, K and V (head dim 32, sequences of up to 128 tokens, no mask or a key mask) as one sm90 "
-       "kernel: the projection never goes to memory (all-MiniLM-L6/L12, bge-small, e5-small)."},
+       "kernel: the projection never goes to memory (all-MiniLM-L6/L12, bge-small, e5-small). Opt-in: tested "
+       "correct on an H100, not yet timed."},
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},

@@ -315,6 +315,7 @@ TEST(QkvAttentionSm90, LoweringKeepsTheInputLiveAndMatchesCpu) {
     return out.dtype() == DType::F32 ? out : out.to(DType::F32);
   };
   const Tensor ref = run("cpu", DType::F32, nullptr);
+  ScopedEnv fuse("RLX_CUDA_FUSE_QKV_ATTENTION", "1");
   for (DType dt : {DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(dt));
     std::string report;

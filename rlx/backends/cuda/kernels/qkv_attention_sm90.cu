@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kLaunchThreadsBoth, 1)
 // warp 2 × 16), so one warpgroup's attention runs while the other's GEMM
 // holds the tensor cores; a ninth warp keeps the ring filled.
 constexpr int kPPThreads = kThreads + 32;
-int pingpong_smem_bytes_for(int64_t K) { return smem_bytes_for(K) + kBM * kS * 2 + kBM; }
+int pingpong_smem_bytes_for(int64_t K) { return smem_bytes_for(K) + kBM * kS * 2 + kBM + 2 * 8; }
 
 template <typename T>
 __global__ void __launch_bounds__(kPPThreads, 1)
@@ -333,6 +333,11 @@ __global__ void __launch_bounds__(kPPThreads, 1)
   uint64_t* wbar = reinterpret_cast<uint64_t*>(sKeep0 + 2 * kBM);
   uint64_t* full = wbar + 1;
   uint64_t* empty = full + kStages;
+  // turn[c]: the other warpgroup finished a main loop, so warpgroup c may start
+  // its next. The main loops take turns so the ring's slabs are waited for in
+  // order: a warpgroup waiting for a stage's next fill while the previous one
+  // is still pending would see that earlier phase as complete.
+  uint64_t* turn = empty + kStages;
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -346,6 +351,8 @@ __global__ void __launch_bounds__(kPPThreads, 1)
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 4);  // the consuming warpgroup's warps
     }
+    mbar_init(&turn[0], 4);
+    mbar_init(&turn[1], 4);
     mbar_fence_init();
   }
   __syncthreads();
@@ -368,10 +375,12 @@ __global__ void __launch_bounds__(kPPThreads, 1)
   mbar_wait(wbar, 0);
 
   for (int it = wg; it < my_tiles; it += 2) {
-    const int tile = c0 + it * p.per_head;
+    const int tile = c0 + it * p.per_head, j = it / 2;  // j: this warpgroup's j-th tile
     float acc[2][48];
 #pragma unroll
     for (int i = 0; i < 48; ++i) acc[0][i] = acc[1][i] = 0.0f;
+    if (wg == 1) mbar_wait(&turn[1], static_cast<uint32_t>(j) & 1);              // warpgroup 0's main loop j
+    else if (j > 0) mbar_wait(&turn[0], static_cast<uint32_t>(j - 1) & 1);     // warpgroup 1's main loop j - 1
     for (int kb = 0; kb < nk; ++kb) {
       const int q = it * nk + kb, s = q % kStages;
       mbar_wait(&full[s], static_cast<uint32_t>(q / kStages) & 1);
@@ -392,6 +401,7 @@ __global__ void __launch_bounds__(kPPThreads, 1)
       pin(acc[1]);
       if (kb > 0 && lane == 0) mbar_arrive(&empty[(q - 1) % kStages]);
     }
+    if (lane == 0) mbar_arrive(&turn[1 - wg]);
     wgmma_wait<0>();
     pin(acc[0]);
     pin(acc[1]);
