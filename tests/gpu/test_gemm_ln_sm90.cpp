@@ -24,6 +24,7 @@
 #include "rlx/models/bert/bert.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/bert_gpu_util.h"
 #include "tests/gpu/sm90_test_util.h"
 #include "tests/test_util.h"
 
@@ -233,41 +234,16 @@ TEST(GemmLnSm90, BertLayersMatchCpu) {
   cfg.intermediate = 512;
   cfg.vocab_size = 1000;
   const Graph g = bert::build_graph(cfg);
-  auto compile = [&](const std::string& device, DType precision) {
-    Session s(device);
-    CompileOptions o;
-    o.precision = precision;
-    auto exe = s.compile(g, o);
-    std::mt19937 wr(3);
-    std::normal_distribution<float> d(0.0f, 0.05f);
-    for (NodeId id : exe->graph().leaves(OpKind::Param)) {
-      const auto& n = exe->graph().node(id);
-      Tensor t = Tensor::empty(DType::F32, static_dims(n.type.shape));
-      for (int64_t i = 0; i < t.numel(); ++i)
-        t.data<float>()[i] = d(wr) + (n.name.find("LayerNorm.weight") != std::string::npos);
-      exe->set_param(n.attr<LeafAttrs>().name, t);
-    }
-    return exe;
-  };
   const int64_t B = 5, L = 40;
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int32_t> tok(0, 999);
-  Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
-  Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
-  for (int64_t i = 0; i < B * L; ++i) {
-    ids.data<int32_t>()[i] = tok(rng);
-    mask.data<int32_t>()[i] = (i % L) < L - 3 * (i / L) ? 1 : 0;
-  }
-  for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
-  const Tensor ref = compile("cpu", DType::F32)->run({ids, types, mask, pos})[0];
+  const std::vector<Tensor> in =
+      rlx::test::bert_inputs(B, L, 1000, 11, [&](int64_t b) { return L - 3 * b; });
+  const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 3)->run(in)[0];
   ScopedEnv env_rows("RLX_CUDA_GEMM_LN_MIN_ROWS", "1");  // 200 rows: fused only below the default wave
   for (const char* fuse : {"1", "0"}) {
     SCOPED_TRACE(testing::Message() << "RLX_CUDA_FUSE_GEMM_LN=" << fuse);
     ScopedEnv env("RLX_CUDA_FUSE_GEMM_LN", fuse);
-    auto exe = compile("cuda", DType::F16);
-    Tensor got = exe->run({ids, types, mask, pos})[0];
-    if (got.dtype() != DType::F32) got = got.to(DType::F32);
-    ASSERT_EQ(got.shape(), ref.shape());
+    auto exe = rlx::test::compile_random_bert(g, "cuda", DType::F16, 3);
+    const Tensor got = exe->run(in)[0];
     const std::string report = exe->dispatch_report();
     size_t fused = 0;
     for (size_t at = report.find("sm90 gemm + residual layer_norm"); at != std::string::npos;
@@ -278,15 +254,7 @@ TEST(GemmLnSm90, BertLayersMatchCpu) {
     } else {
       EXPECT_EQ(fused, 0u) << report;
     }
-    const int64_t H = cfg.hidden;
-    for (int64_t b = 0; b < B; ++b) {
-      double dot = 0, na = 0, nb = 0;
-      for (int64_t i = 0; i < H; ++i) {
-        const double x = ref.data<float>()[b * H + i], y = got.data<float>()[b * H + i];
-        dot += x * y, na += x * x, nb += y * y;
-      }
-      EXPECT_GE(dot / std::sqrt(na * nb), 0.999) << "row " << b;
-    }
+    rlx::test::expect_rows_close(ref, got, cfg.hidden, 0.999);
   }
 }
 

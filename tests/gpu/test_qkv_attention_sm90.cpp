@@ -24,6 +24,7 @@
 #include "rlx/models/bert/bert.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/bert_gpu_util.h"
 #include "tests/gpu/sm90_test_util.h"
 #include "tests/test_util.h"
 
@@ -221,55 +222,21 @@ TEST(QkvAttentionSm90, BertLayersMatchCpu) {
   cfg.intermediate = 512;
   cfg.vocab_size = 1000;
   const Graph g = bert::build_graph(cfg);
-  auto compile = [&](const std::string& device, DType precision) {
-    Session s(device);
-    CompileOptions o;
-    o.precision = precision;
-    auto exe = s.compile(g, o);
-    std::mt19937 wr(5);
-    std::normal_distribution<float> d(0.0f, 0.05f);
-    for (NodeId id : exe->graph().leaves(OpKind::Param)) {
-      const auto& n = exe->graph().node(id);
-      Tensor t = Tensor::empty(DType::F32, static_dims(n.type.shape));
-      for (int64_t i = 0; i < t.numel(); ++i)
-        t.data<float>()[i] = d(wr) + (n.name.find("LayerNorm.weight") != std::string::npos);
-      exe->set_param(n.attr<LeafAttrs>().name, t);
-    }
-    return exe;
-  };
   const int64_t B = 7, L = 40;
-  std::mt19937 r(13);
-  std::uniform_int_distribution<int32_t> tok(0, 999);
-  Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
-  Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
-  for (int64_t i = 0; i < B * L; ++i) {
-    ids.data<int32_t>()[i] = tok(r);
-    const int64_t b = i / L, n = b == B - 1 ? 1 : L - 5 * b;
-    mask.data<int32_t>()[i] = (i % L) < n ? 1 : 0;
-  }
-  for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
-  const Tensor ref = compile("cpu", DType::F32)->run({ids, types, mask, pos})[0];
+  const std::vector<Tensor> in =
+      rlx::test::bert_inputs(B, L, 1000, 13, [&](int64_t b) { return b == B - 1 ? 1 : L - 5 * b; });
+  const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 5)->run(in)[0];
   for (DType dt : {DType::F16, DType::BF16})
     for (const char* fuse : {"1", "0"}) {
       SCOPED_TRACE(testing::Message() << dtype_name(dt) << " RLX_CUDA_FUSE_QKV_ATTENTION=" << fuse);
       ScopedEnv env("RLX_CUDA_FUSE_QKV_ATTENTION", fuse);
-      auto exe = compile("cuda", dt);
-      Tensor got = exe->run({ids, types, mask, pos})[0];
-      got = exe->run({ids, types, mask, pos})[0];  // a replay, where graphs are on
-      if (got.dtype() != DType::F32) got = got.to(DType::F32);
-      ASSERT_EQ(got.shape(), ref.shape());
+      auto exe = rlx::test::compile_random_bert(g, "cuda", dt, 5);
+      exe->run(in);
+      const Tensor got = exe->run(in)[0];  // a replay, where graphs are on
       const std::string report = exe->dispatch_report();
       const bool fused = report.find("sm90 qkv projection + attention") != std::string::npos;
       EXPECT_EQ(fused, std::string(fuse) == "1") << report;
-      const int64_t H = cfg.hidden;
-      for (int64_t b = 0; b < B; ++b) {
-        double dot = 0, na = 0, nb = 0;
-        for (int64_t i = 0; i < H; ++i) {
-          const double x = ref.data<float>()[b * H + i], y = got.data<float>()[b * H + i];
-          dot += x * y, na += x * x, nb += y * y;
-        }
-        EXPECT_GE(dot / std::sqrt(na * nb), 0.999) << "row " << b;
-      }
+      rlx::test::expect_rows_close(ref, got, cfg.hidden, 0.999);
     }
 }
 

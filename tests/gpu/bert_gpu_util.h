@@ -1,0 +1,68 @@
+// Shared by the GPU tests that run small random BERTs (the fused-kernel tests
+// against the CPU): random weights, right-padded inputs, and the pooled
+// embeddings' cosine check.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx::test {
+
+// `g` compiled on `device` at `precision`, every parameter N(0, 0.05²) from
+// `seed` (LayerNorm weights around 1).
+inline std::shared_ptr<Executable> compile_random_bert(const Graph& g, const std::string& device, DType precision,
+                                                       uint32_t seed) {
+  Session s(device);
+  CompileOptions o;
+  o.precision = precision;
+  auto exe = s.compile(g, o);
+  std::mt19937 wr(seed);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  for (NodeId id : exe->graph().leaves(OpKind::Param)) {
+    const auto& n = exe->graph().node(id);
+    Tensor t = Tensor::empty(DType::F32, static_dims(n.type.shape));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = d(wr) + (n.name.find("LayerNorm.weight") != std::string::npos);
+    exe->set_param(n.attr<LeafAttrs>().name, t);
+  }
+  return exe;
+}
+
+// Encoder inputs (ids, token types, mask, positions) for B rows of L tokens;
+// row b keeps kept(b) tokens.
+template <typename Kept>
+std::vector<Tensor> bert_inputs(int64_t B, int64_t L, int32_t vocab, uint32_t seed, Kept&& kept) {
+  std::mt19937 r(seed);
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
+  Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
+  for (int64_t i = 0; i < B * L; ++i) {
+    ids.data<int32_t>()[i] = tok(r);
+    mask.data<int32_t>()[i] = (i % L) < kept(i / L) ? 1 : 0;
+  }
+  for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
+  return {ids, types, mask, pos};
+}
+
+// Every row of `got` ([B, H] embeddings) within cosine `min_cos` of `ref`'s.
+inline void expect_rows_close(const Tensor& ref, Tensor got, int64_t H, double min_cos) {
+  if (got.dtype() != DType::F32) got = got.to(DType::F32);
+  ASSERT_EQ(got.shape(), ref.shape());
+  for (int64_t b = 0; b * H < ref.numel(); ++b) {
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < H; ++i) {
+      const double x = ref.data<float>()[b * H + i], y = got.data<float>()[b * H + i];
+      dot += x * y, na += x * x, nb += y * y;
+    }
+    EXPECT_GE(dot / std::sqrt(na * nb), min_cos) << "row " << b;
+  }
+}
+
+}  // namespace rlx::test
