@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "bench/bench_util.h"
 #include "rlx/core/env.h"
@@ -38,9 +39,11 @@ double time_run(Executable& exe, const std::vector<Tensor>& in, int iters) {
   return bench::median(ms);
 }
 
-// Optional filters (for profilers): --model minilm-l6|bert-base, --shape 1x16|256x128, --graphs-only.
+// Optional filters (for profilers): --model minilm-l6|bert-base, --shape BxL (1x16 and 256x128 by
+// default; any other batch x length runs alone), --graphs-only.
 struct Filter {
-  std::string model, shape;
+  std::string model;
+  int64_t B = 0, L = 0;  // 0: the default shapes
   bool graphs_only = false;
 };
 Filter g_filter;
@@ -67,8 +70,9 @@ void run_model(const char* label, bert::BertConfig cfg, const std::string& devic
         for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] += 1.0f;
       exe->set_param(n.attr<LeafAttrs>().name, t);
     }
-    for (auto [B, L] : {std::pair<int64_t, int64_t>{1, 16}, {256, 128}}) {
-      if (!g_filter.shape.empty() && g_filter.shape != str(B, "x", L)) continue;
+    std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 16}, {256, 128}};
+    if (g_filter.B > 0) shapes = {{g_filter.B, g_filter.L}};
+    for (auto [B, L] : shapes) {
       std::uniform_int_distribution<int32_t> tok(1000, static_cast<int32_t>(cfg.vocab_size) - 1);
       Tensor ids = Tensor::empty(DType::I32, {B, L}), types = Tensor::zeros(DType::I32, {B, L});
       Tensor mask = Tensor::empty(DType::I32, {B, L}), pos = Tensor::empty(DType::I32, {L});
@@ -94,12 +98,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--model" && i + 1 < argc) g_filter.model = argv[++i];
-    else if (a == "--shape" && i + 1 < argc) g_filter.shape = argv[++i];
+    else if (a == "--shape" && i + 1 < argc) {
+      long long b = 0, l = 0;
+      char extra = 0;
+      if (std::sscanf(argv[++i], "%lldx%lld%c", &b, &l, &extra) != 2 || b < 1 || l < 1 || l > 512) {
+        std::fprintf(stderr, "rlx_bert_bench: --shape %s: expected BATCHxLENGTH, length 1-512 (e.g. 256x128)\n",
+                     argv[i]);
+        return 2;
+      }
+      g_filter.B = b;
+      g_filter.L = l;
+    }
     else if (a == "--graphs-only") g_filter.graphs_only = true;
     else {
       const bool help = a == "-h" || a == "--help";
       std::fprintf(help ? stdout : stderr,
-                   "usage: rlx_bert_bench [--model minilm-l6|bert-base] [--shape 1x16|256x128] [--graphs-only]\n"
+                   "usage: rlx_bert_bench [--model minilm-l6|bert-base] [--shape BxL] [--graphs-only]\n"
                    "BERT-shaped encoders (random weights, fp16, end to end through Executable::run) with and without "
                    "CUDA graphs; torch peer: bench/bert_torch.py.\n");
       return help ? 0 : 2;

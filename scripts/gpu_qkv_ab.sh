@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the QKV projection + attention kernel: build, its tests
-# and the neighbours', MiniLM 256 x 128 and 1 x 16 with the fusion on and off,
-# then the ping-pong variant (kPingPong) the same way.
+# and the neighbours', MiniLM 256 x 128 and smaller batches (RLX_QKV_SHAPES)
+# with the fusion on and off, then the ping-pong variant (kPingPong) the same way.
 #   scripts/gpu_qkv_ab.sh OUTDIR
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_qkv_ab.sh OUTDIR}
@@ -27,7 +27,10 @@ check() {  # label
   for r in 1 2; do
     echo "[$1] 256x128 round $r: fused $(minilm 256x128 1) ms, unfused $(minilm 256x128 0) ms"
   done
-  echo "[$1] 1x16: fused $(minilm 1x16 1) ms, unfused $(minilm 1x16 0) ms"
+  # Small batches: where (if anywhere) the fused kernel stops paying (RLX_CUDA_QKV_ATTENTION_MIN_ROWS).
+  for shape in ${RLX_QKV_SHAPES:-1x16 4x32 8x128 32x128 256x32}; do
+    echo "[$1] $shape: fused $(minilm "$shape" 1) ms, unfused $(minilm "$shape" 0) ms"
+  done
 }
 check base
 # The kernel's own time beside the two it replaces (each thunk timed alone on the first run).
@@ -40,5 +43,5 @@ F=rlx/backends/cuda/kernels/qkv_attention_sm90.cu
 cp "$F" /tmp/qkv_base.cu
 sed -i 's/constexpr bool kPingPong = false;/constexpr bool kPingPong = true;/' "$F"
 scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build-pp.log" 2>&1 || { tail -20 "$OUT/build-pp.log"; cp /tmp/qkv_base.cu "$F"; exit 1; }
-RLX_GT_FILTER='Qkv*' RLX_TEST_TIMEOUT=60 check pingpong
+RLX_GT_FILTER='Qkv*' RLX_TEST_TIMEOUT=60 RLX_QKV_SHAPES='1x16 32x128' check pingpong
 cp /tmp/qkv_base.cu "$F"

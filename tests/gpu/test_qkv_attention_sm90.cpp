@@ -16,6 +16,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/backends/cuda/kernels/qkv_attention_sm90.h"
@@ -211,7 +212,8 @@ TEST(QkvAttentionSm90, RefusesWhatItCannotRun) {
 // A BERT with MiniLM's head shape (hidden 384, 12 heads of 32) in f16 and
 // bf16 on CUDA, the fusion on and off, against the CPU in f32: every pooled
 // embedding within cosine 0.999, right padding varying per row (one row with
-// a single token). L = 40: three sequences per tile.
+// a single token). L = 40: three sequences per tile. Also below the knob's
+// minimum row count, which keeps the two kernels.
 TEST(QkvAttentionSm90, BertLayersMatchCpu) {
   SKIP_WITHOUT_KERNEL();
   register_builtin_backends();
@@ -226,16 +228,19 @@ TEST(QkvAttentionSm90, BertLayersMatchCpu) {
   const std::vector<Tensor> in =
       rlx::test::bert_inputs(B, L, 1000, 13, [&](int64_t b) { return b == B - 1 ? 1 : L - 5 * b; });
   const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 5)->run(in)[0];
+  // 280 rows: fused unless the minimum row count is above that.
+  const std::pair<const char*, const char*> settings[] = {{"1", "0"}, {"0", "0"}, {"1", "1000"}};
   for (DType dt : {DType::F16, DType::BF16})
-    for (const char* fuse : {"1", "0"}) {
-      SCOPED_TRACE(testing::Message() << dtype_name(dt) << " RLX_CUDA_FUSE_QKV_ATTENTION=" << fuse);
-      ScopedEnv env("RLX_CUDA_FUSE_QKV_ATTENTION", fuse);
+    for (const auto& [fuse, min_rows] : settings) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dt) << " RLX_CUDA_FUSE_QKV_ATTENTION=" << fuse
+                                      << " RLX_CUDA_QKV_ATTENTION_MIN_ROWS=" << min_rows);
+      ScopedEnv env("RLX_CUDA_FUSE_QKV_ATTENTION", fuse), env_rows("RLX_CUDA_QKV_ATTENTION_MIN_ROWS", min_rows);
       auto exe = rlx::test::compile_random_bert(g, "cuda", dt, 5);
       exe->run(in);
       const Tensor got = exe->run(in)[0];  // a replay, where graphs are on
       const std::string report = exe->dispatch_report();
       const bool fused = report.find("sm90 qkv projection + attention") != std::string::npos;
-      EXPECT_EQ(fused, std::string(fuse) == "1") << report;
+      EXPECT_EQ(fused, std::string(fuse) == "1" && std::string(min_rows) == "0") << report;
       rlx::test::expect_rows_close(ref, got, cfg.hidden, 0.999);
     }
 }

@@ -100,8 +100,10 @@ NodeId qkv_attention_projection(const Graph& g, const std::vector<std::vector<No
 }
 
 bool qkv_attention_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId attn, int device) {
-  return qkv_attention_projection(g, users, attn) >= 0 && env_bool("RLX_CUDA_FUSE_QKV_ATTENTION") &&
-         sm90_qkv_attention_available(device);
+  const NodeId proj = qkv_attention_projection(g, users, attn);
+  if (proj < 0 || !env_bool("RLX_CUDA_FUSE_QKV_ATTENTION")) return false;
+  const auto xd = static_dims(g.node(g.node(proj).inputs[0]).type.shape);  // [B, L, K]
+  return xd[0] * xd[1] >= env_int("RLX_CUDA_QKV_ATTENTION_MIN_ROWS") && sm90_qkv_attention_available(device);
 }
 
 std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,

@@ -214,7 +214,8 @@ bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<N
 // V) and that attention as one sm90 kernel (lower_attention.cpp,
 // kernels/qkv_attention_sm90.h), run at the attention's place:
 // qkv_attention_projection is the graph part (the projection of attention
-// `attn`, or -1), qkv_attention_fuses adds the device and the knob,
+// `attn`, or -1), qkv_attention_fuses adds the device and the knobs
+// (RLX_CUDA_FUSE_QKV_ATTENTION, RLX_CUDA_QKV_ATTENTION_MIN_ROWS),
 // qkv_attention_reads names what the kernel reads besides the attention's
 // inputs (the projection's X, W and bias, kept live until it by the memory
 // plan), and qkv_projection_folds tells the projection's lowering to emit
