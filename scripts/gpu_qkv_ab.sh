@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the QKV projection + attention kernel: build, its tests
 # and the neighbours', MiniLM 256 x 128 and smaller batches (RLX_QKV_SHAPES)
-# with the fusion on and off, then the ping-pong variant (kPingPong) the same way.
+# with the fusion on and off, then the ping-pong variant (RLX_CUDA_QKV_PINGPONG=1) the same way.
 #   scripts/gpu_qkv_ab.sh OUTDIR
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_qkv_ab.sh OUTDIR}
@@ -10,15 +10,23 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh > /dev/null
 exec > >(tee -a "$OUT/summary.log") 2>&1  # every line also in a file: the call's output tail is short
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
-t0=$(date +%s)
-scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-echo "build $(( $(date +%s) - t0 )) s"
+# RLX_PREBUILT: a folder holding rlx_gpu_tests, rlx_bert_bench and lib/ (scripts/carry_binaries.sh's
+# archive, unpacked): no build here. Otherwise both are built.
+if [ -n "${RLX_PREBUILT:-}" ]; then
+  TESTS=$RLX_PREBUILT/rlx_gpu_tests BENCH=$RLX_PREBUILT/rlx_bert_bench
+  export LD_LIBRARY_PATH=$RLX_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+  t0=$(date +%s)
+  scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  echo "build $(( $(date +%s) - t0 )) s"
+  TESTS=$B/tests/rlx_gpu_tests BENCH=$B/bench/rlx_bert_bench
+fi
 minilm() {  # shape, fuse setting → "ms"
-  RLX_CUDA_FUSE_QKV_ATTENTION=$2 timeout 100 "$B/bench/rlx_bert_bench" --model minilm-l6 --shape "$1" --graphs-only 2>&1 |
+  RLX_CUDA_FUSE_QKV_ATTENTION=$2 timeout 100 "$BENCH" --model minilm-l6 --shape "$1" --graphs-only 2>&1 |
     grep -E '^minilm' | awk '{print $4}'
 }
 check() {  # label
-  timeout "${RLX_TEST_TIMEOUT:-200}" "$B/tests/rlx_gpu_tests" --gtest_filter="${RLX_GT_FILTER:-Qkv*:GemmLn*:CudaGraphs*}" \
+  timeout "${RLX_TEST_TIMEOUT:-200}" "$TESTS" --gtest_filter="${RLX_GT_FILTER:-Qkv*:GemmLn*:CudaGraphs*}" \
     > "$OUT/tests-$1.log" 2>&1
   local rc=$?
   echo "[$1] tests rc=$rc $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests-$1.log" | tr '\n' ' ')"
@@ -35,13 +43,8 @@ check() {  # label
 check base
 # The kernel's own time beside the two it replaces (each thunk timed alone on the first run).
 for s in 1 0; do
-  RLX_DISPATCH_REPORT=1 RLX_CUDA_FUSE_QKV_ATTENTION=$s timeout 100 "$B/bench/rlx_bert_bench" --model minilm-l6 \
+  RLX_DISPATCH_REPORT=1 RLX_CUDA_FUSE_QKV_ATTENTION=$s timeout 100 "$BENCH" --model minilm-l6 \
     --shape 256x128 --graphs-only > "$OUT/report-fuse$s.log" 2>&1
   echo "[report fuse=$s] $(grep -iE 'qkv|attention|matmul' "$OUT/report-fuse$s.log" | head -4 | tr -s ' ' | tr '\n' ';')"
 done
-F=rlx/backends/cuda/kernels/qkv_attention_sm90.cu
-cp "$F" /tmp/qkv_base.cu
-sed -i 's/constexpr bool kPingPong = false;/constexpr bool kPingPong = true;/' "$F"
-scripts/gpu_targets.sh rlx_gpu_tests rlx_bert_bench > "$OUT/build-pp.log" 2>&1 || { tail -20 "$OUT/build-pp.log"; cp /tmp/qkv_base.cu "$F"; exit 1; }
-RLX_GT_FILTER='Qkv*' RLX_TEST_TIMEOUT=60 RLX_ROUNDS=1 RLX_QKV_SHAPES='1x16 32x128' check pingpong
-cp /tmp/qkv_base.cu "$F"
+RLX_CUDA_QKV_PINGPONG=1 RLX_GT_FILTER='Qkv*' RLX_TEST_TIMEOUT=60 RLX_ROUNDS=1 RLX_QKV_SHAPES='1x16 32x128' check pingpong

@@ -62,6 +62,9 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},
+      {"RLX_CUDA_QKV_PINGPONG", EnvType::Bool, "0",
+       "Experiment: RLX_CUDA_FUSE_QKV_ATTENTION's kernel in its ping-pong form (each warpgroup computes whole tiles "
+       "and attends them while the other's GEMM runs), until it is timed against the default form."},
       {"RLX_CUDA_QKV_ATTENTION_MIN_ROWS", EnvType::Int, "0",
        "Fewest rows (tokens, batch x length) for which RLX_CUDA_FUSE_QKV_ATTENTION fuses; 0: any."},
       {"RLX_CUDA_GEMM_LN_MIN_ROWS", EnvType::Int, "0",

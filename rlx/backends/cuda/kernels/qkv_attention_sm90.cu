@@ -43,6 +43,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
+#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -420,19 +421,19 @@ __global__ void __launch_bounds__(kPPThreads, 1)
   }
 }
 
-// Which of the two kernels runs (a constexpr A/B: scripts/gpu_variants.sh).
-constexpr bool kPingPong = false;
-constexpr int kLaunchThreads = kPingPong ? kPPThreads : kLaunchThreadsBoth;
-int launch_smem_bytes(int64_t K) { return kPingPong ? pingpong_smem_bytes_for(K) : smem_bytes_for(K); }
+// Which of the two kernels runs: the ping-pong form only when asked
+// (RLX_CUDA_QKV_PINGPONG, an experiment until it is timed against the other).
+bool pingpong() { return env_bool("RLX_CUDA_QKV_PINGPONG"); }
+int launch_threads(bool pp) { return pp ? kPPThreads : kLaunchThreadsBoth; }
+int launch_smem_bytes(bool pp, int64_t K) { return pp ? pingpong_smem_bytes_for(K) : smem_bytes_for(K); }
 
-const void* kernel_for(DType t) {
-  // Both kernels are built either way, so the one not chosen still compiles.
+const void* kernel_for(DType t, bool pp) {
   static const void* const kernels[2][2] = {
       {reinterpret_cast<const void*>(qkv_attention_kernel<__half>),
        reinterpret_cast<const void*>(qkv_attention_kernel<__nv_bfloat16>)},
       {reinterpret_cast<const void*>(qkv_attention_pingpong_kernel<__half>),
        reinterpret_cast<const void*>(qkv_attention_pingpong_kernel<__nv_bfloat16>)}};
-  return kernels[kPingPong ? 1 : 0][t == DType::F16 ? 0 : 1];
+  return kernels[pp ? 1 : 0][t == DType::F16 ? 0 : 1];
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -449,7 +450,8 @@ const char* sm90_qkv_attention_unsupported(const QkvAttentionArgs& a) {
   if (a.B * a.L > (int64_t{1} << 30) || int64_t{a.H} * kN > (int64_t{1} << 20)) return "too large";
   if (a.X == nullptr || a.W == nullptr || a.out == nullptr) return "a required operand is null";
   if (!aligned16(a.X) || !aligned16(a.W) || !aligned16(a.out)) return "X, W or out is not 16-byte aligned";
-  if (a.bias != nullptr && (reinterpret_cast<uintptr_t>(a.bias) & (a.bias_f32 ? 3 : 1)) != 0) return "bias is misaligned";
+  if (a.bias != nullptr && (reinterpret_cast<uintptr_t>(a.bias) & (a.bias_f32 ? 3 : 1)) != 0)
+    return "bias is misaligned";
   return nullptr;
 }
 
@@ -460,7 +462,9 @@ bool sm90_qkv_attention_available(int device) {
   if (auto it = known.find(device); it != known.end()) return it->second;
   DeviceGuard guard(device);
   bool ok = sm90_device(device);
-  for (DType t : {DType::F16, DType::BF16}) ok = ok && sm90_kernel_loads(kernel_for(t), launch_smem_bytes(kMaxK), kLaunchThreads);
+  for (DType t : {DType::F16, DType::BF16})
+    for (bool pp : {false, true})
+      ok = ok && sm90_kernel_loads(kernel_for(t, pp), launch_smem_bytes(pp, kMaxK), launch_threads(pp));
   known[device] = ok;
   return ok;
 }
@@ -489,11 +493,12 @@ void launch_sm90_qkv_attention(const QkvAttentionArgs& a, int sm_count, cudaStre
   CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, int64_t{3} * a.H * kD, a.K, a.K, kD, what);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(k.per_head * a.H));
-  cfg.blockDim = dim3(kLaunchThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(launch_smem_bytes(a.K));
+  const bool pp = pingpong();
+  cfg.blockDim = dim3(static_cast<unsigned>(launch_threads(pp)));
+  cfg.dynamicSmemBytes = static_cast<size_t>(launch_smem_bytes(pp, a.K));
   cfg.stream = stream;
   void* args[] = {&map_x, &map_w, &k};
-  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype), args);
+  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, pp), args);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
