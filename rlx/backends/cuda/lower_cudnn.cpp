@@ -203,12 +203,12 @@ bool wants_cudnn_projection(LowerCtx& c, NodeId id, const char* knob) {
 }
 
 // RLX_CUDNN_ATTENTION: 1 always tries cuDNN, 0 never; auto (the default)
-// (an attention that computes its own QKV projection, qkv_attention_fuses,
-// never: that projection is not stored for cuDNN to read)
 // takes whichever path the calibration measured faster at the nearest
 // attention bucket, and without a close bucket tries cuDNN for the prefill
 // shapes where its fused engines measured faster than rlx's kernel on the
-// H200 (head dim ≥ 64, ≥ 128 queries: 1.3-2.5x, docs/performance.md).
+// H200 (head dim ≥ 64, ≥ 128 queries: 1.3-2.5x, docs/performance.md). An
+// attention that computes its own QKV projection (qkv_attention_fuses) never
+// goes to cuDNN: that projection is not stored for cuDNN to read.
 bool wants_cudnn_attention(LowerCtx& c, NodeId id, const char* knob) {
   if (qkv_attention_fuses(c.graph, c.all_users(), id, c.props.index)) return false;  // the projection is not stored
   const std::string v = env_string(knob);
