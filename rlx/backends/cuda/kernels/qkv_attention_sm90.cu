@@ -228,6 +228,18 @@ __device__ __forceinline__ void load_x(unsigned char* sX, const CUtensorMap* map
   tma_load_2d(sX + s * kXSlabBytes, map_x, (q % nk) * kBK, tile * p.tile_rows, &full[s]);
 }
 
+// The producer warp's lane 0: the head's W, then X's slabs in order, each
+// once the stage's previous slab is released (empty).
+__device__ __forceinline__ void produce(unsigned char* sX, unsigned char* sW, const CUtensorMap* map_x,
+                                        const CUtensorMap* map_w, const KernelArgs& p, int h, int c0, int nk,
+                                        int total, uint64_t* wbar, uint64_t* full, uint64_t* empty) {
+  load_w(sW, map_w, p, h, nk, wbar);
+  for (int q = 0; q < total; ++q) {
+    if (q >= kStages) mbar_wait(&empty[q % kStages], static_cast<uint32_t>(q / kStages - 1) & 1);
+    load_x(sX, map_x, p, c0, nk, q, full);
+  }
+}
+
 // Both warpgroups compute each tile's GEMM (64 rows each), then every warp
 // 16 query rows; a ninth warp keeps the ring filled.
 constexpr int kLaunchThreadsBoth = kThreads + 32;
@@ -268,13 +280,7 @@ __global__ void __launch_bounds__(kLaunchThreadsBoth, 1)
   stage_bias<T>(sBias, p, h, tid, kLaunchThreadsBoth);
   __syncthreads();
   if (wg == 2) {  // the producer warp
-    if (lane == 0) {
-      load_w(sW, &map_w, p, h, nk, wbar);
-      for (int q = 0; q < total; ++q) {
-        if (q >= kStages) mbar_wait(&empty[q % kStages], static_cast<uint32_t>(q / kStages - 1) & 1);
-        load_x(sX, &map_x, p, c0, nk, q, full);
-      }
-    }
+    if (lane == 0) produce(sX, sW, &map_x, &map_w, p, h, c0, nk, total, wbar, full, empty);
     return;
   }
   mbar_wait(wbar, 0);
@@ -361,13 +367,7 @@ __global__ void __launch_bounds__(kPPThreads, 1)
   stage_bias<T>(sBias, p, h, tid, kPPThreads);
   __syncthreads();
   if (wg == 2) {  // the producer warp
-    if (lane == 0) {
-      load_w(sW, &map_w, p, h, nk, wbar);
-      for (int q = 0; q < total; ++q) {
-        if (q >= kStages) mbar_wait(&empty[q % kStages], static_cast<uint32_t>(q / kStages - 1) & 1);
-        load_x(sX, &map_x, p, c0, nk, q, full);
-      }
-    }
+    if (lane == 0) produce(sX, sW, &map_x, &map_w, p, h, c0, nk, total, wbar, full, empty);
     return;
   }
   T* sQKV = sQKV0 + wg * kBM * kS;
