@@ -38,12 +38,7 @@ using rlx::test::rng;
 using rlx::test::to_bits;
 using rlx::test::ScopedEnv;
 
-bool have_kernel() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && sm90_gemm_ln_available(0);
-}
-#define SKIP_WITHOUT_KERNEL() \
-  if (!have_kernel()) GTEST_SKIP() << "no compute capability 9.0 device (or no sm_90a build)"
+#define SKIP_WITHOUT_KERNEL() RLX_SKIP_WITHOUT_SM90_KERNEL(sm90_gemm_ln_available)
 
 struct Case {
   int64_t M, N, K;

@@ -38,12 +38,7 @@ using rlx::test::rng;
 using rlx::test::to_bits;
 using rlx::test::ScopedEnv;
 
-bool have_sm90() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && sm90_gemm_available(0);
-}
-#define SKIP_WITHOUT_SM90() \
-  if (!have_sm90()) GTEST_SKIP() << "no compute capability 9.0 device (or no sm_90a build)"
+#define SKIP_WITHOUT_SM90() RLX_SKIP_WITHOUT_SM90_KERNEL(sm90_gemm_available)
 
 double act_ref(Activation a, double x) {
   switch (a) {

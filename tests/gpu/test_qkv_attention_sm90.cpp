@@ -39,12 +39,7 @@ using rlx::test::rng;
 using rlx::test::ScopedEnv;
 using rlx::test::to_bits;
 
-bool have_kernel() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && sm90_qkv_attention_available(0);
-}
-#define SKIP_WITHOUT_KERNEL() \
-  if (!have_kernel()) GTEST_SKIP() << "no compute capability 9.0 device (or no sm_90a build)"
+#define SKIP_WITHOUT_KERNEL() RLX_SKIP_WITHOUT_SM90_KERNEL(sm90_qkv_attention_available)
 
 int sm_count() {
   int n = 0;
