@@ -21,8 +21,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <map>
-#include <mutex>
 #include <type_traits>
 
 #include "rlx/backends/cuda/cuda_check.h"
@@ -275,17 +273,14 @@ const char* sm90_gemm_ln_unsupported(const GemmLnArgs& a) {
 }
 
 bool sm90_gemm_ln_available(int device) {
-  static std::mutex mu;
-  static std::map<int, bool> known;
-  std::lock_guard lock(mu);
-  if (auto it = known.find(device); it != known.end()) return it->second;
-  DeviceGuard guard(device);
-  bool ok = sm90_device(device);
-  for (int nb = 1; nb <= 3; ++nb)
-    for (DType t : {DType::F16, DType::BF16})
-      ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb), kThreads);
-  known[device] = ok;
-  return ok;
+  static Sm90Availability known;
+  return known(device, [] {
+    bool ok = true;
+    for (int nb = 1; nb <= 3; ++nb)
+      for (DType t : {DType::F16, DType::BF16})
+        ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb), kThreads);
+    return ok;
+  });
 }
 
 void launch_sm90_gemm_ln(const GemmLnArgs& a, cudaStream_t stream) {

@@ -39,8 +39,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <type_traits>
 
 #include "rlx/backends/cuda/cuda_check.h"
@@ -458,20 +456,26 @@ const char* sm90_gemm_unsupported(const GemmArgs& a) {
   return nullptr;
 }
 
-bool sm90_gemm_available(int device) {
-  static std::mutex mu;
-  static std::map<int, bool> known;
-  std::lock_guard lock(mu);
-  if (auto it = known.find(device); it != known.end()) return it->second;
+bool Sm90Availability::operator()(int device, const std::function<bool()>& loads) {
+  std::lock_guard lock(mu_);
+  if (auto it = known_.find(device); it != known_.end()) return it->second;
   DeviceGuard guard(device);
-  bool ok = sm90_device(device);
-  for (Sm90GemmKernel k : {Sm90GemmKernel::Classic, Sm90GemmKernel::PingPong})
-    for (DType t : {DType::F16, DType::BF16})
-      for (Activation act :
-           {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
-        ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k), threads_of(k));
-  known[device] = ok;
+  const bool ok = sm90_device(device) && loads();
+  known_[device] = ok;
   return ok;
+}
+
+bool sm90_gemm_available(int device) {
+  static Sm90Availability known;
+  return known(device, [] {
+    bool ok = true;
+    for (Sm90GemmKernel k : {Sm90GemmKernel::Classic, Sm90GemmKernel::PingPong})
+      for (DType t : {DType::F16, DType::BF16})
+        for (Activation act :
+             {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
+          ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k), threads_of(k));
+    return ok;
+  });
 }
 
 const char* sm90_gemm_kernel_name(Sm90GemmKernel k) {

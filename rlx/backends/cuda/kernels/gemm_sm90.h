@@ -9,6 +9,9 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "rlx/backends/cuda/cublaslt.h"
@@ -42,6 +45,17 @@ bool sm90_device(int device);
 // (its registers allow) and may use smem_bytes of dynamic shared memory
 // (raises its limit);
 bool sm90_kernel_loads(const void* kernel, int smem_bytes, int threads);
+// a per-device memo of whether a family of such kernels runs on `device`:
+// sm90_device(device) and loads() (its kernels' sm90_kernel_loads, with the
+// device current), asked once per device; thread-safe;
+class Sm90Availability {
+ public:
+  bool operator()(int device, const std::function<bool()>& loads);
+
+ private:
+  std::mutex mu_;
+  std::map<int, bool> known_;
+};
 // the TMA map of a row-major f16/bf16 [rows, cols] operand (leading dimension
 // ld elements) read as 64-column × box_rows slabs with the 128-byte swizzle,
 // out-of-bounds elements zero; throws DeviceError naming `what`.

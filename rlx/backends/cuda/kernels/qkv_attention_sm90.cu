@@ -31,8 +31,6 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
-#include <map>
-#include <mutex>
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
@@ -59,9 +57,43 @@ constexpr int kWPartBytes = kD * kBK * 2;    // Q's, K's or V's 32 rows of a W s
 constexpr int kS = kN + 8;                   // sQKV row, elements: conflict-free fragment writes and ldmatrix
 constexpr int kMaxL = kBM;
 
-int smem_bytes_for(int64_t K) {
+// Both kernels: two consumer warpgroups and a producer warp.
+constexpr int kCtaThreads = kThreads + 32;
+
+// Shared memory of a kernel that stages `copies` QKV tiles (one per
+// warpgroup that attends on its own): the X ring, the head's W slabs, the
+// staged tiles, the bias, the keep flags, then the mbarriers (wbar,
+// full[kStages], empty[kStages], turn[2]). smem_bytes and carve agree by
+// construction: both walk this one list.
+int smem_bytes(int64_t K, int copies) {
   const int nk = static_cast<int>((K + kBK - 1) / kBK);
-  return 1024 + kStages * kXSlabBytes + nk * kWSlabBytes + kBM * kS * 2 + kN * 4 + kBM + (1 + 2 * kStages) * 8;
+  return 1024 + kStages * kXSlabBytes + nk * kWSlabBytes + copies * (kBM * kS * 2 + kBM) + kN * 4 +
+         (3 + 2 * kStages) * 8;
+}
+template <typename T>
+struct Smem {
+  unsigned char* x;
+  unsigned char* w;
+  T* qkv;         // copies × [kBM][kS]
+  float* bias;    // [kN]
+  uint8_t* keep;  // copies × [kBM]
+  uint64_t *wbar, *full, *empty, *turn;
+};
+template <typename T>
+__device__ __forceinline__ Smem<T> carve(unsigned char* raw_ptr, int nk, int copies) {
+  const uint32_t raw = smem_u32(raw_ptr);
+  unsigned char* base = raw_ptr + (((raw + 1023) & ~1023u) - raw);
+  Smem<T> m;
+  m.x = base;
+  m.w = m.x + kStages * kXSlabBytes;
+  m.qkv = reinterpret_cast<T*>(m.w + nk * kWSlabBytes);
+  m.bias = reinterpret_cast<float*>(m.qkv + copies * kBM * kS);
+  m.keep = reinterpret_cast<uint8_t*>(m.bias + kN);
+  m.wbar = reinterpret_cast<uint64_t*>(m.keep + copies * kBM);
+  m.full = m.wbar + 1;
+  m.empty = m.full + kStages;
+  m.turn = m.empty + kStages;
+  return m;
 }
 
 struct KernelArgs {
@@ -242,24 +274,21 @@ __device__ __forceinline__ void produce(unsigned char* sX, unsigned char* sW, co
 
 // Both warpgroups compute each tile's GEMM (64 rows each), then every warp
 // 16 query rows; a ninth warp keeps the ring filled.
-constexpr int kLaunchThreadsBoth = kThreads + 32;
-
 template <typename T>
-__global__ void __launch_bounds__(kLaunchThreadsBoth, 1)
+__global__ void __launch_bounds__(kCtaThreads, 1)
     qkv_attention_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                          const KernelArgs p) {
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
   const int nk = (p.K + kBK - 1) / kBK;
-  unsigned char* sX = smem;
-  unsigned char* sW = sX + kStages * kXSlabBytes;
-  T* sQKV = reinterpret_cast<T*>(sW + nk * kWSlabBytes);
-  float* sBias = reinterpret_cast<float*>(sQKV + kBM * kS);
-  uint8_t* sKeep = reinterpret_cast<uint8_t*>(sBias + kN);
-  uint64_t* wbar = reinterpret_cast<uint64_t*>(sKeep + kBM);
-  uint64_t* full = wbar + 1;
-  uint64_t* empty = full + kStages;
+  const Smem<T> sm = carve<T>(smem_raw, nk, 1);
+  unsigned char* sX = sm.x;
+  unsigned char* sW = sm.w;
+  T* sQKV = sm.qkv;
+  float* sBias = sm.bias;
+  uint8_t* sKeep = sm.keep;
+  uint64_t* wbar = sm.wbar;
+  uint64_t* full = sm.full;
+  uint64_t* empty = sm.empty;
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -277,7 +306,7 @@ __global__ void __launch_bounds__(kLaunchThreadsBoth, 1)
   }
   __syncthreads();
   pdl_begin();  // X, W, bias and the key mask may be earlier kernels' outputs
-  stage_bias<T>(sBias, p, h, tid, kLaunchThreadsBoth);
+  stage_bias<T>(sBias, p, h, tid, kCtaThreads);
   __syncthreads();
   if (wg == 2) {  // the producer warp
     if (lane == 0) produce(sX, sW, &map_x, &map_w, p, h, c0, nk, total, wbar, full, empty);
@@ -321,30 +350,24 @@ __global__ void __launch_bounds__(kLaunchThreadsBoth, 1)
 // 64-row wgmmas per step) into its own sQKV, then attends its 128 rows (each
 // warp 2 × 16), so one warpgroup's attention runs while the other's GEMM
 // holds the tensor cores; a ninth warp keeps the ring filled.
-constexpr int kPPThreads = kThreads + 32;
-int pingpong_smem_bytes_for(int64_t K) { return smem_bytes_for(K) + kBM * kS * 2 + kBM + 2 * 8; }
-
 template <typename T>
-__global__ void __launch_bounds__(kPPThreads, 1)
+__global__ void __launch_bounds__(kCtaThreads, 1)
     qkv_attention_pingpong_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                                   const KernelArgs p) {
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
   const int nk = (p.K + kBK - 1) / kBK;
-  unsigned char* sX = smem;
-  unsigned char* sW = sX + kStages * kXSlabBytes;
-  T* sQKV0 = reinterpret_cast<T*>(sW + nk * kWSlabBytes);
-  float* sBias = reinterpret_cast<float*>(sQKV0 + 2 * kBM * kS);
-  uint8_t* sKeep0 = reinterpret_cast<uint8_t*>(sBias + kN);
-  uint64_t* wbar = reinterpret_cast<uint64_t*>(sKeep0 + 2 * kBM);
-  uint64_t* full = wbar + 1;
-  uint64_t* empty = full + kStages;
+  const Smem<T> sm = carve<T>(smem_raw, nk, 2);
+  unsigned char* sX = sm.x;
+  unsigned char* sW = sm.w;
+  float* sBias = sm.bias;
+  uint64_t* wbar = sm.wbar;
+  uint64_t* full = sm.full;
+  uint64_t* empty = sm.empty;
   // turn[c]: the other warpgroup finished a main loop, so warpgroup c may start
   // its next. The main loops take turns so the ring's slabs are waited for in
   // order: a warpgroup waiting for a stage's next fill while the previous one
   // is still pending would see that earlier phase as complete.
-  uint64_t* turn = empty + kStages;
+  uint64_t* turn = sm.turn;
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -364,14 +387,14 @@ __global__ void __launch_bounds__(kPPThreads, 1)
   }
   __syncthreads();
   pdl_begin();  // X, W, bias and the key mask may be earlier kernels' outputs
-  stage_bias<T>(sBias, p, h, tid, kPPThreads);
+  stage_bias<T>(sBias, p, h, tid, kCtaThreads);
   __syncthreads();
   if (wg == 2) {  // the producer warp
     if (lane == 0) produce(sX, sW, &map_x, &map_w, p, h, c0, nk, total, wbar, full, empty);
     return;
   }
-  T* sQKV = sQKV0 + wg * kBM * kS;
-  uint8_t* sKeep = sKeep0 + wg * kBM;
+  T* sQKV = sm.qkv + wg * kBM * kS;
+  uint8_t* sKeep = sm.keep + wg * kBM;
   const int wtid = tid & 127;
   mbar_wait(wbar, 0);
 
@@ -424,8 +447,7 @@ __global__ void __launch_bounds__(kPPThreads, 1)
 // Which of the two kernels runs: the ping-pong form only when asked
 // (RLX_CUDA_QKV_PINGPONG, an experiment until it is timed against the other).
 bool pingpong() { return env_bool("RLX_CUDA_QKV_PINGPONG"); }
-int launch_threads(bool pp) { return pp ? kPPThreads : kLaunchThreadsBoth; }
-int launch_smem_bytes(bool pp, int64_t K) { return pp ? pingpong_smem_bytes_for(K) : smem_bytes_for(K); }
+int launch_smem_bytes(bool pp, int64_t K) { return smem_bytes(K, pp ? 2 : 1); }
 
 const void* kernel_for(DType t, bool pp) {
   static const void* const kernels[2][2] = {
@@ -456,17 +478,14 @@ const char* sm90_qkv_attention_unsupported(const QkvAttentionArgs& a) {
 }
 
 bool sm90_qkv_attention_available(int device) {
-  static std::mutex mu;
-  static std::map<int, bool> known;
-  std::lock_guard lock(mu);
-  if (auto it = known.find(device); it != known.end()) return it->second;
-  DeviceGuard guard(device);
-  bool ok = sm90_device(device);
-  for (DType t : {DType::F16, DType::BF16})
-    for (bool pp : {false, true})
-      ok = ok && sm90_kernel_loads(kernel_for(t, pp), launch_smem_bytes(pp, kMaxK), launch_threads(pp));
-  known[device] = ok;
-  return ok;
+  static Sm90Availability known;
+  return known(device, [] {
+    bool ok = true;
+    for (DType t : {DType::F16, DType::BF16})
+      for (bool pp : {false, true})
+        ok = ok && sm90_kernel_loads(kernel_for(t, pp), launch_smem_bytes(pp, kMaxK), kCtaThreads);
+    return ok;
+  });
 }
 
 void launch_sm90_qkv_attention(const QkvAttentionArgs& a, int sm_count, cudaStream_t stream) {
@@ -494,7 +513,7 @@ void launch_sm90_qkv_attention(const QkvAttentionArgs& a, int sm_count, cudaStre
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(k.per_head * a.H));
   const bool pp = pingpong();
-  cfg.blockDim = dim3(static_cast<unsigned>(launch_threads(pp)));
+  cfg.blockDim = dim3(kCtaThreads);
   cfg.dynamicSmemBytes = static_cast<size_t>(launch_smem_bytes(pp, a.K));
   cfg.stream = stream;
   void* args[] = {&map_x, &map_w, &k};
