@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch peer for bench/gemm_bench: torch.matmul(A, W.T) on the same shapes
-and dtypes, random data, CUDA events, median of 30 runs."""
+and dtypes, random data, CUDA events, median of 30 runs.
+--only square: just the square shapes (beside rlx_gemm_bench --only square)."""
 import json
+import sys
 
 import torch
 
@@ -11,6 +13,12 @@ SHAPES = [(8192, 8192, 8192, "square"), (4096, 4096, 4096, "square"), (32768, 11
           (32768, 1536, 384, "minilm ffn1"), (32768, 384, 1536, "minilm ffn2"), (32768, 384, 384, "minilm attn-out"),
           (32768, 2304, 768, "bert-base qkv"), (32768, 768, 768, "bert-base attn-out"),
           (32768, 3072, 768, "bert-base ffn1"), (32768, 768, 3072, "bert-base ffn2")]
+
+SQUARE_ONLY = sys.argv[1:] == ["--only", "square"]
+if sys.argv[1:] and not SQUARE_ONLY:
+    sys.exit("usage: gemm_torch.py [--only square]")
+if SQUARE_ONLY:
+    SHAPES = [s for s in SHAPES if s[3] == "square"]
 
 for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
     for M, N, K, what in SHAPES:

@@ -331,6 +331,15 @@ TEST(CalibrationGpu, GemmTuningKeepsTheFastestCandidate) {
     EXPECT_NE(again.find("first planned"), std::string::npos) << again;
   }
 
+  // A GEMM of a millisecond or more is not timed (short samples cannot rank
+  // such kernels): it keeps the heuristic's first choice, as torch.matmul does.
+  GemmArgs square = g;
+  square.M = square.N = square.K = 8192;
+  square.lda = square.ldb = square.ldc = 8192;
+  square.bias = nullptr;
+  EXPECT_EQ(engine.chosen_rank(square), 0);
+  EXPECT_EQ(engine.choice_note(square).rfind("heuristic", 0), 0u) << engine.choice_note(square);
+
   setenv("RLX_CUDA_GEMM_TUNE", "0", 1);
   GemmEngine plain(0);
   EXPECT_EQ(plain.chosen_rank(g), 0);

@@ -124,6 +124,12 @@ struct Scratch {
 };
 
 constexpr double kTuneFlops = 2e9;  // smaller GEMMs: launch noise hides the differences
+// Longer GEMMs keep the heuristic's first choice, as torch.matmul does. A
+// candidate's 300 µs samples cannot rank kernels that run a millisecond or
+// more: power management decides those. At 8192³ the sampled winner (even one
+// re-checked back to back) ran 0.93-0.94× the first choice, which was itself
+// 0.95-1.01× torch.matmul (H100, session 35).
+constexpr double kTuneMaxFlops = 4e11;
 
 // `reps` launches of one candidate captured into a CUDA graph, for timing as
 // one replay; null where the candidate refused (a launch returned false) or
@@ -306,7 +312,9 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
   // neighbour's winner); otherwise the calibration's chooser, if any, picks.
   const double flops = 2.0 * static_cast<double>(a.M) * static_cast<double>(a.N) * static_cast<double>(a.K) *
                        static_cast<double>(a.batch);
-  const bool timed = timed_choice_ && flops >= kTuneFlops && p->algos.size() > 1 && choose_by_timing(a, *p);
+  const bool timed = timed_choice_ && flops >= kTuneFlops && flops <= kTuneMaxFlops && p->algos.size() > 1 &&
+                     choose_by_timing(a, *p);
+  if (timed_choice_ && flops > kTuneMaxFlops) p->note = "heuristic: algo 0 (0.4 TFLOP or more: not timed)";
   if (!timed && chooser_) {
     auto [rank, note] = chooser_(a, p->infos);
     if (rank >= 0 && rank < static_cast<int>(p->algos.size())) p->chosen = rank, p->note = std::move(note);
