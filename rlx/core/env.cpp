@@ -54,19 +54,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512, at least "
        "RLX_CUDA_GEMM_LN_MIN_ROWS rows) and the residual LayerNorm that is its only reader as one sm90 kernel "
        "(MiniLM's attention-out projection and norm)."},
-      {"RLX_CUDA_FUSE_QKV_ATTENTION", EnvType::Bool, "0",
-       "CUDA lowering: an encoder's fused QKV projection (f16/bf16, bias only, K <= 512) and the attention that "
-       "reads its Q, K and V (head dim 32, sequences of up to 128 tokens, no mask or a key mask) as one sm90 "
-       "kernel: the projection never goes to memory (all-MiniLM-L6/L12, bge-small, e5-small). Opt-in: tested "
-       "correct on an H100, not yet timed."},
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},
-      {"RLX_CUDA_QKV_PINGPONG", EnvType::Bool, "0",
-       "Experiment: RLX_CUDA_FUSE_QKV_ATTENTION's kernel in its ping-pong form (each warpgroup computes whole tiles "
-       "and attends them while the other's GEMM runs), until it is timed against the default form."},
-      {"RLX_CUDA_QKV_ATTENTION_MIN_ROWS", EnvType::Int, "0",
-       "Fewest rows (tokens, batch x length) for which RLX_CUDA_FUSE_QKV_ATTENTION fuses; 0: any."},
       {"RLX_CUDA_GEMM_LN_MIN_ROWS", EnvType::Int, "0",
        "Fewest rows (tokens) for which RLX_CUDA_FUSE_GEMM_LN fuses; 0: one wave of the kernel's 128-row CTAs "
        "(128 x the SM count). Below it cuBLASLt and the norm kernel are faster."},

@@ -2,17 +2,11 @@
 // Narrows of one tensor (the fused QKV projection) are read in place with a
 // row stride, and those Narrows lower to nothing (DESIGN §5 "Narrow×3 →
 // Attention"); a Custom key mask is prepared once per program (see
-// PreparedMask). A small encoder's projection and attention (head dim 32,
-// sequences of up to 128 tokens) run as one kernel instead
-// (kernels/qkv_attention_sm90.h, qkv_attention_projection below).
-#include <optional>
-
+// PreparedMask).
 #include "rlx/backends/cuda/kernels/attention.h"
 #include "rlx/backends/cuda/kernels/elementwise.h"
-#include "rlx/backends/cuda/kernels/qkv_attention_sm90.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/persistent.h"
-#include "rlx/core/env.h"
 #include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
@@ -42,75 +36,6 @@ bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<N
 bool narrow_folds_into_attention(LowerCtx& c, NodeId id) {
   c.users(id);  // computes the table once
   return narrow_folds_into_attention(c.graph, c.all_users(), id);
-}
-
-NodeId qkv_attention_projection(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId attn) {
-  const Node& n = g.node(attn);
-  if (n.op != OpKind::Attention) return -1;
-  const auto& a = n.attr<AttentionAttrs>();
-  const DType t = n.type.dtype;
-  if ((t != DType::F16 && t != DType::BF16) || a.kv_len_input || a.softcap != 0.0f || a.num_kv_heads != a.num_heads ||
-      a.head_dim != 32 || !(a.effective_scale() > 0.0f))
-    return -1;
-  const bool masked = a.mask == MaskKind::Custom;
-  if (!(a.mask == MaskKind::None && n.inputs.size() == 3) && !(masked && n.inputs.size() == 4)) return -1;
-  const int64_t hd = int64_t{a.num_heads} * a.head_dim;
-  NodeId proj = -1;
-  for (int i = 0; i < 3; ++i) {
-    const NodeId s = n.inputs[static_cast<size_t>(i)];
-    if (!narrow_folds_into_attention(g, users, s) || users[static_cast<size_t>(s)].size() != 1) return -1;
-    const auto& na = g.node(s).attr<NarrowAttrs>();
-    if (na.start != i * hd || na.length != hd) return -1;
-    const NodeId src = g.node(s).inputs[0];
-    if (i > 0 && src != proj) return -1;
-    proj = src;
-  }
-  const Node& p = g.node(proj);
-  if (p.op != OpKind::FusedMatMulBiasAct || p.type.dtype != t || p.inputs.size() != 3 ||
-      users[static_cast<size_t>(proj)].size() != 3)
-    return -1;
-  const auto& pa = p.attr<FusedMatMulBiasActAttrs>();
-  if (pa.act != Activation::None || !pa.transpose_b) return -1;
-  for (const auto& [_, o] : g.outputs())
-    if (o == proj) return -1;
-  const NodeId x = p.inputs[0], w = p.inputs[1], bias = p.inputs[2];
-  const DType bt = g.node(bias).type.dtype;
-  if (g.node(x).type.dtype != t || g.node(w).type.dtype != t || (bt != t && bt != DType::F32)) return -1;
-  for (NodeId s : {attn, proj, x, w, bias, n.inputs[1]})
-    if (!is_static(g.node(s).type.shape)) return -1;
-  const auto xd = static_dims(g.node(x).type.shape), pd = static_dims(p.type.shape);
-  const auto wd = static_dims(g.node(w).type.shape), kd = static_dims(g.node(n.inputs[1]).type.shape);
-  if (xd.size() != 3 || pd.size() != 3 || wd.size() != 2 || kd.size() != 3) return -1;
-  const int64_t B = xd[0], L = xd[1], K = xd[2];
-  if (pd != std::vector<int64_t>{B, L, 3 * hd} || wd != std::vector<int64_t>{3 * hd, K} || kd[1] != L ||
-      static_dims(g.node(bias).type.shape) != std::vector<int64_t>{3 * hd})
-    return -1;
-  if (L > 128 || K < 8 || K > 512 || K % 8 != 0) return -1;
-  if (masked) {
-    const NodeId m = n.inputs[3];
-    if (!is_static(g.node(m).type.shape) || static_dims(g.node(m).type.shape) != std::vector<int64_t>{B, L}) return -1;
-  }
-  // X is read as rows of K contiguous elements: no offset view (a Narrow);
-  // and not a State, which a WriteSlice may rewrite before the attention's place.
-  if (is_view_op(g.node(x)) && view_op_offset(g.node(x)) != 0) return -1;
-  NodeId root = x;
-  while (is_view_op(g.node(root))) root = g.node(root).inputs[0];
-  if (g.node(root).op == OpKind::State) return -1;
-  return proj;
-}
-
-bool qkv_attention_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId attn, int device) {
-  const NodeId proj = qkv_attention_projection(g, users, attn);
-  if (proj < 0 || !env_bool("RLX_CUDA_FUSE_QKV_ATTENTION")) return false;
-  const auto xd = static_dims(g.node(g.node(proj).inputs[0]).type.shape);  // [B, L, K]
-  return xd[0] * xd[1] >= env_int("RLX_CUDA_QKV_ATTENTION_MIN_ROWS") && sm90_qkv_attention_available(device);
-}
-
-std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
-                                        int device) {
-  if (!qkv_attention_fuses(g, users, id, device)) return {};
-  const Node& p = g.node(qkv_attention_projection(g, users, id));
-  return {p.inputs[0], p.inputs[1], p.inputs[2]};
 }
 
 namespace {
@@ -242,90 +167,7 @@ std::shared_ptr<const PersistentOps> persistent_attention(const AttentionParams&
   return std::make_shared<const PersistentOps>(PersistentOps{a, m});
 }
 
-// The kernel's arguments for attention `attn` and its projection, or nothing
-// when they do not run as one kernel. The projection's lowering and the
-// attention's both ask, so the projection is skipped exactly when the
-// attention computes it.
-std::optional<QkvAttentionArgs> qkv_attention_args(LowerCtx& c, NodeId attn) {
-  if (!qkv_attention_fuses(c.graph, c.all_users(), attn, c.props.index)) return std::nullopt;
-  const Node& n = c.node(attn);
-  const NodeId proj = qkv_attention_projection(c.graph, c.all_users(), attn);
-  const auto& at = n.attr<AttentionAttrs>();
-  const auto xd = c.dims(c.node(proj).inputs[0]);
-  QkvAttentionArgs q;
-  q.dtype = n.type.dtype;
-  q.X = c.in_ptr(proj, 0);
-  q.W = c.in_ptr(proj, 1);
-  q.bias = c.in_ptr(proj, 2);
-  q.bias_f32 = c.type(c.node(proj).inputs[2]).dtype == DType::F32;
-  q.out = c.ptr(attn);
-  q.B = xd[0];
-  q.L = xd[1];
-  q.K = xd[2];
-  q.H = at.num_heads;
-  q.D = at.head_dim;
-  q.scale = at.effective_scale();
-  if (sm90_qkv_attention_unsupported(q) != nullptr) return std::nullopt;
-  return q;
-}
-
-}  // namespace
-
-bool qkv_projection_folds(LowerCtx& c, NodeId proj) {
-  const auto& us = c.users(proj);
-  if (us.size() != 3 || c.users(us[0]).size() != 1) return false;
-  const NodeId attn = c.users(us[0])[0];
-  return qkv_attention_projection(c.graph, c.all_users(), attn) == proj && qkv_attention_args(c, attn).has_value();
-}
-
-namespace {
-
-// The attention and its QKV projection (qkv_projection_folds: the
-// projection's lowering emitted nothing) as one kernel, at the attention's
-// place; the memory plan keeps the projection's inputs live until here.
-bool try_lower_qkv_attention(LowerCtx& c, NodeId id) {
-  std::optional<QkvAttentionArgs> args = qkv_attention_args(c, id);
-  if (!args) return false;
-  QkvAttentionArgs q = *args;
-  const Node& n = c.node(id);
-  const auto& at = n.attr<AttentionAttrs>();
-  const NodeId proj = qkv_attention_projection(c.graph, c.all_users(), id);
-  // A key mask in bytes, converted once per program and mask node (PreparedMask).
-  DType mask_dt = DType::U8;
-  const void* mask_src = nullptr;
-  void* const* mslot = nullptr;
-  bool convert = false, converted = false;
-  if (at.mask == MaskKind::Custom) {
-    mask_dt = c.type(n.inputs[3]).dtype;
-    mask_src = c.in_ptr(id, 3);
-    convert = mask_dt != DType::U8 && mask_dt != DType::Bool;
-    if (!convert) q.key_mask = static_cast<const uint8_t*>(mask_src);
-    if (convert) {
-      // The size the unfused path asks for (bytes, then its lengths), whichever layer comes first.
-      const size_t mask_bytes = static_cast<size_t>(q.B * q.L);
-      const size_t size = (mask_bytes + 255) / 256 * 256 + key_mask_scratch_ints(static_cast<int>(q.B)) * sizeof(int32_t);
-      const PreparedMask prep = prepared_mask(c, n.inputs[3], size, true, false);
-      mslot = prep.slot;
-      converted = prep.converted;
-    }
-  }
-  const int sms = c.props.sm_count;
-  const int64_t mask_elems = q.B * q.L;
-  c.add(id,
-        str("sm90 qkv projection + attention ", dtype_name(q.dtype), " B=", q.B, " L=", q.L, " H=", q.H, " K=", q.K,
-            " (projection %", proj, " fused)", converted ? " (key mask prepared by an earlier layer)" : ""),
-        [=](cudaStream_t s) mutable {
-          if (convert) {
-            if (!converted) launch_cast(mask_dt, DType::Bool, mask_src, *mslot, mask_elems, s);
-            q.key_mask = static_cast<const uint8_t*>(*mslot);
-          }
-          launch_sm90_qkv_attention(q, sms, s);
-        });
-  return true;
-}
-
 void lower_attention(LowerCtx& c, NodeId id) {
-  if (try_lower_qkv_attention(c, id)) return;
   const Node& n = c.node(id);
   const auto& a = n.attr<AttentionAttrs>();
   const auto qd = c.dims(n.inputs[0]), kd = c.dims(n.inputs[1]);

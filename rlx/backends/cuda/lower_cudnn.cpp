@@ -197,20 +197,12 @@ using Wants = bool (*)(LowerCtx&, NodeId, const char* knob);
 
 bool knob_on(LowerCtx&, NodeId, const char* knob) { return env_bool(knob); }
 
-// A QKV projection that the attention after it computes (qkv_projection_folds) stays with it.
-bool wants_cudnn_projection(LowerCtx& c, NodeId id, const char* knob) {
-  return env_bool(knob) && !qkv_projection_folds(c, id);
-}
-
 // RLX_CUDNN_ATTENTION: 1 always tries cuDNN, 0 never; auto (the default)
 // takes whichever path the calibration measured faster at the nearest
 // attention bucket, and without a close bucket tries cuDNN for the prefill
 // shapes where its fused engines measured faster than rlx's kernel on the
-// H200 (head dim ≥ 64, ≥ 128 queries: 1.3-2.5x, docs/performance.md). An
-// attention that computes its own QKV projection (qkv_attention_fuses) never
-// goes to cuDNN: that projection is not stored for cuDNN to read.
+// H200 (head dim ≥ 64, ≥ 128 queries: 1.3-2.5x, docs/performance.md).
 bool wants_cudnn_attention(LowerCtx& c, NodeId id, const char* knob) {
-  if (qkv_attention_fuses(c.graph, c.all_users(), id, c.props.index)) return false;  // the projection is not stored
   const std::string v = env_string(knob);
   if (v == "1" || v == "on" || v == "true") return true;
   if (v == "0" || v == "off" || v == "false") return false;
@@ -259,7 +251,7 @@ void wrap(OpKind op, const char* knob, const char* kind, TryCudnn attempt, Wants
 void register_cudnn_lowerings() {
   wrap(OpKind::Attention, "RLX_CUDNN_ATTENTION", "attention", try_attention, wants_cudnn_attention);
   wrap(OpKind::MatMul, "RLX_CUDNN_MATMUL", "matmul", try_matmul);
-  wrap(OpKind::FusedMatMulBiasAct, "RLX_CUDNN_MATMUL", "matmul", try_matmul, wants_cudnn_projection);
+  wrap(OpKind::FusedMatMulBiasAct, "RLX_CUDNN_MATMUL", "matmul", try_matmul);
   wrap(OpKind::LayerNorm, "RLX_CUDNN_NORM", "norm", try_norm);
   wrap(OpKind::RmsNorm, "RLX_CUDNN_NORM", "norm", try_norm);
 }

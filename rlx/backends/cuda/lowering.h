@@ -209,23 +209,6 @@ bool is_program_input(LowerCtx& c, NodeId s);
 // passes this to the memory planner so they become views of their source.
 bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
 
-// A small encoder's fused QKV projection (a FusedMatMulBiasAct without
-// activation whose only readers are Narrows giving one Attention its Q, K and
-// V) and that attention as one sm90 kernel (lower_attention.cpp,
-// kernels/qkv_attention_sm90.h), run at the attention's place:
-// qkv_attention_projection is the graph part (the projection of attention
-// `attn`, or -1), qkv_attention_fuses adds the device and the knobs
-// (RLX_CUDA_FUSE_QKV_ATTENTION, RLX_CUDA_QKV_ATTENTION_MIN_ROWS),
-// qkv_attention_reads names what the kernel reads besides the attention's
-// inputs (the projection's X, W and bias, kept live until it by the memory
-// plan), and qkv_projection_folds tells the projection's lowering to emit
-// nothing.
-NodeId qkv_attention_projection(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId attn);
-bool qkv_attention_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId attn, int device);
-std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
-                                        int device);
-bool qkv_projection_folds(LowerCtx& c, NodeId proj);
-
 // A FusedMatMulBiasAct without activation and the FusedResidualLayerNorm that
 // is its only reader, as one sm90 kernel (lower_gemm_ln.cpp): whether the
 // norm `ln` takes that form on `device` (the memory plan then makes it a view

@@ -62,29 +62,6 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 #endif
 }
 
-// The same with B 96 × 16 (wgmma n96): d holds 48 floats per thread, in the
-// n128 form's layout (fragment i: row 16·warp + g (+8 for i % 4 ≥ 2), column
-// 8·(i / 4) + 2t + i % 2).
-#define RLX_WGMMA_D48_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
-#define RLX_WGMMA_D48_OPERANDS \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n96k16(float (&d)[48], uint64_t da, uint64_t db, int accumulate) {
-#ifdef RLX_SM90A_DEVICE
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(RLX_WGMMA_ASM("m64n96k16", "f16", RLX_WGMMA_D48_REGS, 48, 49, 50)
-                 : RLX_WGMMA_D48_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
-  else
-    asm volatile(RLX_WGMMA_ASM("m64n96k16", "bf16", RLX_WGMMA_D48_REGS, 48, 49, 50)
-                 : RLX_WGMMA_D48_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
-#endif
-}
-
 // d += A·B for one k16 step with A (64 × 16) from registers: thread lane of
 // warp w holds rows 16w + g and 16w + g + 8 (g = lane / 4) at columns 2t, 2t + 1
 // (a[0], a[1]) and 2t + 8, 2t + 9 (a[2], a[3]), t = lane mod 4, as pairs of T;
