@@ -10,9 +10,13 @@
 #             GEMM (TMA + wgmma); the quantized sm90 GEMM (TMA, cp.async,
 #             split-K through distributed shared memory); whole programs with
 #             and without graphs (their copies in and out, pooled output blocks);
-#   racecheck the tiny Gemma and the f16 attention, norm and softmax cases.
+#             the Fourier transforms (cuFFT plans, the norm scale, complex
+#             views) and the splat rasterizer (tile binning, sorted ranges);
+#   racecheck the tiny Gemma, the f16 attention, norm and softmax cases, and
+#             the splat rasterizer (per-tile shared-memory batches).
 # Needs a GPU build in $B (scripts/gpu_run.sh builds it). Each run has its own
-# time limit (RLX_SANITIZE_LIMIT seconds, default 150); logs go to OUTDIR.
+# time limit (RLX_SANITIZE_LIMIT seconds, default 150); RLX_SANITIZE_ONLY (a
+# bash regex) keeps the runs whose names match it; logs go to OUTDIR.
 #   scripts/gpu_sanitize.sh OUTDIR [memcheck] [racecheck]
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_sanitize.sh OUTDIR [memcheck] [racecheck]}
@@ -28,6 +32,7 @@ status=0
 run() {
   local name=$1 tool=$2
   shift 2
+  [[ -n "${RLX_SANITIZE_ONLY:-}" && ! $name =~ $RLX_SANITIZE_ONLY ]] && return
   timeout "$LIMIT" "$CS" --tool "$tool" --error-exitcode 3 "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   [ $rc -ne 0 ] && status=1
@@ -45,12 +50,16 @@ for tool in ${*:-memcheck racecheck}; do
       run memcheck-qgemm memcheck "$B/tests/rlx_gpu_tests" --gtest_filter='CudaQuantGemm.*'
       run memcheck-programs memcheck "$B/tests/rlx_gpu_tests" \
         --gtest_filter='CudaGraphs.*:Cudnn.AttentionMatchesCpuAndThunkPath'
+      run memcheck-fft-splat memcheck "$B/tests/rlx_op_tests" \
+        --gtest_filter='*cuda_*fft*:*cuda_bitcast*:*cuda_gaussian_splat*'
+      run memcheck-fft-splat-gpu memcheck "$B/tests/rlx_gpu_tests" --gtest_filter='FftGpu.*:SplatGpu.*'
       ;;
     racecheck)
       run racecheck-decode racecheck "$B/tests/rlx_gpu_tests" \
         --gtest_filter='Archs/TinyLlmGpu.CudaLogitsMatchCpu/gemma3:AttentionGpu.DecodeStableRowsReadEarly'
       run racecheck-conformance racecheck "$B/tests/rlx_op_tests" \
         --gtest_filter='*cuda_attention_causal*_f16:*cuda_rmsnorm*_f16:*cuda_softmax*_f16:*cuda_post*_f16'
+      run racecheck-splat racecheck "$B/tests/rlx_op_tests" --gtest_filter='*cuda_gaussian_splat*'
       ;;
     *) echo "gpu_sanitize: unknown tool '$tool' (memcheck, racecheck)"; exit 2 ;;
   esac
