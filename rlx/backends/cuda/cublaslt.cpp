@@ -127,8 +127,8 @@ constexpr double kTuneFlops = 2e9;  // smaller GEMMs: launch noise hides the dif
 // Longer GEMMs keep the heuristic's first choice, as torch.matmul does. A
 // candidate's 300 µs samples cannot rank kernels that run a millisecond or
 // more: power management decides those. At 8192³ the sampled winner (even one
-// re-checked back to back) ran 0.93-0.94× the first choice, which was itself
-// 0.95-1.01× torch.matmul (H100, session 35).
+// re-checked back to back) ran 0.93-0.94× the first choice on an H100; the
+// first choice runs 0.98-1.01× torch.matmul on the H200 (session 35).
 constexpr double kTuneMaxFlops = 4e11;
 
 // `reps` launches of one candidate captured into a CUDA graph, for timing as
