@@ -18,18 +18,12 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/cuda_backend_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
 
 using namespace rlx;
-
-bool have_cuda() {
-  register_builtin_backends();
-  return backend_available("cuda");
-}
-#define SKIP_WITHOUT_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device"
 
 Tensor random_f32(std::vector<int64_t> shape, uint32_t seed) {
   Tensor t = Tensor::empty(DType::F32, std::move(shape));

@@ -29,19 +29,13 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/cuda_backend_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
 
 using namespace rlx;
 using rlx::test::ScopedEnv;
-
-bool have_cuda() {
-  register_builtin_backends();
-  return backend_available("cuda");
-}
-#define SKIP_WITHOUT_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device"
 
 using rlx::test::rng;
 #define TRACE_SEED() RLX_TRACE_SEED()

@@ -25,6 +25,7 @@
 #include "rlx/models/llm/generator.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/cuda_backend_test_util.h"
 #include "tests/models/tiny_llm.h"
 #include "tests/test_util.h"
 
@@ -32,11 +33,6 @@ using namespace rlx;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool have_cuda() {
-  register_builtin_backends();
-  return backend_available("cuda");
-}
 
 constexpr const char* kFused = "persistent decode kernel: ";
 
@@ -171,7 +167,7 @@ struct Chain {
 };
 
 TEST(PersistentGpu, GemvChainEveryWeightTypeMatchesFloat64) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_CUDA();
   RLX_TRACE_SEED();
   const test::ScopedEnv on("RLX_CUDA_PERSISTENT", "1");  // opt-in (docs/env.md)
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS,
@@ -230,7 +226,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b, double* scale) {
 // window of 80 keys. CUDA (persistent) against the CPU and against the
 // per-op CUDA program, at every step.
 TEST(PersistentGpu, LongDecodeMatchesCpuAndPerOpKernels) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_CUDA();
   const test::ScopedEnv on("RLX_CUDA_PERSISTENT", "1");
   for (const std::string arch : {"gemma3", "qwen3", "qwen2", "llama"}) {
     SCOPED_TRACE(arch);

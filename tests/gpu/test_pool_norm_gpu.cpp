@@ -20,6 +20,7 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/cuda_backend_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -27,13 +28,6 @@ namespace {
 using namespace rlx;
 using rlx::test::rng;
 using rlx::test::ScopedEnv;
-
-bool have_cuda() {
-  register_builtin_backends();
-  return backend_available("cuda");
-}
-#define SKIP_WITHOUT_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device"
 
 Tensor random_values(std::vector<int64_t> shape, float lo, float hi) {
   Tensor t = Tensor::empty(DType::F32, std::move(shape));

@@ -34,6 +34,7 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/cuda_backend_test_util.h"
 
 namespace {
 
@@ -325,15 +326,8 @@ Tensor run_and_check(const MatMulCase& c, std::mt19937_64& rng, std::string* rep
   return y32;
 }
 
-bool have_cuda_backend() {
-  register_builtin_backends();
-  return backend_available("cuda");
-}
-#define SKIP_WITHOUT_CUDA_BACKEND() \
-  if (!have_cuda_backend()) GTEST_SKIP() << "no CUDA device"
-
 TEST(CudaQuantMatMul, EveryTypeGemvAndPrefill) {
-  SKIP_WITHOUT_CUDA_BACKEND();
+  SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(7);
   for (DType wt : cuda_types()) {
     SCOPED_TRACE(dtype_name(wt));
@@ -347,7 +341,7 @@ TEST(CudaQuantMatMul, EveryTypeGemvAndPrefill) {
 }
 
 TEST(CudaQuantMatMul, SmallMAndPrefillShapesInEveryXDType) {
-  SKIP_WITHOUT_CUDA_BACKEND();
+  SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(11);
   for (DType wt : {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::IQ4_XS, DType::IQ2_XS}) {
     for (DType xt : {DType::F32, DType::F16, DType::BF16}) {
@@ -360,7 +354,7 @@ TEST(CudaQuantMatMul, SmallMAndPrefillShapesInEveryXDType) {
 }
 
 TEST(CudaQuantMatMul, LongKSpansSeveralSharedMemoryTiles) {
-  SKIP_WITHOUT_CUDA_BACKEND();
+  SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(13);
   run_and_check({DType::Q4_K, DType::F32, {1, 9216}, 20}, rng);   // m=1 tile is 8960 elements
   run_and_check({DType::Q8_0, DType::F16, {8, 2336}, 20}, rng);   // m=8 tile is 1024: two full tiles + a part
@@ -368,7 +362,7 @@ TEST(CudaQuantMatMul, LongKSpansSeveralSharedMemoryTiles) {
 }
 
 TEST(CudaQuantMatMul, FusedDisableKnobGivesTheSameResults) {
-  SKIP_WITHOUT_CUDA_BACKEND();
+  SKIP_WITHOUT_CUDA();
   // f32 activations on both paths, so that they differ only in summation order.
   setenv("RLX_CUDA_GEMV_Q8", "0", 1);
   for (DType wt : {DType::Q4_K, DType::Q4_0, DType::IQ3_S}) {
@@ -404,7 +398,7 @@ bool have_qgemm(DType wt, DType xt) {
   return cuda::quant_gemm_sm90_unsupported(wt, xt, p, p, p, 256, 256, 1024) == nullptr;
 }
 #define SKIP_WITHOUT_QGEMM()                                                            \
-  SKIP_WITHOUT_CUDA_BACKEND();                                                          \
+  SKIP_WITHOUT_CUDA();                                                          \
   if (!have_qgemm(DType::Q4_K, DType::F16))                                             \
   GTEST_SKIP() << "the quantized wgmma GEMM needs compute capability 9.0 (sm_90a build)"
 
@@ -1067,7 +1061,7 @@ TEST(CudaQuantGemvStaged, RejectsBadShapesAndTypes) {
 // ---- Gather --------------------------------------------------------------------------
 
 TEST(CudaQuantGather, RowsEqualCpuDequantizedRows) {
-  SKIP_WITHOUT_CUDA_BACKEND();
+  SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(5);
   for (DType t : cuda_types()) {
     if (!is_quant(t)) continue;

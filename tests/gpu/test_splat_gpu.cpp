@@ -15,33 +15,12 @@
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
+#include "tests/gpu/cuda_backend_test_util.h"
+#include "tests/splat_graph.h"
 
 namespace {
 
 using namespace rlx;
-
-bool have_cuda() {
-  register_builtin_backends();
-  return backend_available("cuda");
-}
-#define SKIP_WITHOUT_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device"
-
-Graph splat_graph(int width, int height) {
-  Graph g;
-  // Declared in order: run() takes inputs in declaration order.
-  Value means = input(g, "means", DType::F32, {"N", 3});
-  Value scales = input(g, "scales", DType::F32, {"N", 3});
-  Value rotations = input(g, "rotations", DType::F32, {"N", 4});
-  Value opacities = input(g, "opacities", DType::F32, {"N"});
-  Value colors = input(g, "colors", DType::F32, {"N", 3});
-  Value view = input(g, "view", DType::F32, {4, 4});
-  Value intrinsics = input(g, "intrinsics", DType::F32, {4});
-  Value background = input(g, "background", DType::F32, {3});
-  output("image", gaussian_splat(means, scales, rotations, opacities, colors, view, intrinsics, background,
-                                 SplatAttrs{.width = width, .height = height}));
-  return g;
-}
 
 // A random scene of n Gaussians in front of a camera looking down +z.
 std::vector<Tensor> scene(int64_t n, int width, int height, uint32_t seed) {
@@ -82,7 +61,7 @@ void expect_same_image(const Tensor& got, const Tensor& want, const std::string&
 TEST(SplatGpu, LargeScenesMatchCpu) {
   SKIP_WITHOUT_CUDA();
   for (auto [n, w, h] : {std::tuple<int64_t, int, int>{5000, 320, 240}, {700, 100, 37}, {0, 40, 30}}) {
-    const Graph g = splat_graph(w, h);
+    const Graph g = test::splat_graph(w, h);
     const auto in = scene(n, w, h, static_cast<uint32_t>(n + w));
     expect_same_image(Session("cuda").compile(g)->run(in)[0], Session("cpu").compile(g)->run(in)[0],
                       str(n, " gaussians, ", w, "x", h));
@@ -91,7 +70,7 @@ TEST(SplatGpu, LargeScenesMatchCpu) {
 
 TEST(SplatGpu, GraphReplaysWithNewScenes) {
   SKIP_WITHOUT_CUDA();
-  const Graph g = splat_graph(96, 64);
+  const Graph g = test::splat_graph(96, 64);
   auto gpu = Session("cuda").compile(g);
   auto cpu = Session("cpu").compile(g);
   for (uint32_t seed = 1; seed <= 4; ++seed) {
@@ -102,7 +81,7 @@ TEST(SplatGpu, GraphReplaysWithNewScenes) {
 
 TEST(SplatGpu, BadInputIsReported) {
   SKIP_WITHOUT_CUDA();
-  const Graph g = splat_graph(32, 32);
+  const Graph g = test::splat_graph(32, 32);
   auto gpu = Session("cuda").compile(g);
   auto in = scene(50, 32, 32, 9);
   in[2].data<float>()[4 * 7 + 0] = 0;  // gaussian 7: a zero quaternion

@@ -12,6 +12,7 @@
 
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
+#include "tests/splat_graph.h"
 
 namespace rlx {
 namespace {
@@ -32,21 +33,7 @@ struct Scene {
 };
 
 Tensor render(const Scene& s, int width = 64, int height = 48) {
-  Graph g;
-  SplatAttrs a;
-  a.width = width;
-  a.height = height;
-  // Declared one by one: run() takes inputs in declaration order, and the
-  // order a call evaluates its arguments in is unspecified.
-  Value means = input(g, "means", DType::F32, {"N", 3});
-  Value scales = input(g, "scales", DType::F32, {"N", 3});
-  Value rotations = input(g, "rotations", DType::F32, {"N", 4});
-  Value opacities = input(g, "opacities", DType::F32, {"N"});
-  Value colors = input(g, "colors", DType::F32, {"N", 3});
-  Value view = input(g, "view", DType::F32, {4, 4});
-  Value intrinsics = input(g, "intrinsics", DType::F32, {4});
-  Value background = input(g, "background", DType::F32, {3});
-  output("image", gaussian_splat(means, scales, rotations, opacities, colors, view, intrinsics, background, a));
+  const Graph g = test::splat_graph(width, height);
   const int64_t n = s.n();
   return Session("cpu").compile(g)->run({Tensor::from(s.means, {n, 3}), Tensor::from(s.scales, {n, 3}),
                                          Tensor::from(s.rotations, {n, 4}), Tensor::from(s.opacities, {n}),
