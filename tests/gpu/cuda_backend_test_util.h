@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "rlx/runtime/backend_registry.h"
+#include "rlx/runtime/session.h"  // register_builtin_backends
 
 namespace rlx::test {
 
