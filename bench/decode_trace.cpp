@@ -54,6 +54,7 @@ struct Record {
   uint64_t start = 0, end = 0;
   uint32_t correlation = 0;
   bool kernel = false;
+  bool to_host = false;  // a device → host copy: a decode step ends with its outputs' copy back
 };
 std::vector<Record> g_records;
 size_t g_dropped = 0;
@@ -101,7 +102,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
         r = {str("memcpy ", m->bytes, " B (kind ", static_cast<int>(m->copyKind), ")"), m->start, m->end,
-             m->correlationId, false};
+             m->correlationId, false, m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH};
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -207,22 +208,40 @@ int main(int argc, char** argv) {
     CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
     std::erase_if(g_records, [&](const Record& r) { return r.start < t_begin || r.end > t_end; });
 
-    // One graph launch (one correlation id) per decode step.
-    std::map<uint32_t, std::vector<Record>> by_launch;
-    for (auto& r : g_records) by_launch[r.correlation].push_back(r);
+    // One graph launch per decode step. CUDA 12's CUPTI gives a launch's
+    // nodes its correlation id; CUDA 13's (session 36) gave the kernels ids
+    // of their own, so there the steps are cut at the outputs' copy back,
+    // each step's last node.
+    const auto by_start = [](const Record& a, const Record& b) { return a.start < b.start; };
+    const auto modal = [](const std::vector<std::vector<Record>>& steps) {
+      std::map<size_t, int> sizes;  // the modal node count is a full step (one straddling enabling is cut)
+      for (const auto& s : steps) ++sizes[s.size()];
+      size_t n = 0;
+      for (const auto& [k, c] : sizes)
+        if (n == 0 || c > sizes[n]) n = k;
+      return n;
+    };
     std::vector<std::vector<Record>> step_recs;
-    for (auto& [_, v] : by_launch) {
-      std::sort(v.begin(), v.end(), [](const Record& a, const Record& b) { return a.start < b.start; });
-      step_recs.push_back(std::move(v));
+    {
+      std::map<uint32_t, std::vector<Record>> by_launch;
+      for (auto& r : g_records) by_launch[r.correlation].push_back(r);
+      for (auto& [_, v] : by_launch) {
+        std::sort(v.begin(), v.end(), by_start);
+        step_recs.push_back(std::move(v));
+      }
+      std::sort(step_recs.begin(), step_recs.end(),
+                [](const auto& a, const auto& b) { return a.front().start < b.front().start; });
     }
-    std::sort(step_recs.begin(), step_recs.end(),
-              [](const auto& a, const auto& b) { return a.front().start < b.front().start; });
-    // The modal node count is a full step (a launch that straddles enabling is cut).
-    std::map<size_t, int> sizes;
-    for (const auto& s : step_recs) ++sizes[s.size()];
-    size_t nodes = 0;
-    for (const auto& [n, c] : sizes)
-      if (nodes == 0 || c > sizes[nodes]) nodes = n;
+    if (modal(step_recs) <= 1) {
+      std::sort(g_records.begin(), g_records.end(), by_start);
+      step_recs.assign(1, {});
+      for (auto& r : g_records) {
+        step_recs.back().push_back(r);
+        if (r.to_host) step_recs.emplace_back();
+      }
+      if (step_recs.back().empty()) step_recs.pop_back();
+    }
+    const size_t nodes = modal(step_recs);
     std::erase_if(step_recs, [&](const auto& s) { return s.size() != nodes; });
     RLX_CHECK(!step_recs.empty(), "decode_trace: no complete decode step was traced (", g_records.size(),
               " records, ", g_dropped, " dropped)");
