@@ -209,9 +209,9 @@ int main(int argc, char** argv) {
     std::erase_if(g_records, [&](const Record& r) { return r.start < t_begin || r.end > t_end; });
 
     // One graph launch per decode step. CUDA 12's CUPTI gives a launch's
-    // nodes its correlation id; CUDA 13's (session 36) gave the kernels ids
-    // of their own, so there the steps are cut at the outputs' copy back,
-    // each step's last node.
+    // nodes its correlation id. Under CUDA 13 (session 36) that grouping gave
+    // one record per step, so where it does the steps are cut instead at the
+    // outputs' copy back, each step's last node.
     const auto by_start = [](const Record& a, const Record& b) { return a.start < b.start; };
     const auto modal = [](const std::vector<std::vector<Record>>& steps) {
       std::map<size_t, int> sizes;  // the modal node count is a full step (one straddling enabling is cut)
