@@ -42,6 +42,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "Fused quantized GEMV with m·K ≤ 19,275: re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error ≤ Σ|w|·max|x|/63,500) and use integer dot products. auto: for the types where that measured faster on the H200 (Q8_0, Q4_K, Q5_K, IQ4_XS); 1: also Q4_0, Q5_0 and Q6_K; 0: f32 activations."},
       {"RLX_CUDA_GEMV_STREAM", EnvType::String, "auto",
        "Fused quantized GEMV at m = 1 (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS; K a multiple of 256, of 2048 for Q6_K and 512 for IQ4_XS, 16-byte-aligned rows): the streaming kernel: a CTA per SM's share of the rows (sized so the next GEMV's CTA fits beside it), every row requested by bulk copy before the wait for x, a thread per 256-element chunk of a row, activations as two int8 levels. auto: for 1 MB or more of weights (IQ4_XS: 4 MB); 1: wherever it can run; 0: never (nor with RLX_CUDA_GEMV_Q8=0)."},
+      {"RLX_CUDA_DECODE_ATTN_WIDE", EnvType::Bool, "1",
+       "Decode attention at head dim 256 (Gemma 3): 8 warps per CTA and 128-key tiles, so up to 128 cached keys need "
+       "no merge across splits; 0: 4 warps and 64-key tiles."},
       {"RLX_CUDA_PERSISTENT", EnvType::Bool, "0",
        "CUDA decode programs (sm_90+): run each stretch of one-row ops (quantized GEMVs, norms, rope + KV-cache writes, decode attention) as one persistent kernel, one CTA per SM with grid barriers between dependent ops, instead of a kernel per op. Opt-in: correct, but on the H200 it measured slower than the per-op kernels so far (docs/performance.md)."},
       {"RLX_CUDA_PERSISTENT_PROFILE", EnvType::Bool, "0",

@@ -21,6 +21,7 @@
 #include "rlx/core/dtype.h"
 #include "rlx/core/error.h"
 #include "rlx/core/half.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -578,6 +579,40 @@ TEST(AttentionGpu, DecodeStableRowsReadEarly) {
           c.expect_path = kDecode;
           run_case(c, fresh_seed());
         }
+}
+
+// Head dim 256 (Gemma 3) decodes with 8 warps and 128-key tiles unless
+// RLX_CUDA_DECODE_ATTN_WIDE=0 (4 warps, 64-key tiles): both, at key counts on
+// either side of a tile, a split and the 8-warp tile's warps (one key, a
+// warp's 16, 64, 128 in one pass, 129 and 1000 across splits), GQA groups of
+// 4 and 8, with and without rows read before pdl_wait.
+TEST(AttentionGpu, DecodeHeadDim256NarrowAndWideTiles) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::vector<int>> lengths = {{1, 16}, {17, 64}, {65, 127}, {128, 129}, {200, 1000}};
+  for (const char* wide : {"1", "0"}) {
+    rlx::test::ScopedEnv knob("RLX_CUDA_DECODE_ATTN_WIDE", wide);
+    for (DType dt : {DType::F16, DType::BF16})
+      for (int group : {4, 8})
+        for (const std::vector<int>& lens : lengths)
+          for (Mask m : {Mask::None, Mask::Window}) {
+            SCOPED_TRACE(std::string("RLX_CUDA_DECODE_ATTN_WIDE=") + wide + " kv_len " + std::to_string(lens[0]) +
+                         "," + std::to_string(lens[1]));
+            Case c;
+            c.dt = dt;
+            c.B = 2;
+            c.H = group;
+            c.Hkv = 1;
+            c.D = 256;
+            c.Lq = 1;
+            c.Lk = 1024;
+            c.mask = m;
+            c.window = 100;
+            c.kv_len = lens;
+            c.kv_stable = lens[0] > 64 ? lens[0] - 40 : -1;
+            c.expect_path = kDecode;
+            run_case(c, fresh_seed());
+          }
+  }
 }
 
 // Embedding-model shapes (every key in one or two tiles), many CTAs, fused

@@ -9,7 +9,9 @@
 // may change lengths) is cut into `splits` equal chunks, one per CTA, sized at
 // run time from the actual kv_len (splits beyond what it needs exit at once;
 // one active split writes the output itself). Inside a CTA each
-// of the 4 warps takes 16 keys of every 64-key tile:
+// of the 4 warps takes 16 keys of every 64-key tile (at D = 256, 8 warps and
+// 128-key tiles, so a cache of up to 128 keys is one CTA's single pass; a warp
+// with no key in the split skips its share):
 //   S = Q·Kᵀ (16 × 16, mma m16n8k16), logits/masks, online softmax per warp,
 //   O += P·V (P stays in registers as the A fragment, V via ldmatrix.trans),
 // then the 4 warps merge (m, l, O) through shared memory. With one active
@@ -21,7 +23,8 @@
 // Memory plan. The job is reading the KV cache, so that is all that streams:
 // K and V tiles (64 keys × D) go global → shared by 16-byte cp.async, each
 // warp-wide request covering whole 128-byte lines, kStages deep (two tiles in
-// flight while the third is consumed; ~70 KB in flight per SM at D = 128).
+// flight while the third is consumed; ~70 KB in flight per SM at D = 128;
+// the 8-warp D = 256 tile, 135 KB, is a single stage).
 // Rows past the split's end are zero-filled, not read. Smem rows are padded by
 // 16 bytes (stride D + 8) so ldmatrix phases are bank-conflict free. The
 // split count targets one full wave of CTAs (SMs × CTAs per SM) with the
@@ -33,6 +36,7 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/attention.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/core/env.h"
 
 namespace rlx::cuda {
 namespace {
@@ -46,13 +50,21 @@ constexpr int kMaxSplits = 128;
 // front (docs/performance.md, eighteenth session).
 constexpr int kMinKeysPerSplit = 64;
 
-template <typename T, int D>
+// Warps per CTA: 4, or 8 at D = 256, where a 128-key tile then fits one CTA
+// in one pass (a single stage), so up to 128 keys need no cross-split merge
+// (RLX_CUDA_DECODE_ATTN_WIDE). The merge costs more than the wider CTA:
+// 96 / 128 keys 4.42 / 4.76 µs against 6.51 / 6.58 with 4 warps, and no
+// slower at 16-64 keys (H200, rlx_decode_bench, session 37).
+int decode_warps(int D) { return D == 256 && env_bool("RLX_CUDA_DECODE_ATTN_WIDE") ? 8 : 4; }
+
+template <typename T, int D, int W = 4>
 struct Decode {
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = W;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int BN = 16 * kWarps;  // keys per tile, 16 per warp
+  static constexpr int kMinKeys = W == 4 ? kMinKeysPerSplit : BN;
   static constexpr int kStride = D + 8;
-  static constexpr int kStages = D == 256 ? 2 : 3;
+  static constexpr int kStages = W > 4 ? 1 : D == 256 ? 2 : 3;
   static constexpr bool kQInRegs = D <= 128;
   static constexpr int kOStride = D + 4;  // f32 merge scratch row
   static constexpr int kTileBytes = 2 * BN * kStride * static_cast<int>(sizeof(T));  // K + V
@@ -88,13 +100,15 @@ __device__ __forceinline__ void cp_async_rows_cut(T* s, const T* src, int64_t st
   }
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
+template <typename T, int D, int W>
+__global__ void __launch_bounds__(32 * W) attn_decode_kernel(const AttnArgs a) {
   // With kv_len a program input the key ranges below need nothing from the
   // kernel before; otherwise wait for it first.
   if (!a.kv_len_ready) dev::pdl_wait();
-  using P = Decode<T, D>;
+  using P = Decode<T, D, W>;
   constexpr int BN = P::BN, S = P::kStride, KS = D / 16, DT = D / 8, kStages = P::kStages;
+  // Tiles requested before the loop: all but one stage, or the one stage.
+  constexpr int kAhead = kStages > 1 ? kStages - 1 : 1;
   constexpr bool kQInRegs = P::kQInRegs;
 
   extern __shared__ __align__(16) unsigned char smem[];
@@ -141,7 +155,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
   const int2 last = attn_key_range(a, r_last / G + qoff, kvlen);
   const int n_lo = first.x, n_hi = last.y;
   const int total = max(0, n_hi - n_lo);
-  const int active = min(a.splits, max(1, (total + kMinKeysPerSplit - 1) / kMinKeysPerSplit));
+  const int active = min(a.splits, max(1, (total + P::kMinKeys - 1) / P::kMinKeys));
   if (split >= active) return;
   const int chunk = ((total + active - 1) / active + BN - 1) / BN * BN;
   const int s_lo = n_lo + split * chunk;
@@ -171,7 +185,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
     if (a.kv_stable != nullptr) {
       cut = min(max(__ldg(a.kv_stable), s_lo), s_hi);
 #pragma unroll
-      for (int st = 0; st < kStages - 1; ++st)
+      for (int st = 0; st < kAhead; ++st)
         if (st < ntiles && cut > s_lo + st * BN) load_tile_cut(st, st, cut, true);
     }
     dev::pdl_wait();
@@ -191,7 +205,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
     }
   }
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
+  for (int st = 0; st < kAhead; ++st) {
     if (st < ntiles) {
       if (cut > s_lo + st * BN) {
         load_tile_cut(st, st, cut, false);
@@ -217,18 +231,38 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
 
   int slot = 0;
   for (int t = 0; t < ntiles; ++t) {
-    cp_async_wait<kStages - 2>();  // tile t (and Q) landed
-    __syncthreads();               // ... for every thread; slot (t − 1) is free again
+    if constexpr (kStages > 1) {
+      cp_async_wait<kStages - 2>();  // tile t (and Q) landed
+      __syncthreads();               // ... for every thread; slot (t − 1) is free again
+    } else {
+      if (t > 0) {  // the one stage: the next tile once every warp is done with this one
+        __syncthreads();
+        load_tile(t, 0);
+        cp_async_commit();
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+    }
     if constexpr (kQInRegs) {
       if (t == 0) {
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) ldmatrix_x4(qf[kk], sQ_a + kk * 32);
       }
     }
-    if (t + kStages - 1 < ntiles) load_tile(t + kStages - 1, (slot + kStages - 1) % kStages);
-    cp_async_commit();
+    if constexpr (kStages > 1) {
+      if (t + kStages - 1 < ntiles) load_tile(t + kStages - 1, (slot + kStages - 1) % kStages);
+      cp_async_commit();
+    }
 
     const uint32_t slot_off = static_cast<uint32_t>(slot * P::kTileBytes);
+    const int n0 = s_lo + t * BN + warp * 16;
+    // A warp whose 16 keys all lie past the split contributes nothing (its
+    // rows' m, l and O stay as they are); in a short cache most of the 8-warp
+    // tile's warps are such.
+    if (n0 >= s_hi) {
+      slot = slot + 1 == kStages ? 0 : slot + 1;
+      continue;
+    }
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
@@ -245,7 +279,6 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
       mma_16816<T>(s[1], qa, kb[2], kb[3]);
     }
 
-    const int n0 = s_lo + t * BN + warp * 16;
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -329,6 +362,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
       sM[warp * 16 + row] = row_m[rr];
       sL[warp * 16 + row] = l;
     }
+    if (row_m[rr] == -INFINITY) continue;  // no key seen: its weight below is 0 and its O is not read
     float* o = sO + (warp * 16 + row) * P::kOStride + 2 * t4;
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt) *reinterpret_cast<float2*>(o + dt * 8) = make_float2(acc[dt][2 * rr], acc[dt][2 * rr + 1]);
@@ -360,6 +394,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
 #pragma unroll
     for (int w = 0; w < P::kWarps; ++w) {
       const float f = sM[w * 16 + r];
+      if (f == 0.0f) continue;  // a warp that saw no key of this row wrote no O for it
       const float4 x = *reinterpret_cast<const float4*>(sO + (w * 16 + r) * P::kOStride + d);
       O.x = fmaf(x.x, f, O.x);
       O.y = fmaf(x.y, f, O.y);
@@ -440,10 +475,10 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(const AttnArgs a) {
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, int W>
 void launch_decode_t(const AttnArgs& a, cudaStream_t stream) {
-  using P = Decode<T, D>;
-  auto kernel = attn_decode_kernel<T, D>;
+  using P = Decode<T, D, W>;
+  auto kernel = attn_decode_kernel<T, D, W>;
   RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
   const int RG = (a.group * a.Lq + 15) / 16;
   const int64_t blocks = static_cast<int64_t>(a.B) * a.Hkv * RG * a.splits;
@@ -459,10 +494,13 @@ void launch_decode_t(const AttnArgs& a, cudaStream_t stream) {
 template <typename T>
 void launch_decode_dtype(const AttnArgs& a, cudaStream_t stream) {
   switch (a.D) {
-    case 32: launch_decode_t<T, 32>(a, stream); return;
-    case 64: launch_decode_t<T, 64>(a, stream); return;
-    case 128: launch_decode_t<T, 128>(a, stream); return;
-    case 256: launch_decode_t<T, 256>(a, stream); return;
+    case 32: launch_decode_t<T, 32, 4>(a, stream); return;
+    case 64: launch_decode_t<T, 64, 4>(a, stream); return;
+    case 128: launch_decode_t<T, 128, 4>(a, stream); return;
+    case 256:
+      if (decode_warps(256) == 8) launch_decode_t<T, 256, 8>(a, stream);
+      else launch_decode_t<T, 256, 4>(a, stream);
+      return;
     default: throw Unsupported(str("attention: decode kernel has no head_dim ", a.D));
   }
 }
@@ -472,7 +510,7 @@ int decode_smem(int D) {
     case 32: return Decode<__half, 32>::kSmemBytes;
     case 64: return Decode<__half, 64>::kSmemBytes;
     case 128: return Decode<__half, 128>::kSmemBytes;
-    case 256: return Decode<__half, 256>::kSmemBytes;
+    case 256: return decode_warps(256) == 8 ? Decode<__half, 256, 8>::kSmemBytes : Decode<__half, 256>::kSmemBytes;
     default: return -1;
   }
 }
@@ -497,7 +535,8 @@ int attention_decode_splits(DType dtype, const dev::AttnArgs& a) {
   const int per_sm = std::clamp(smem_sm / (smem + 1024), 1, 4);
   const int64_t target = static_cast<int64_t>(sms) * per_sm;
   const int64_t base = static_cast<int64_t>(a.B) * a.Hkv * ((a.group * a.Lq + 15) / 16);
-  const int max_splits = std::clamp(a.Lk / kMinKeysPerSplit, 1, kMaxSplits);
+  const int min_keys = decode_warps(a.D) == 8 ? Decode<__half, 256, 8>::kMinKeys : kMinKeysPerSplit;
+  const int max_splits = std::clamp(a.Lk / min_keys, 1, kMaxSplits);
   if (base >= target || max_splits == 1) return 1;
   // Fewest splits with the best wave efficiency (CTAs / (waves · target)).
   int best = 1;
