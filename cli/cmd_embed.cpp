@@ -107,8 +107,13 @@ void write_jsonl(std::ostream& os, const Tensor& emb) {
 }
 
 void run_embed(EmbedOptions o) {
-  if (o.texts.empty() && o.input.empty())
-    throw CLI::ValidationError("rlx embed", "give TEXT arguments or --input FILE");
+  // No texts named: they come from stdin when it is a pipe or a file
+  // (`... | rlx embed`); on a terminal that would sit waiting for typing.
+  if (o.texts.empty() && o.input.empty()) {
+    if (isatty(STDIN_FILENO))
+      throw CLI::ValidationError("rlx embed", "give TEXT arguments, --input FILE, or pipe the texts into stdin");
+    o.input = "-";
+  }
   const std::string model = resolve_embedding_model(o.model, "embed");
   std::vector<std::string> texts;
   if (o.input == "-") {
@@ -162,7 +167,8 @@ void add_embed_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "Output file ('-' = stdout)")->type_name("FILE")->capture_default_str();
   cmd->add_option("--input", o->input,
                   "Read texts from FILE ('-' = stdin): one per line, or JSON objects with a \"text\" field "
-                  "(.jsonl files, or lines starting with '{'). Invalid UTF-8 or JSON is an error naming the line")
+                  "(.jsonl files, or lines starting with '{'). Invalid UTF-8 or JSON is an error naming the line. "
+                  "Without TEXT or --input, texts are read from stdin when it is not a terminal")
       ->type_name("FILE");
   cmd->add_option("text", o->texts, "Texts to embed (after those from --input)");
   cmd->callback([o] { run_embed(*o); });
