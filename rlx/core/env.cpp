@@ -26,6 +26,10 @@ const std::vector<EnvKnob>& env_knobs() {
        "sum|w|*max|x|/32,512) and use integer multiply-adds; 0: f32 activations (f32 rounding only)."},
       {"RLX_COMPILE_CACHE", EnvType::Int, "64",
        "Specializations (shape bindings) an Executable keeps compiled; least recently used go first."},
+      {"RLX_DECODE_RUN_AHEAD", EnvType::Bool, "1",
+       "Text generation on a device with a run queue (CUDA): launch each decode step before the previous step's token "
+       "is read back, the sampled token fed to it on the device, so the device never waits for the host; 0: one "
+       "step at a time."},
       {"RLX_VERIFY", EnvType::Bool, "0",
        "Run the IR verifier between passes also in release builds (always on in debug builds)."},
       {"RLX_CUDA_GRAPHS", EnvType::Bool, "1",

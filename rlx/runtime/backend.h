@@ -41,6 +41,14 @@ struct BoundBuffers {
   std::map<std::string, std::shared_ptr<Buffer>> states;
 };
 
+// An input of a queued run that takes, on the device, the value an output of
+// the program's previous run had (decode: the sampled token becomes the next
+// step's input without a trip through the host).
+struct Feed {
+  size_t input = 0;   // index among the graph's inputs
+  size_t output = 0;  // index among the graph's outputs
+};
+
 // One specialization (fully static graph) compiled for a backend.
 class Program {
  public:
@@ -48,6 +56,13 @@ class Program {
   // `inputs` follow the graph's Input leaves in node order, already checked
   // against their types; returns one host tensor per graph output.
   virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  // Queued runs, where the backend can_queue(): launch() starts a run and
+  // returns without waiting; finish() waits for the oldest queued run and
+  // returns its outputs. A fed input's tensor gives only its shape.
+  // Executable checks shapes, order and that the previous run was this
+  // program's; launch() checks the feeds' sizes and its queue depth.
+  virtual void launch(const std::vector<Tensor>& inputs, const std::vector<Feed>& feeds);
+  virtual std::vector<Tensor> finish();
   // One line per node: the kernel (or lowering) chosen and, when measured, its time.
   virtual std::string dispatch_report() const = 0;
 };
@@ -58,6 +73,8 @@ class Backend {
   virtual std::string name() const = 0;
   virtual DeviceInfo device_info() const = 0;
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
+  // Whether its programs run asynchronously and can queue runs (Program::launch).
+  virtual bool can_queue() const { return false; }
   // Whether a kernel exists for this node; `why` explains a refusal.
   virtual bool supports(const Graph& g, NodeId id, std::string* why) const = 0;
   // `g` is static, verified, and lowered to ops this backend supports.

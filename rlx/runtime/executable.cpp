@@ -7,6 +7,8 @@
 
 namespace rlx {
 
+Executable::~Executable() { discard_queued(); }
+
 Executable::Executable(std::shared_ptr<Backend> backend, Graph lowered, CompileOptions options)
     : backend_(std::move(backend)), graph_(std::move(lowered)), options_(options) {
   for (NodeId i = 0; i < graph_.size(); ++i) {
@@ -26,7 +28,14 @@ Executable::Executable(std::shared_ptr<Backend> backend, Graph lowered, CompileO
   }
 }
 
+void Program::launch(const std::vector<Tensor>&, const std::vector<Feed>&) {
+  throw Unsupported("this backend's programs cannot queue runs");
+}
+
+std::vector<Tensor> Program::finish() { throw Unsupported("this backend's programs cannot queue runs"); }
+
 void Executable::set_param(const std::string& name, const Tensor& value) {
+  check_not_queued("set_param");
   NodeId id = graph_.find_leaf(OpKind::Param, name);
   if (id < 0) {
     std::string known;
@@ -121,16 +130,91 @@ Program& Executable::program_for(const SymbolBinding& b) {
   return *cache_.front().program;
 }
 
-std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
+void Executable::check_params_set() const {
   auto missing = missing_params();
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    throw InvalidArgument(str("run: params not set: ", list));
-  }
+  if (missing.empty()) return;
+  std::string list;
+  for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+  throw InvalidArgument(str("run: params not set: ", list));
+}
+
+void Executable::check_not_queued(const char* what) const {
+  RLX_CHECK(queued_.empty(), what, ": ", queued_.size(), " queued run(s) are not finished (call finish() first)");
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
+  check_not_queued("run");
+  check_params_set();
   Program& p = program_for(bind(inputs));
   last_ = &p;
-  return p.run(inputs);
+  fed_from_ = nullptr;  // a failed run leaves nothing to feed from
+  auto outs = p.run(inputs);
+  fed_from_ = &p;
+  if (!backend_->can_queue()) host_last_outputs_ = outs;
+  return outs;
+}
+
+void Executable::launch(const std::vector<Tensor>& inputs, const std::vector<Feed>& feeds) {
+  check_params_set();
+  const auto& outputs = graph_.outputs();
+  for (const Feed& f : feeds) {
+    RLX_CHECK(f.input < inputs_.size(), "launch: feed input index ", f.input, " is out of range (", inputs_.size(),
+              " inputs)");
+    RLX_CHECK(f.output < outputs.size(), "launch: feed output index ", f.output, " is out of range (",
+              outputs.size(), " outputs)");
+    const Node& in = graph_.node(inputs_[f.input]);
+    const Node& out = graph_.node(outputs[f.output].second);
+    RLX_CHECK(in.type.dtype == out.type.dtype, "launch: input '", in.attr<LeafAttrs>().name, "' (", in.type.dtype,
+              ") cannot be fed from output '", outputs[f.output].first, "' (", out.type.dtype, ")");
+  }
+  SymbolBinding b = bind(inputs);
+  RLX_CHECK(queued_.empty() || b == queued_binding_,
+            "launch: the queued runs have other input shapes; finish() them before launching this one");
+  Program& p = program_for(b);
+  RLX_CHECK(feeds.empty() || fed_from_ == &p,
+            "launch: a fed input takes an output of the previous run, which must have had the same input shapes "
+            "and succeeded");
+  last_ = &p;
+  fed_from_ = nullptr;
+  if (backend_->can_queue()) {
+    p.launch(inputs, feeds);
+    queued_.push_back({&p, false, {}});
+  } else {
+    std::vector<Tensor> ins = inputs;
+    for (const Feed& f : feeds) {
+      const Tensor& from = host_last_outputs_.at(f.output);
+      RLX_SHAPE_CHECK(from.numel() == inputs[f.input].numel(), "launch: input ", f.input, " has ",
+                      inputs[f.input].numel(), " elements but the output it is fed from has ", from.numel());
+      ins[f.input] = from.reshaped(inputs[f.input].shape());
+    }
+    auto outs = p.run(ins);
+    host_last_outputs_ = outs;
+    queued_.push_back({&p, true, std::move(outs)});
+  }
+  queued_binding_ = std::move(b);
+  fed_from_ = &p;
+}
+
+std::vector<Tensor> Executable::finish() {
+  RLX_CHECK(!queued_.empty(), "finish: no run is queued");
+  Queued q = std::move(queued_.front());
+  queued_.pop_front();
+  if (q.ran) return std::move(q.outputs);
+  try {
+    return q.program->finish();
+  } catch (...) {
+    fed_from_ = nullptr;  // the failed run's outputs are no input for the next
+    throw;
+  }
+}
+
+void Executable::discard_queued() noexcept {
+  while (!queued_.empty()) {
+    try {
+      finish();
+    } catch (...) {  // the run's error does not matter to a caller that drops its outputs
+    }
+  }
 }
 
 std::map<std::string, Tensor> Executable::run_named(const std::map<std::string, Tensor>& inputs) {
@@ -150,6 +234,7 @@ std::map<std::string, Tensor> Executable::run_named(const std::map<std::string, 
 }
 
 Tensor Executable::read_state(const std::string& name) const {
+  check_not_queued("read_state");
   NodeId id = graph_.find_leaf(OpKind::State, name);
   RLX_CHECK(id >= 0, "read_state: no state '", name, "'");
   const TensorType& t = graph_.node(id).type;
@@ -159,6 +244,7 @@ Tensor Executable::read_state(const std::string& name) const {
 }
 
 void Executable::write_state(const std::string& name, const Tensor& value) {
+  check_not_queued("write_state");
   NodeId id = graph_.find_leaf(OpKind::State, name);
   RLX_CHECK(id >= 0, "write_state: no state '", name, "'");
   const TensorType& t = graph_.node(id).type;
@@ -168,6 +254,7 @@ void Executable::write_state(const std::string& name, const Tensor& value) {
 }
 
 void Executable::reset_states() {
+  check_not_queued("reset_states");
   for (auto& [_, buf] : buffers_.states) buf->fill_zero();
 }
 

@@ -2,6 +2,7 @@
 // buffers; each distinct binding of the graph's symbolic dims (shape bucket)
 // is specialized, planned and compiled once, then cached (LRU, RLX_COMPILE_CACHE).
 #pragma once
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
@@ -16,6 +17,9 @@ class Executable {
  public:
   // `lowered` has been through the backend's pass pipeline (still symbolic).
   Executable(std::shared_ptr<Backend> backend, Graph lowered, CompileOptions options);
+  ~Executable();  // waits for queued runs first
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
 
   // Uploads a param. Its shape must equal the declared one; float data is
   // converted to the param's storage dtype (e.g. f32 → f16 under an f16 policy);
@@ -28,6 +32,23 @@ class Executable {
   // Inputs in declaration order (or by name); outputs in graph order (or by name).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   std::map<std::string, Tensor> run_named(const std::map<std::string, Tensor>& inputs);
+
+  // Queued runs, for loops whose next run does not need this one's outputs on
+  // the host (decode): launch() starts a run and returns at once; finish()
+  // waits for the oldest queued run and returns its outputs. Runs execute in
+  // launch order. Each Feed gives an input the value an output had at the end
+  // of the previous run, on the device; that run must have had the same input
+  // shapes, and the fed input's tensor gives only its shape. While runs are
+  // queued they must share their input shapes, and run(), the state accessors
+  // and set_param are errors. Backends without a queue (the CPU) run at
+  // launch(); CUDA queues up to 2 runs.
+  void launch(const std::vector<Tensor>& inputs, const std::vector<Feed>& feeds = {});
+  std::vector<Tensor> finish();
+  size_t queued() const { return queued_.size(); }
+  // Whether launch() returns before the run is done (else it runs the graph).
+  bool can_queue() const { return backend_->can_queue(); }
+  // Waits for every queued run and drops its outputs and errors.
+  void discard_queued() noexcept;
 
   // Persistent state (KV caches): zeroed at creation, kept across runs.
   Tensor read_state(const std::string& name) const;
@@ -45,6 +66,8 @@ class Executable {
  private:
   SymbolBinding bind(const std::vector<Tensor>& inputs) const;
   Program& program_for(const SymbolBinding& b);
+  void check_params_set() const;
+  void check_not_queued(const char* what) const;
 
   std::shared_ptr<Backend> backend_;
   Graph graph_;
@@ -57,7 +80,19 @@ class Executable {
     std::unique_ptr<Program> program;
   };
   std::list<Entry> cache_;  // most recently used first
-  Program* last_ = nullptr;
+  Program* last_ = nullptr;      // the program of the most recent run
+  Program* fed_from_ = nullptr;  // the same, once that run was launched without error
+  // Queued runs, oldest first; a program that cannot queue ran at launch()
+  // and its outputs wait here.
+  struct Queued {
+    Program* program;
+    bool ran;
+    std::vector<Tensor> outputs;
+  };
+  std::deque<Queued> queued_;
+  SymbolBinding queued_binding_;
+  // The last run's outputs when its program cannot queue: feeds read them on the host.
+  std::vector<Tensor> host_last_outputs_;
 };
 
 }  // namespace rlx

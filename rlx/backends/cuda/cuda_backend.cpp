@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <sstream>
 
@@ -100,8 +101,10 @@ class CudaProgram final : public Program {
     // outputs live in one device block. One copy from pinned staging fills
     // the inputs each run (the staging's flag words stay zero, so the same
     // copy clears the flags); one copy back brings the flags and the outputs:
-    // two graph nodes instead of a copy per input, a memset, a flag read and a
-    // copy per output. (Outputs that are views or leaves keep a copy each.)
+    // two copies instead of one per input, a memset, a flag read and a copy
+    // per output. (Outputs that are views or leaves keep a copy each.) Both
+    // are launched around the graphs, not captured, so a run's staging can
+    // change (queued runs) and a fed input can skip the host's copy.
     std::vector<size_t> in_off(static_cast<size_t>(g.size()), 0);
     size_t in_bytes = 0;
     for (NodeId id : g.leaves(OpKind::Input)) {
@@ -159,10 +162,10 @@ class CudaProgram final : public Program {
     for (const auto& [_, id] : g.outputs()) {
       const size_t bytes = static_cast<size_t>(plan_.slots[static_cast<size_t>(id)].bytes);
       if (back_off[static_cast<size_t>(id)] != kNone) {
-        outputs_.push_back({id, back_off[static_cast<size_t>(id)], bytes});
+        outputs_.push_back({id, back_off[static_cast<size_t>(id)], bytes, io_back + back_off[static_cast<size_t>(id)]});
         continue;
       }
-      outputs_.push_back({id, back_bytes, bytes});
+      outputs_.push_back({id, back_bytes, bytes, ptrs[static_cast<size_t>(id)]});
       copied_alone.push_back(outputs_.back());
       back_bytes += (bytes + 63) / 64 * 64;
     }
@@ -195,15 +198,8 @@ class CudaProgram final : public Program {
       ctx.bind_flags(reinterpret_cast<int32_t*>(io_back));
       flag_slots_ = ctx.take_flag_slots();
     }
-    if (const size_t bytes = in_bytes + fbytes) {
-      void* dst = io_->data();
-      const void* src = in_stage_->data();
-      schedule_.thunks.insert(schedule_.thunks.begin(),
-                              Thunk{-1, fbytes ? "copy inputs host->device (and zeroed error flags)" : "copy inputs host->device",
-                                    [=](cudaStream_t s) {
-                                      RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-                                    }});
-    }
+    in_bytes_ = in_bytes;
+    in_copy_bytes_ = in_bytes + fbytes;
     if (const size_t n = ctx.counter_ints()) {
       counters_ = std::make_unique<DeviceBuffer>(dc.index, n * sizeof(int32_t), "grid counters");
       RLX_CUDA_CHECK(cudaMemset(counters_->data(), 0, n * sizeof(int32_t)));
@@ -242,11 +238,11 @@ class CudaProgram final : public Program {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     std::lock_guard lock(dc_.run_mu);
     DeviceGuard guard(dc_.index);
+    RLX_CHECK(pending_.empty(), "cuda: run: ", pending_.size(), " queued run(s) are not finished");
     const bool report = env_bool("RLX_DISPATCH_REPORT");
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
-    char* in_host = static_cast<char*>(in_stage_->data());
-    for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(in_host + inputs_[i].offset, inputs[i].raw(), inputs_[i].bytes);
+    stage_inputs(static_cast<char*>(in_stage_->data()), inputs, {});
     if (report && !run_events_[0]) {
       run_events_[0] = std::make_unique<Event>();
       run_events_[1] = std::make_unique<Event>();
@@ -255,6 +251,7 @@ class CudaProgram final : public Program {
     const std::shared_ptr<PinnedBuffer> back = take_back_block();
     back_target_ = static_cast<char*>(back->data());
     if (report) run_events_[0]->record(dc_.stream.get());
+    copy_inputs(static_cast<const char*>(in_stage_->data()), {}, dc_.stream.get());
     encoder_.run(schedule_, dc_.stream.get());
     encoder_.run_direct(back_copies_, dc_.stream.get());
     if (report) run_events_[1]->record(dc_.stream.get());
@@ -271,9 +268,7 @@ class CudaProgram final : public Program {
                                      std::shared_ptr<void>(back, back_target_ + io.offset)));
         continue;
       }
-      Tensor o = Tensor::empty(t.dtype, static_dims(t.shape));
-      std::memcpy(o.raw_mut(), back_target_ + io.offset, io.bytes);
-      outs.push_back(std::move(o));
+      outs.push_back(copy_output(io, back_target_));
     }
     if (report) {
       auto us = [](Clock::time_point a, Clock::time_point b) {
@@ -283,6 +278,66 @@ class CudaProgram final : public Program {
                  us(t3, Clock::now()), true};
     }
     return outs;
+  }
+
+  void launch(const std::vector<Tensor>& inputs, const std::vector<Feed>& feeds) override {
+    std::lock_guard lock(dc_.run_mu);
+    DeviceGuard guard(dc_.index);
+    RLX_CHECK(pending_.size() < kQueueDepth, "cuda: at most ", kQueueDepth,
+              " runs of a program can be queued; finish() one first");
+    const char* io_begin = static_cast<const char*>(io_->data());
+    for (const Feed& f : feeds) {
+      RLX_CHECK(f.input < inputs_.size() && f.output < outputs_.size(), "cuda: launch: feed ", f.input, " <- ",
+                f.output, " is out of range");
+      const IoSlot& in = inputs_[f.input];
+      const IoSlot& out = outputs_[f.output];
+      RLX_CHECK(in.bytes == out.bytes, "cuda: launch: ", graph_.describe(in.node), " (", in.bytes,
+                " bytes) cannot be fed from ", graph_.describe(out.node), " (", out.bytes, " bytes)");
+      const auto* o = static_cast<const char*>(out.dev);
+      if (o >= io_begin && o < io_begin + in_bytes_)
+        throw Unsupported(str("cuda: launch: ", graph_.describe(out.node),
+                              " is a graph input; a fed input takes a computed output"));
+    }
+    if (ring_.empty()) ring_.resize(kQueueDepth);
+    std::unique_ptr<QueueSlot>& slot = ring_[next_slot_];
+    if (!slot) {
+      slot = std::make_unique<QueueSlot>();
+      slot->in = std::make_unique<PinnedBuffer>(in_stage_->size());
+      std::memset(slot->in->data(), 0, slot->in->size());  // the flag words stay zero
+      slot->back = std::make_unique<PinnedBuffer>(back_stage_->size());
+    }
+    cudaStream_t s = dc_.stream.get();
+    stage_inputs(static_cast<char*>(slot->in->data()), inputs, feeds);
+    copy_inputs(static_cast<const char*>(slot->in->data()), feeds, s);
+    encoder_.run(schedule_, s);
+    back_target_ = static_cast<char*>(slot->back->data());
+    encoder_.run_direct(back_copies_, s);
+    slot->done.record(s);
+    pending_.push_back(next_slot_);
+    next_slot_ = (next_slot_ + 1) % kQueueDepth;
+  }
+
+  std::vector<Tensor> finish() override {
+    std::lock_guard lock(dc_.run_mu);
+    DeviceGuard guard(dc_.index);
+    RLX_CHECK(!pending_.empty(), "cuda: finish: no run is queued");
+    const QueueSlot& slot = *ring_[pending_.front()];
+    pending_.pop_front();
+    slot.done.synchronize();
+    const char* back = static_cast<const char*>(slot.back->data());
+    check_flags(back);
+    std::vector<Tensor> outs;
+    for (const auto& io : outputs_) outs.push_back(copy_output(io, back));
+    return outs;
+  }
+
+  ~CudaProgram() override {
+    if (pending_.empty()) return;
+    try {  // queued work still writes this program's buffers
+      dc_.stream.synchronize();
+    } catch (const std::exception& e) {
+      log_warn("cuda: a queued run failed while its program was destroyed: ", e.what());
+    }
   }
 
   std::string dispatch_report() const override {
@@ -299,6 +354,9 @@ class CudaProgram final : public Program {
          << phases_.wait_us << " us after launching, outputs copied out " << phases_.copy_out_us << " us\n";
     os << "  cost model: " << (dc_.cost.rates().calibrated ? "calibrated" : "heuristic (no calibration)")
        << "; per node: predicted vs measured (the node's thunks summed)\n";
+    if (in_copy_bytes_)
+      os << "  program -> copy inputs host->device" << (in_copy_bytes_ > in_bytes_ ? " (and zeroed error flags)" : "")
+         << " (launched before the graphs)\n";
     // Thunks are timed only on a run with RLX_DISPATCH_REPORT set; a node none
     // of whose thunks was timed says so instead of showing 0.
     std::vector<double> node_us(static_cast<size_t>(graph_.size()), 0.0);
@@ -332,7 +390,55 @@ class CudaProgram final : public Program {
   struct IoSlot {
     NodeId node;
     size_t offset, bytes;
+    const void* dev = nullptr;  // outputs: where the run leaves the value on the device
   };
+
+  // Queued runs: each has its own staging for the inputs and the copy back,
+  // so the host can stage the next run while the device runs this one.
+  static constexpr size_t kQueueDepth = 2;
+  struct QueueSlot {
+    std::unique_ptr<PinnedBuffer> in, back;
+    Event done{false};
+  };
+
+  static bool fed(const std::vector<Feed>& feeds, size_t input) {
+    for (const Feed& f : feeds)
+      if (f.input == input) return true;
+    return false;
+  }
+
+  void stage_inputs(char* host, const std::vector<Tensor>& inputs, const std::vector<Feed>& feeds) const {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs_[i].bytes && !fed(feeds, i)) std::memcpy(host + inputs_[i].offset, inputs[i].raw(), inputs_[i].bytes);
+  }
+
+  // Fills the device's input block (and zeroes the error flags) from the
+  // staging at `host`. A fed input first takes the previous run's output on
+  // the device, and the host's copy goes around it.
+  void copy_inputs(const char* host, const std::vector<Feed>& feeds, cudaStream_t s) const {
+    char* dev = static_cast<char*>(io_->data());
+    for (const Feed& f : feeds)
+      RLX_CUDA_CHECK(cudaMemcpyAsync(dev + inputs_[f.input].offset, outputs_[f.output].dev, inputs_[f.input].bytes,
+                                     cudaMemcpyDeviceToDevice, s));
+    size_t begin = 0;
+    auto copy_to = [&](size_t end) {
+      if (end > begin)
+        RLX_CUDA_CHECK(cudaMemcpyAsync(dev + begin, host + begin, end - begin, cudaMemcpyHostToDevice, s));
+    };
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (!fed(feeds, i)) continue;
+      copy_to(inputs_[i].offset);
+      begin = inputs_[i].offset + inputs_[i].bytes;
+    }
+    copy_to(in_copy_bytes_);
+  }
+
+  Tensor copy_output(const IoSlot& io, const char* back) const {
+    const TensorType& t = graph_.node(io.node).type;
+    Tensor o = Tensor::empty(t.dtype, static_dims(t.shape));
+    if (io.bytes) std::memcpy(o.raw_mut(), back + io.offset, io.bytes);
+    return o;
+  }
 
   // A pinned block for this run's copy back: one of up to kBackBlocks that
   // no tensor of an earlier run holds any more (its outputs are handed out
@@ -396,6 +502,10 @@ class CudaProgram final : public Program {
   std::vector<std::shared_ptr<PersistentSegment>> segments_;
   void* workspace_ptr_ = nullptr;
   std::unique_ptr<PinnedBuffer> in_stage_;                     // inputs (+ zero flags)
+  size_t in_bytes_ = 0, in_copy_bytes_ = 0;                    // the inputs; the same with the flags to zero
+  std::vector<std::unique_ptr<QueueSlot>> ring_;               // queued runs' staging, made on the first launch
+  std::deque<size_t> pending_;                                 // ring slots of the queued runs, oldest first
+  size_t next_slot_ = 0;
   std::shared_ptr<PinnedBuffer> back_stage_;                   // flags + outputs, copied out of
   std::vector<std::shared_ptr<PinnedBuffer>> back_blocks_;     // flags + outputs, handed out
   char* back_target_ = nullptr;                                // this run's block
@@ -429,6 +539,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Buffer> allocate(size_t bytes) override {
     return std::make_shared<DeviceBuffer>(dc_->index, bytes, "weights/state buffer");
   }
+  bool can_queue() const override { return true; }
   bool supports(const Graph& g, NodeId id, std::string* why) const override {
     if (g.node(id).is_leaf() || KernelRegistry::global().find(kCudaBackend, g, id)) return true;
     if (why) *why = str("no cuda kernel for ", op_name(g.node(id).op), " ", signature_to_string(KernelRegistry::signature(g, id)));

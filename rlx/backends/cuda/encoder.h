@@ -5,7 +5,8 @@
 // analogue). Every pointer a captured thunk uses is fixed for the program's
 // life and per-run values (inputs, positions, lengths) are read from device
 // memory, so replays never need re-capture; run_direct() launches the few
-// thunks whose pointers do change (the copy of outputs into host memory).
+// thunks whose pointers do change (the copy of outputs into host memory;
+// the program launches the copy of its inputs itself).
 // RLX_CUDA_GRAPHS=0 launches thunks directly; RLX_CUDA_SYNC_DEBUG=1 also synchronizes after each thunk so an
 // asynchronous fault is reported with the thunk that caused it. On Hopper and
 // newer, edges into rlx kernels inside the captured graphs are programmatic

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "rlx/core/env.h"
 #include "rlx/core/log.h"
 #include "rlx/models/llm/model.h"
 
@@ -88,12 +89,39 @@ std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt, int
   int32_t token = forward(prompt, 0).token;
   stats_.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
+  // Decode step k (k >= 1) reads token k-1 at position P+k-1 and samples token k.
+  // Run ahead: step k+1 is launched before token k is read back, its input
+  // fed on the device from step k's output, so the device goes from step to
+  // step without waiting for the host. A stop (on_token false) then leaves
+  // at most two launched steps whose tokens nobody reads.
+  const bool ahead = exe_->can_queue() && env_bool("RLX_DECODE_RUN_AHEAD");
+  const auto& outputs = exe_->graph().outputs();
+  const size_t token_output = outputs.size() - 1;  // "token" is the last output
+  RLX_CHECK(outputs.back().first == "token", "generate: the graph's last output is '", outputs.back().first,
+            "', not 'token'");
+  int64_t launched = 0;  // the last step launched (step 0 is the prefill)
+  auto launch_step = [&] {
+    const int64_t k = ++launched;
+    const bool from_host = k == 1;
+    Tensor fed_token = Tensor::from(std::vector<int32_t>{from_host ? token : 0}, {1, 1});
+    auto one = [](int64_t v) { return Tensor::from(std::vector<int32_t>{static_cast<int32_t>(v)}, {1}); };
+    std::vector<Feed> feeds;
+    if (!from_host) feeds.push_back({0, token_output});  // tokens <- token
+    exe_->launch({fed_token, one(P + k - 1), one(P + k - 1), one(P + k), one(k)}, feeds);
+  };
+  struct DropQueued {  // an error or a stop leaves no run queued
+    Executable& exe;
+    ~DropQueued() { exe.discard_queued(); }
+  } drop{*exe_};
   for (int64_t i = 0;; ++i) {
+    // token i is known here
+    if (ahead)
+      while (launched < n - 1 && launched < i + 2) launch_step();
     out.push_back(token);
     stats_.generated_tokens = static_cast<int64_t>(out.size());
     if (on_token && !on_token(token)) break;
     if (i + 1 == n) break;
-    token = forward({token}, P + i, i + 1).token;
+    token = ahead ? exe_->finish().back().data<int32_t>()[0] : forward({token}, P + i, i + 1).token;
   }
   stats_.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return out;
