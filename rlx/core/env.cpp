@@ -49,6 +49,9 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_DECODE_ATTN_WIDE", EnvType::Bool, "1",
        "Decode attention at head dim 256 (Gemma 3): 8 warps per CTA and 128-key tiles, so up to 128 cached keys need "
        "no merge across splits; 0: 4 warps and 64-key tiles."},
+      {"RLX_CUDA_DECODE_ATTN_TILES", EnvType::Int, "1",
+       "Decode attention with 8 warps (RLX_CUDA_DECODE_ATTN_WIDE): 128-key tiles one CTA walks, one after another, "
+       "before the keys are split across CTAs (whose merge costs ~2 us); 1..8."},
       {"RLX_CUDA_PERSISTENT", EnvType::Bool, "0",
        "CUDA decode programs (sm_90+): run each stretch of one-row ops (quantized GEMVs, norms, rope + KV-cache writes, decode attention) as one persistent kernel, one CTA per SM with grid barriers between dependent ops, instead of a kernel per op. Opt-in: correct, but on the H200 it measured slower than the per-op kernels so far (docs/performance.md)."},
       {"RLX_CUDA_PERSISTENT_PROFILE", EnvType::Bool, "0",

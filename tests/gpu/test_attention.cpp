@@ -588,15 +588,19 @@ TEST(AttentionGpu, DecodeStableRowsReadEarly) {
 // 4 and 8, with and without rows read before pdl_wait.
 TEST(AttentionGpu, DecodeHeadDim256NarrowAndWideTiles) {
   SKIP_WITHOUT_GPU();
-  const std::vector<std::vector<int>> lengths = {{1, 16}, {17, 64}, {65, 127}, {128, 129}, {200, 1000}};
-  for (const char* wide : {"1", "0"}) {
+  const std::vector<std::vector<int>> lengths = {{1, 16},    {17, 64},   {65, 127},  {128, 129},
+                                                 {255, 257}, {383, 385}, {200, 1000}};
+  // {RLX_CUDA_DECODE_ATTN_WIDE, RLX_CUDA_DECODE_ATTN_TILES}: one to three 128-key tiles per split.
+  const std::vector<std::pair<const char*, const char*>> forms = {{"1", "1"}, {"1", "2"}, {"1", "3"}, {"0", "1"}};
+  for (const auto& [wide, tiles] : forms) {
     rlx::test::ScopedEnv knob("RLX_CUDA_DECODE_ATTN_WIDE", wide);
+    rlx::test::ScopedEnv knob_tiles("RLX_CUDA_DECODE_ATTN_TILES", tiles);
     for (DType dt : {DType::F16, DType::BF16})
       for (int group : {4, 8})
         for (const std::vector<int>& lens : lengths)
           for (Mask m : {Mask::None, Mask::Window}) {
-            SCOPED_TRACE(std::string("RLX_CUDA_DECODE_ATTN_WIDE=") + wide + " kv_len " + std::to_string(lens[0]) +
-                         "," + std::to_string(lens[1]));
+            SCOPED_TRACE(std::string("RLX_CUDA_DECODE_ATTN_WIDE=") + wide + " TILES=" + tiles + " kv_len " +
+                         std::to_string(lens[0]) + "," + std::to_string(lens[1]));
             Case c;
             c.dt = dt;
             c.B = 2;

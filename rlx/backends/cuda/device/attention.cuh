@@ -62,6 +62,7 @@ struct AttnArgs {
   int* ws_count;  // zero before the launch (memset, or counters_zeroed); the merging CTA re-zeroes its own
   bool counters_zeroed;
   int splits;
+  int split_min_keys;  // decode: fewest keys that make another split work (set by the launcher)
 };
 
 // Valid key count of batch b, clamped to [0, Lk].

@@ -62,7 +62,6 @@ struct Decode {
   static constexpr int kWarps = W;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int BN = 16 * kWarps;  // keys per tile, 16 per warp
-  static constexpr int kMinKeys = W == 4 ? kMinKeysPerSplit : BN;
   static constexpr int kStride = D + 8;
   static constexpr int kStages = W > 4 ? 1 : D == 256 ? 2 : 3;
   static constexpr bool kQInRegs = D <= 128;
@@ -74,6 +73,18 @@ struct Decode {
   // The cross-split merge keeps 16 rows × splits × 3 floats where the tiles were.
   static_assert(16 * kMaxSplits * 3 * 4 <= kStages * kTileBytes, "split merge scratch exceeds the tile stages");
 };
+
+// Keys one split takes before the decode kernel splits them further: a
+// 64-key tile with 4 warps; with 8 warps RLX_CUDA_DECODE_ATTN_TILES 128-key
+// tiles, which its CTA walks one after another (one stage) instead of paying
+// the cross-split merge.
+int decode_min_keys(int D) {
+  if (decode_warps(D) != 8) return kMinKeysPerSplit;
+  const int64_t tiles = env_int("RLX_CUDA_DECODE_ATTN_TILES");
+  RLX_CHECK_AS(InvalidArgument, tiles >= 1 && tiles <= 8, "RLX_CUDA_DECODE_ATTN_TILES=", tiles,
+               " must be 1..8");
+  return static_cast<int>(tiles) * Decode<__half, 256, 8>::BN;
+}
 
 template <typename T>
 __device__ __forceinline__ void store4(T* p, float4 v) {
@@ -155,7 +166,7 @@ __global__ void __launch_bounds__(32 * W) attn_decode_kernel(const AttnArgs a) {
   const int2 last = attn_key_range(a, r_last / G + qoff, kvlen);
   const int n_lo = first.x, n_hi = last.y;
   const int total = max(0, n_hi - n_lo);
-  const int active = min(a.splits, max(1, (total + P::kMinKeys - 1) / P::kMinKeys));
+  const int active = min(a.splits, max(1, (total + a.split_min_keys - 1) / a.split_min_keys));
   if (split >= active) return;
   const int chunk = ((total + active - 1) / active + BN - 1) / BN * BN;
   const int s_lo = n_lo + split * chunk;
@@ -487,7 +498,9 @@ void launch_decode_t(const AttnArgs& a, cudaStream_t stream) {
     const int64_t groups = static_cast<int64_t>(a.B) * a.Hkv * RG;
     RLX_CUDA_CHECK(cudaMemsetAsync(a.ws_count, 0, static_cast<size_t>(groups) * sizeof(int), stream));
   }
-  kernel<<<static_cast<unsigned>(blocks), P::kThreads, P::kSmemBytes, stream>>>(a);
+  AttnArgs args = a;
+  args.split_min_keys = decode_min_keys(D);
+  kernel<<<static_cast<unsigned>(blocks), P::kThreads, P::kSmemBytes, stream>>>(args);
   RLX_CUDA_CHECK_LAUNCH("attention (decode)");
 }
 
@@ -535,7 +548,7 @@ int attention_decode_splits(DType dtype, const dev::AttnArgs& a) {
   const int per_sm = std::clamp(smem_sm / (smem + 1024), 1, 4);
   const int64_t target = static_cast<int64_t>(sms) * per_sm;
   const int64_t base = static_cast<int64_t>(a.B) * a.Hkv * ((a.group * a.Lq + 15) / 16);
-  const int min_keys = decode_warps(a.D) == 8 ? Decode<__half, 256, 8>::kMinKeys : kMinKeysPerSplit;
+  const int min_keys = decode_min_keys(a.D);
   const int max_splits = std::clamp(a.Lk / min_keys, 1, kMaxSplits);
   if (base >= target || max_splits == 1) return 1;
   // Fewest splits with the best wave efficiency (CTAs / (waves · target)).
