@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "rlx/backends/cuda/calibration.h"
+#include "rlx/backends/cuda/kernels/io_stage.h"
 #include "rlx/backends/cuda/kernels/splat.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/memory.h"
@@ -76,6 +77,7 @@ class CudaProgram final : public Program {
   CudaProgram(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers, DeviceContext& dc)
       : graph_(g), dc_(dc), plan_(plan_cuda_memory(g, dc.index)),
         encoder_(opts.cuda_graphs, [this](NodeId id) { return graph_.describe(id); }) {
+    use_graphs_ = opts.cuda_graphs;
     DeviceGuard guard(dc.index);
     if (verbose()) std::cerr << plan_.to_string(graph_);
     arena_ = std::make_unique<DeviceBuffer>(dc.index, static_cast<size_t>(plan_.arena_bytes), "activation arena");
@@ -102,9 +104,8 @@ class CudaProgram final : public Program {
     // the inputs each run (the staging's flag words stay zero, so the same
     // copy clears the flags); one copy back brings the flags and the outputs:
     // two copies instead of one per input, a memset, a flag read and a copy
-    // per output. (Outputs that are views or leaves keep a copy each.) Both
-    // are launched around the graphs, not captured, so a run's staging can
-    // change (queued runs) and a fed input can skip the host's copy.
+    // per output. (Outputs that are views or leaves keep a copy each.) Queued
+    // runs (launch) copy by kernels in their own graphs instead (io_stage.h).
     std::vector<size_t> in_off(static_cast<size_t>(g.size()), 0);
     size_t in_bytes = 0;
     for (NodeId id : g.leaves(OpKind::Input)) {
@@ -200,6 +201,16 @@ class CudaProgram final : public Program {
     }
     in_bytes_ = in_bytes;
     in_copy_bytes_ = in_bytes + fbytes;
+    if (const size_t bytes = in_copy_bytes_) {
+      void* dst = io_->data();
+      const void* src = in_stage_->data();
+      schedule_.thunks.insert(schedule_.thunks.begin(),
+                              Thunk{-1, fbytes ? "copy inputs host->device (and zeroed error flags)" : "copy inputs host->device",
+                                    [=](cudaStream_t s) {
+                                      RLX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+                                    }});
+      body_begin_ = 1;
+    }
     if (const size_t n = ctx.counter_ints()) {
       counters_ = std::make_unique<DeviceBuffer>(dc.index, n * sizeof(int32_t), "grid counters");
       RLX_CUDA_CHECK(cudaMemset(counters_->data(), 0, n * sizeof(int32_t)));
@@ -220,6 +231,7 @@ class CudaProgram final : public Program {
       back_copies_.add(Thunk{node, what, [=](cudaStream_t s) {
                                RLX_CUDA_CHECK(cudaMemcpyAsync(*target + offset, src, bytes, cudaMemcpyDeviceToHost, s));
                              }});
+      out_copies_.push_back({src, offset, bytes});
     };
     const size_t from = fbytes ? 0 : flag_bytes;  // the flag words only when there are flags
     if (copied_back > from)
@@ -251,7 +263,6 @@ class CudaProgram final : public Program {
     const std::shared_ptr<PinnedBuffer> back = take_back_block();
     back_target_ = static_cast<char*>(back->data());
     if (report) run_events_[0]->record(dc_.stream.get());
-    copy_inputs(static_cast<const char*>(in_stage_->data()), {}, dc_.stream.get());
     encoder_.run(schedule_, dc_.stream.get());
     encoder_.run_direct(back_copies_, dc_.stream.get());
     if (report) run_events_[1]->record(dc_.stream.get());
@@ -298,21 +309,18 @@ class CudaProgram final : public Program {
         throw Unsupported(str("cuda: launch: ", graph_.describe(out.node),
                               " is a graph input; a fed input takes a computed output"));
     }
-    if (ring_.empty()) ring_.resize(kQueueDepth);
-    std::unique_ptr<QueueSlot>& slot = ring_[next_slot_];
-    if (!slot) {
-      slot = std::make_unique<QueueSlot>();
-      slot->in = std::make_unique<PinnedBuffer>(in_stage_->size());
-      std::memset(slot->in->data(), 0, slot->in->size());  // the flag words stay zero
-      slot->back = std::make_unique<PinnedBuffer>(back_stage_->size());
-    }
+    RLX_CHECK(feeds.size() <= static_cast<size_t>(kMaxIoFeeds), "cuda: launch: ", feeds.size(),
+              " fed inputs, at most ", kMaxIoFeeds);
+    QueueSlot& slot = queue_slot(next_slot_);
+    auto* header = static_cast<IoStageHeader*>(slot.in->data());
+    header->feeds = static_cast<uint32_t>(feeds.size());
+    for (size_t i = 0; i < feeds.size(); ++i)
+      header->feed[i] = {outputs_[feeds[i].output].dev, static_cast<uint32_t>(inputs_[feeds[i].input].offset),
+                         static_cast<uint32_t>(inputs_[feeds[i].input].bytes)};
+    stage_inputs(static_cast<char*>(slot.in->data()) + kIoStageHeaderBytes, inputs, feeds);
     cudaStream_t s = dc_.stream.get();
-    stage_inputs(static_cast<char*>(slot->in->data()), inputs, feeds);
-    copy_inputs(static_cast<const char*>(slot->in->data()), feeds, s);
-    encoder_.run(schedule_, s);
-    back_target_ = static_cast<char*>(slot->back->data());
-    encoder_.run_direct(back_copies_, s);
-    slot->done.record(s);
+    slot.encoder->run(slot.schedule, s);
+    slot.done.record(s);
     pending_.push_back(next_slot_);
     next_slot_ = (next_slot_ + 1) % kQueueDepth;
   }
@@ -354,9 +362,6 @@ class CudaProgram final : public Program {
          << phases_.wait_us << " us after launching, outputs copied out " << phases_.copy_out_us << " us\n";
     os << "  cost model: " << (dc_.cost.rates().calibrated ? "calibrated" : "heuristic (no calibration)")
        << "; per node: predicted vs measured (the node's thunks summed)\n";
-    if (in_copy_bytes_)
-      os << "  program -> copy inputs host->device" << (in_copy_bytes_ > in_bytes_ ? " (and zeroed error flags)" : "")
-         << " (launched before the graphs)\n";
     // Thunks are timed only on a run with RLX_DISPATCH_REPORT set; a node none
     // of whose thunks was timed says so instead of showing 0.
     std::vector<double> node_us(static_cast<size_t>(graph_.size()), 0.0);
@@ -397,7 +402,9 @@ class CudaProgram final : public Program {
   // so the host can stage the next run while the device runs this one.
   static constexpr size_t kQueueDepth = 2;
   struct QueueSlot {
-    std::unique_ptr<PinnedBuffer> in, back;
+    std::unique_ptr<PinnedBuffer> in, back;  // header + inputs; flags + outputs
+    ThunkSchedule schedule;                  // in-copy, the program's thunks, out-copy
+    std::unique_ptr<Encoder> encoder;        // its graphs
     Event done{false};
   };
 
@@ -412,25 +419,45 @@ class CudaProgram final : public Program {
       if (inputs_[i].bytes && !fed(feeds, i)) std::memcpy(host + inputs_[i].offset, inputs[i].raw(), inputs_[i].bytes);
   }
 
-  // Fills the device's input block (and zeroes the error flags) from the
-  // staging at `host`. A fed input first takes the previous run's output on
-  // the device, and the host's copy goes around it.
-  void copy_inputs(const char* host, const std::vector<Feed>& feeds, cudaStream_t s) const {
-    char* dev = static_cast<char*>(io_->data());
-    for (const Feed& f : feeds)
-      RLX_CUDA_CHECK(cudaMemcpyAsync(dev + inputs_[f.input].offset, outputs_[f.output].dev, inputs_[f.input].bytes,
-                                     cudaMemcpyDeviceToDevice, s));
-    size_t begin = 0;
-    auto copy_to = [&](size_t end) {
-      if (end > begin)
-        RLX_CUDA_CHECK(cudaMemcpyAsync(dev + begin, host + begin, end - begin, cudaMemcpyHostToDevice, s));
-    };
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      if (!fed(feeds, i)) continue;
-      copy_to(inputs_[i].offset);
-      begin = inputs_[i].offset + inputs_[i].bytes;
+  // Ring slot i, made on first use: its pinned staging and its own graphs,
+  // which copy the inputs in (feeds included) and the flags and outputs out
+  // by kernels around the program's kernels: one graph per run.
+  QueueSlot& queue_slot(size_t i) {
+    if (ring_.empty()) ring_.resize(kQueueDepth);
+    std::unique_ptr<QueueSlot>& slot = ring_[i];
+    if (slot) return *slot;
+    if (!out_copies_dev_ && !out_copies_.empty()) {
+      out_copies_dev_ = std::make_unique<DeviceBuffer>(dc_.index, out_copies_.size() * sizeof(IoOutCopy),
+                                                       "queued runs' output copies");
+      out_copies_dev_->upload(out_copies_.data(), out_copies_.size() * sizeof(IoOutCopy));
     }
-    copy_to(in_copy_bytes_);
+    auto q = std::make_unique<QueueSlot>();
+    const size_t in_vec_bytes = (in_copy_bytes_ + 15) / 16 * 16;  // within the flag words' 256-byte block
+    q->in = std::make_unique<PinnedBuffer>(kIoStageHeaderBytes + in_stage_->size());
+    std::memset(q->in->data(), 0, q->in->size());  // the flag words stay zero
+    q->back = std::make_unique<PinnedBuffer>(back_stage_->size());
+    q->encoder = std::make_unique<Encoder>(use_graphs_, [this](NodeId id) { return graph_.describe(id); });
+    const void* stage = q->in->data();
+    void* dst = io_->data();
+    if (in_vec_bytes)
+      q->schedule.add(Thunk{-1, "copy inputs in (kernel; fed inputs from the last run's outputs)",
+                            [=](cudaStream_t st) { launch_io_stage_in(stage, dst, in_vec_bytes, st); }});
+    const size_t shift = q->schedule.thunks.size();
+    for (size_t t = body_begin_; t < schedule_.thunks.size(); ++t) q->schedule.add(schedule_.thunks[t]);
+    for (size_t end : schedule_.segment_ends) q->schedule.segment_ends.push_back(end - body_begin_ + shift);
+    if (!out_copies_.empty()) {
+      const auto* copies = static_cast<const IoOutCopy*>(out_copies_dev_->data());
+      const int n = static_cast<int>(out_copies_.size());
+      size_t max_bytes = 0;
+      for (const IoOutCopy& c : out_copies_) max_bytes = std::max<size_t>(max_bytes, c.bytes);
+      void* host = q->back->data();
+      q->schedule.add(Thunk{-1, "copy flags and outputs out (kernel)",
+                            [=](cudaStream_t st) { launch_io_stage_out(copies, n, max_bytes, host, st); }});
+      if (!q->schedule.segment_ends.empty()) q->schedule.segment_ends.back() = q->schedule.thunks.size();
+      else q->schedule.end_segment();
+    }
+    slot = std::move(q);
+    return *slot;
   }
 
   Tensor copy_output(const IoSlot& io, const char* back) const {
@@ -503,6 +530,10 @@ class CudaProgram final : public Program {
   void* workspace_ptr_ = nullptr;
   std::unique_ptr<PinnedBuffer> in_stage_;                     // inputs (+ zero flags)
   size_t in_bytes_ = 0, in_copy_bytes_ = 0;                    // the inputs; the same with the flags to zero
+  size_t body_begin_ = 0;                                      // schedule_'s first thunk after the input copy
+  std::vector<IoOutCopy> out_copies_;                          // back_copies_ as kernel copies (queued runs)
+  std::unique_ptr<DeviceBuffer> out_copies_dev_;
+  bool use_graphs_ = true;
   std::vector<std::unique_ptr<QueueSlot>> ring_;               // queued runs' staging, made on the first launch
   std::deque<size_t> pending_;                                 // ring slots of the queued runs, oldest first
   size_t next_slot_ = 0;

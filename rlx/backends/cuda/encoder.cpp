@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "rlx/backends/cuda/kernels/io_stage.h"
 #include "rlx/core/env.h"
 #include "rlx/core/log.h"
 
@@ -74,6 +75,13 @@ bool is_rlx_kernel(cudaGraphNode_t node) {
   return n.find("3rlx4cuda") != std::string_view::npos || n.find("rlx::cuda::") != std::string_view::npos;
 }
 
+// A queued run's input copy (kernels/io_stage.h): the kernels after it may
+// read program inputs before their griddepcontrol.wait, so its edges stay full.
+bool is_io_stage_in(cudaGraphNode_t node) {
+  const char* name = kernel_node_name(node);
+  return name && std::string_view(name).find(kIoStageInKernelName) != std::string_view::npos;
+}
+
 // Programmatic dependent launch: every kernel → rlx-kernel edge of `graph`
 // becomes programmatic, so the dependent kernel is launched while the one
 // before it still runs and waits on the device (griddepcontrol.wait) instead
@@ -87,7 +95,7 @@ int make_kernel_edges_programmatic(cudaGraph_t graph) {
   std::unordered_map<cudaGraphNode_t, bool> ours;
   int changed = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (data[i].type != cudaGraphDependencyTypeDefault || !is_kernel(from[i])) continue;
+    if (data[i].type != cudaGraphDependencyTypeDefault || !is_kernel(from[i]) || is_io_stage_in(from[i])) continue;
     auto it = ours.find(to[i]);
     if (it == ours.end()) it = ours.emplace(to[i], is_rlx_kernel(to[i])).first;
     if (!it->second) continue;
