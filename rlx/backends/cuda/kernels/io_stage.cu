@@ -17,15 +17,17 @@ __global__ void __launch_bounds__(kThreads) io_stage_in_kernel(const uint8_t* st
   __shared__ IoStageHeader h;
   constexpr int kHeaderVecs = static_cast<int>(sizeof(IoStageHeader) / 16);
   static_assert(sizeof(IoStageHeader) % 16 == 0, "header in 16-byte loads");
+  const auto* src = reinterpret_cast<const int4*>(stage + kIoStageHeaderBytes);
+  const size_t vecs = bytes / 16, first = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x;
+  // Host memory, fetched again each run (never from a cache). A thread's
+  // first 16 bytes are requested with the header: one PCIe round trip, not two.
+  int4 v0 = first < vecs ? __ldcv(src + first) : int4{};
   if (threadIdx.x < kHeaderVecs)
     reinterpret_cast<int4*>(&h)[threadIdx.x] = __ldcv(reinterpret_cast<const int4*>(stage) + threadIdx.x);
   __syncthreads();
-  const auto* src = reinterpret_cast<const int4*>(stage + kIoStageHeaderBytes);
-  const size_t vecs = bytes / 16;
   const int feeds = static_cast<int>(min(h.feeds, static_cast<uint32_t>(kMaxIoFeeds)));
-  for (size_t c = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; c < vecs;
-       c += static_cast<size_t>(gridDim.x) * kThreads) {
-    int4 v = __ldcv(src + c);  // host memory: fetched again each run, never from a cache
+  for (size_t c = first; c < vecs; c += static_cast<size_t>(gridDim.x) * kThreads) {
+    int4 v = c == first ? v0 : __ldcv(src + c);
     const size_t lo = c * 16;
     bool fed = false;
     for (int f = 0; f < feeds; ++f) fed |= h.feed[f].dst < lo + 16 && h.feed[f].dst + h.feed[f].bytes > lo;
