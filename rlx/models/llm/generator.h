@@ -1,6 +1,8 @@
 // Text generation with a GGUF LLM: loads the model once (weights stay in their
 // GGUF dtype), then prefill (one run over the prompt) and decode (one run per
-// token, reading back the sampled id: 4 bytes).
+// token, reading back the sampled id: 4 bytes). On CUDA the decode runs one
+// step ahead of the host, each step's token fed to the next on the device
+// (Executable::launch; RLX_DECODE_RUN_AHEAD).
 //
 //   rlx::llm::Generator gen("gemma-3-270m-q4_k_m.gguf", {.device = "auto"});
 //   gen.generate(prompt_ids, 64, {.temperature = 0}, [](int32_t id) { ...; return true; });
