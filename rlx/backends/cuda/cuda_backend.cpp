@@ -77,7 +77,6 @@ class CudaProgram final : public Program {
   CudaProgram(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers, DeviceContext& dc)
       : graph_(g), dc_(dc), plan_(plan_cuda_memory(g, dc.index)),
         encoder_(opts.cuda_graphs, [this](NodeId id) { return graph_.describe(id); }) {
-    use_graphs_ = opts.cuda_graphs;
     DeviceGuard guard(dc.index);
     if (verbose()) std::cerr << plan_.to_string(graph_);
     arena_ = std::make_unique<DeviceBuffer>(dc.index, static_cast<size_t>(plan_.arena_bytes), "activation arena");
@@ -436,7 +435,7 @@ class CudaProgram final : public Program {
     q->in = std::make_unique<PinnedBuffer>(kIoStageHeaderBytes + in_stage_->size());
     std::memset(q->in->data(), 0, q->in->size());  // the flag words stay zero
     q->back = std::make_unique<PinnedBuffer>(back_stage_->size());
-    q->encoder = std::make_unique<Encoder>(use_graphs_, [this](NodeId id) { return graph_.describe(id); });
+    q->encoder = std::make_unique<Encoder>(encoder_.uses_graphs(), [this](NodeId id) { return graph_.describe(id); });
     const void* stage = q->in->data();
     void* dst = io_->data();
     if (in_vec_bytes)
@@ -533,7 +532,6 @@ class CudaProgram final : public Program {
   size_t body_begin_ = 0;                                      // schedule_'s first thunk after the input copy
   std::vector<IoOutCopy> out_copies_;                          // back_copies_ as kernel copies (queued runs)
   std::unique_ptr<DeviceBuffer> out_copies_dev_;
-  bool use_graphs_ = true;
   std::vector<std::unique_ptr<QueueSlot>> ring_;               // queued runs' staging, made on the first launch
   std::deque<size_t> pending_;                                 // ring slots of the queued runs, oldest first
   size_t next_slot_ = 0;
