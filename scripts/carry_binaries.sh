@@ -32,5 +32,7 @@ for bin in "$@"; do
   done
 done
 mkdir -p "$(dirname "$ARCHIVE")"
-tar cJf "$ARCHIVE" -C "$stage" .
+# xz -9: a 64 MiB dictionary spans a whole binary, so the next one (the same device code, mostly)
+# costs little: five test and bench binaries pack into ~21 MB instead of ~14 MB each.
+XZ_OPT=-9 tar cJf "$ARCHIVE" -C "$stage" .
 echo "carry_binaries: $ARCHIVE $(du -h "$ARCHIVE" | cut -f1) ($(ls "$stage" | grep -v '^lib$' | tr '\n' ' ')+ $(ls "$stage/lib" | wc -l) libraries)"
