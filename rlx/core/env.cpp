@@ -60,6 +60,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: one launch for a decode layer's Q rope and its K (rope) and V cache writes."},
       {"RLX_CUDA_FUSE_EMBED_NORM", EnvType::Bool, "1",
        "CUDA lowering: one launch for an embedding layer's gathers (up to 4 tables), their sum and its LayerNorm."},
+      {"RLX_CUDA_FUSE_GATHER_SCALE", EnvType::Bool, "1",
+       "CUDA lowering: a quantized embedding lookup, the cast of its rows to f16/bf16 and their multiplication by "
+       "a one-element constant (Gemma's sqrt(hidden)) as one launch."},
       {"RLX_CUDA_FUSE_GEMM_LN", EnvType::Bool, "1",
        "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512, at least "
        "RLX_CUDA_GEMM_LN_MIN_ROWS rows) and the residual LayerNorm that is its only reader as one sm90 kernel "

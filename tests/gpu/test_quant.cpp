@@ -1100,6 +1100,82 @@ TEST(CudaQuantGather, RowsEqualCpuDequantizedRows) {
   }
 }
 
+// The Cast to f16/bf16 and the Mul by a one-element constant after an
+// embedding lookup (Gemma's √hidden) fold into the gather's launch
+// (RLX_CUDA_FUSE_GATHER_SCALE): the same bits as the three launches, the
+// CPU's values, and the dispatch report names what was folded. The rows then
+// feed an RMS norm, as the first layer's does; a second case also outputs
+// the cast, so only the cast folds.
+TEST(CudaQuantGather, CastAndScaleFoldIntoTheGather) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(11);
+  const int64_t V = 40, D = 256;
+  const std::vector<int64_t> picks = {39, 0, 7, 7, 12};
+  Tensor idx = Tensor::empty(DType::I32, {5});
+  for (int i = 0; i < 5; ++i) idx.data<int32_t>()[i] = static_cast<int32_t>(picks[static_cast<size_t>(i)]);
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::IQ4_XS}) {
+    const std::vector<uint8_t> tb = random_data(t, V * D, rng);
+    const Tensor table = Tensor::from_bytes(t, {V, D}, tb.data(), tb.size());
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      for (int variant = 0; variant < 3; ++variant) {  // 0: scaled; 1: not scaled; 2: scaled, the cast also an output
+        if (variant == 2 && dt == DType::F32) continue;  // no cast to output
+        SCOPED_TRACE(str(dtype_name(t), " -> ", dtype_name(dt), " variant ", variant));
+        Graph g;
+        Value x = gather(param(g, "table", t, {V, D}), input(g, "ids", DType::I32, {5}));
+        if (dt != DType::F32) x = cast(x, dt);
+        if (variant == 2) output("cast", x);
+        Value y = variant == 1 ? x : x * scalar(g, 25.3f, dt);
+        Tensor gamma = Tensor::empty(DType::F32, {D});
+        for (int64_t i = 0; i < D; ++i) gamma.data<float>()[i] = 0.5f + static_cast<float>(i % 7) * 0.125f;
+        output("y", y);
+        output("n", rms_norm(y, constant(g, gamma.to(dt), "gamma"), 1e-6f));
+        auto run = [&](const char* device, const char* fuse, std::string* report) {
+          test::ScopedEnv knob("RLX_CUDA_FUSE_GATHER_SCALE", fuse);
+          Session s(device);
+          auto exe = s.compile(g);
+          exe->set_param("table", table);
+          std::vector<Tensor> out = exe->run({idx});
+          if (report) *report = exe->dispatch_report();
+          return out;
+        };
+        std::string report;
+        const std::vector<Tensor> fused = run("cuda", "1", &report);
+        const std::vector<Tensor> apart = run("cuda", "0", nullptr);
+        const std::vector<Tensor> cpu = run("cpu", "1", nullptr);
+        // The gather's line of the report says what it folded.
+        const size_t at = report.find("rows (dequantized)");
+        ASSERT_NE(at, std::string::npos) << report;
+        const std::string line = report.substr(at, report.find('\n', at) - at);
+        EXPECT_EQ(line.find(" scale") != std::string::npos, variant != 1) << line;
+        EXPECT_EQ(line.find(" cast") != std::string::npos, dt != DType::F32) << line;
+        ASSERT_EQ(fused.size(), apart.size());
+        for (size_t o = 0; o < fused.size(); ++o) {
+          ASSERT_EQ(fused[o].dtype(), apart[o].dtype());
+          ASSERT_EQ(fused[o].nbytes(), apart[o].nbytes());
+          EXPECT_EQ(std::memcmp(fused[o].raw(), apart[o].raw(), fused[o].nbytes()), 0) << "output " << o;
+          const Tensor got = fused[o].to(DType::F32), want = cpu[o].to(DType::F32);
+          const double tol = dt == DType::F32 ? 1e-5 : dt == DType::F16 ? 2e-3 : 1.6e-2;
+          for (int64_t i = 0; i < want.numel(); ++i) {
+            const float w = want.data<float>()[i];
+            ASSERT_NEAR(got.data<float>()[i], w, tol * (1.0 + std::fabs(w))) << "output " << o << " element " << i;
+          }
+        }
+        if (variant == 0 && t == DType::Q4_K) {
+          test::ScopedEnv knob("RLX_CUDA_FUSE_GATHER_SCALE", "1");
+          Session s("cuda");
+          auto exe = s.compile(g);
+          exe->set_param("table", table);
+          Tensor bad = Tensor::empty(DType::I32, {5});
+          std::memcpy(bad.data<int32_t>(), idx.data<int32_t>(), 5 * sizeof(int32_t));
+          bad.data<int32_t>()[2] = static_cast<int32_t>(V);
+          EXPECT_NE(test::error_of([&] { exe->run({bad}); }).find("Gather"), std::string::npos)
+              << "an index outside [0, V) must be reported, naming the gather";
+        }
+      }
+    }
+  }
+}
+
 // ---- the real Gemma 3 270M Q4_K_M file ----------------------------------------------
 
 TEST(CudaQuantGemma, EveryTensorDequantizesLikeTheCpu) {

@@ -48,8 +48,8 @@ struct DeviceContext {
 // The backend-agnostic plan, plus the Narrows attention reads in place and
 // the residual LayerNorms fused into the projection before them
 // (gemm_ln_fuses: their output is written into the projection's block) as
-// views, and the inputs of a fused pooling tail kept live until its last node
-// (pool_norm_reads). Where persistent segments may form, a program whose intermediates add up
+// views, and the inputs of a fused pooling tail (pool_norm_reads) or
+// embedding lookup (gather_scale_reads) kept live until its last node. Where persistent segments may form, a program whose intermediates add up
 // to at most kNoReuseBytes (a decode step: rows of one token) gives every
 // tensor its own block: the persistent kernel runs the ops of several nodes
 // between two grid barriers, and a block reused within that stretch would
@@ -66,7 +66,11 @@ MemoryPlan plan_cuda_memory(const Graph& g, int device) {
     if (n.op != OpKind::Narrow) return 0;  // a fused norm: the whole block
     return n.attr<NarrowAttrs>().start * dtype_size(n.type.dtype);
   };
-  extra.also_reads = [&](NodeId id) { return pool_norm_reads(g, users, id); };
+  extra.also_reads = [&](NodeId id) {
+    std::vector<NodeId> reads = pool_norm_reads(g, users, id);
+    for (NodeId r : gather_scale_reads(g, users, id)) reads.push_back(r);
+    return reads;
+  };
   MemoryPlan plan = plan_memory(g, 256, extra);
   if (persistent_enabled() && plan.unplanned_bytes <= kNoReuseBytes) plan = plan_memory(g, 256, extra, false);
   return plan;

@@ -17,7 +17,12 @@
 //     wherever it can run (=1); where it is not used, the dequantize path's
 //     report line says why.
 // Gather(table [V, ...] quant, ids) → dequantized f32 rows, bad ids flagged.
+//   The Cast to f16/bf16 and the Mul by a one-element constant that follow an
+//   embedding lookup in the LLM builders (Gemma's √hidden scale) fold into
+//   the gather's launch (RLX_CUDA_FUSE_GATHER_SCALE): a decode step starts
+//   with one kernel instead of three before its first norm.
 #include <cctype>
+#include <optional>
 
 #include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/kernels/quant.h"
@@ -263,6 +268,63 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
   if (!note.empty()) c.note_thunks(first_thunk, note);
 }
 
+// G = Gather(table, idx) (quantized table, f32 rows) [→ C = Cast(G) to f16 /
+// bf16] [→ M = Mul(C or G, s), s one element of a Constant or Param]: what
+// one launch computes, written to the last node's block. The fused launch
+// runs at that node's place (the chain's nodes are consecutive but for
+// leaves), so idx must stay live until then (gather_scale_reads).
+struct GatherScale {
+  NodeId gather = -1, cast = -1, mul = -1, scale = -1, last = -1;
+};
+
+bool graph_output(const Graph& g, NodeId id) {
+  for (const auto& [_, o] : g.outputs())
+    if (o == id) return true;
+  return false;
+}
+
+// The one user of `id`, if it has exactly one and is no graph output.
+NodeId sole_user(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id) {
+  const auto& u = users[static_cast<size_t>(id)];
+  return u.size() == 1 && !graph_output(g, id) ? u[0] : -1;
+}
+
+std::optional<GatherScale> match_gather_scale(const Graph& g, const std::vector<std::vector<NodeId>>& users,
+                                              NodeId id) {
+  if (!env_bool("RLX_CUDA_FUSE_GATHER_SCALE")) return std::nullopt;
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Gather || !is_quant(g.node(n.inputs[0]).type.dtype) || n.type.dtype != DType::F32)
+    return std::nullopt;
+  GatherScale m;
+  m.gather = m.last = id;
+  NodeId next = sole_user(g, users, id);
+  if (next >= 0) {
+    const Node& c = g.node(next);
+    if (c.op == OpKind::Cast && (c.type.dtype == DType::F16 || c.type.dtype == DType::BF16)) {
+      m.cast = m.last = next;
+      next = sole_user(g, users, next);
+    }
+  }
+  if (next >= 0) {
+    const Node& mul = g.node(next);
+    const DType t = g.node(m.last).type.dtype;
+    if (mul.op == OpKind::Binary && mul.attr<BinaryAttrs>().fn == BinaryFn::Mul && mul.inputs.size() == 2 &&
+        mul.type.dtype == t && mul.type.shape == g.node(m.last).type.shape) {
+      const NodeId s = mul.inputs[0] == m.last ? mul.inputs[1] : mul.inputs[0];
+      const Node& sn = g.node(s);
+      const bool one = is_static(sn.type.shape) && static_numel(sn.type.shape) == 1;
+      if (s != m.last && one && sn.type.dtype == t && (sn.op == OpKind::Constant || sn.op == OpKind::Param)) {
+        m.mul = m.last = next;
+        m.scale = s;
+      }
+    }
+  }
+  if (m.last == id) return std::nullopt;  // nothing to fold
+  for (NodeId k = id + 1; k < m.last; ++k)
+    if (k != m.cast && k != m.mul && !g.node(k).is_leaf()) return std::nullopt;
+  return m;
+}
+
 void lower_quant_gather(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const DType tt = c.type(n.inputs[0]).dtype;
@@ -277,14 +339,39 @@ void lower_quant_gather(LowerCtx& c, NodeId id) {
   const int64_t n_idx = static_numel(c.type(n.inputs[1]).shape);
   const void* t = c.in_ptr(id, 0);
   const void* idx = c.in_ptr(id, 1);
-  auto* y = static_cast<float*>(c.ptr(id));
   int32_t* const* flag = c.error_flag(id);
-  c.add(id, str("gather ", dtype_name(tt), " rows (dequantized)"), [=](cudaStream_t s) {
-    launch_quant_gather(tt, t, rows, row_elems, idt, idx, n_idx, y, *flag, s);
+  const std::optional<GatherScale> m = match_gather_scale(c.graph, c.all_users(), id);
+  if (!m) {
+    void* y = c.ptr(id);
+    c.add(id, str("gather ", dtype_name(tt), " rows (dequantized)"), [=](cudaStream_t s) {
+      launch_quant_gather(tt, t, rows, row_elems, idt, idx, n_idx, DType::F32, y, nullptr, *flag, s);
+    });
+    return;
+  }
+  const DType yt = c.type(m->last).dtype;
+  void* y = c.ptr(m->last);
+  const void* scale = m->scale >= 0 ? c.ptr(m->scale) : nullptr;
+  std::string what = str("gather ", dtype_name(tt), " rows (dequantized) -> ", dtype_name(yt));
+  if (m->cast >= 0) {
+    c.absorb(m->cast);
+    what += str(" (%", m->cast, " cast");
+  }
+  if (m->mul >= 0) {
+    c.absorb(m->mul);
+    what += str(m->cast >= 0 ? ", " : " (", "%", m->mul, " scale");
+  }
+  c.add_at(m->last, id, what + " fused)", [=](cudaStream_t s) {
+    launch_quant_gather(tt, t, rows, row_elems, idt, idx, n_idx, yt, y, scale, *flag, s);
   });
 }
 
 }  // namespace
+
+std::vector<NodeId> gather_scale_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id) {
+  for (NodeId k = id - 1; k >= 0 && k >= id - 8; --k)
+    if (auto m = match_gather_scale(g, users, k); m && m->last == id) return {g.node(m->gather).inputs[1]};
+  return {};
+}
 
 void register_quant_lowerings() {
   register_calibration_family("gemv", calibrate_gemv, 0.5);

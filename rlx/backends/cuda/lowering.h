@@ -229,6 +229,11 @@ bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
 std::vector<NodeId> pool_norm_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
 void lower_pool_norms(LowerCtx& c);
 
+// A quantized embedding Gather with the Cast and scalar Mul after it folded
+// into its launch (lower_quant.cpp), which runs at the last folded node: the
+// indices, which that launch reads there (empty where no such launch runs).
+std::vector<NodeId> gather_scale_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
+
 void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
                             bool variadic = false, std::string custom_name = {});
 // Registers for f32, f16 and bf16 (every F32 in the signature replaced).

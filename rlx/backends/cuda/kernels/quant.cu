@@ -334,19 +334,33 @@ __global__ void __launch_bounds__(256)
 
 // ---- gather ------------------------------------------------------------------------
 
-template <class Q>
+// TO = f32: y = v (· s); TO 16-bit: y = round(v) (then round(round(v) · s)),
+// the arithmetic of the Cast and Mul kernels the lowering folds in here.
+template <typename TO>
+__device__ __forceinline__ TO gathered(float v, bool scaled, float s) {
+  if constexpr (std::is_same_v<TO, float>) {
+    return scaled ? v * s : v;
+  } else {
+    const TO r = dev::from_f32<TO>(v);
+    return scaled ? dev::from_f32<TO>(dev::to_f32(r) * s) : r;
+  }
+}
+
+template <class Q, typename TO>
 __global__ void __launch_bounds__(128)
     quant_gather_kernel(const uint8_t* __restrict__ table, int64_t rows, int64_t row_bytes, int64_t row_elems,
-                        const void* __restrict__ idx, bool idx64, float* __restrict__ y, int32_t* error_flag,
-                        IqTables t) {
+                        const void* __restrict__ idx, bool idx64, TO* __restrict__ y, const TO* __restrict__ scale,
+                        int32_t* error_flag, IqTables t) {
+  // The scale is a constant or parameter (no kernel writes it): read before the wait.
+  const float s = scale ? dev::to_f32(*scale) : 1.0f;
   dev::pdl_begin();
   constexpr int kPer = Q::kBlockElems / Q::kChunk;
   const int64_t j = blockIdx.x;
   const int64_t id = idx64 ? static_cast<const int64_t*>(idx)[j] : static_cast<const int32_t*>(idx)[j];
-  float* out = y + j * row_elems;
+  TO* out = y + j * row_elems;
   const int64_t units = row_elems / Q::kChunk;
   if (id < 0 || id >= rows) {
-    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) out[i] = 0.0f;
+    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) out[i] = dev::from_f32<TO>(0.0f);
     if (threadIdx.x == 0 && error_flag) atomicOr(error_flag, kErrIndexOutOfRange);
     return;
   }
@@ -355,7 +369,7 @@ __global__ void __launch_bounds__(128)
     float v[Q::kChunk];
     Q::decode(src + (u / kPer) * Q::kBlockBytes, static_cast<int>(u % kPer), t, v);
 #pragma unroll
-    for (int i = 0; i < Q::kChunk; ++i) out[u * Q::kChunk + i] = v[i];
+    for (int i = 0; i < Q::kChunk; ++i) out[u * Q::kChunk + i] = gathered<TO>(v[i], scale != nullptr, s);
   }
 }
 
@@ -422,7 +436,8 @@ void launch_dequantize(DType type, const void* src, DType out_dtype, void* out, 
 }
 
 void launch_quant_gather(DType type, const void* table, int64_t rows, int64_t row_elems, DType index_dtype,
-                         const void* idx, int64_t n_idx, float* y, int32_t* error_flag, cudaStream_t stream) {
+                         const void* idx, int64_t n_idx, DType y_dtype, void* y, const void* scale,
+                         int32_t* error_flag, cudaStream_t stream) {
   const int64_t block = dtype_info(type).block_elems;
   RLX_CHECK(row_elems > 0 && row_elems % block == 0, "gather (cuda): rows of ", row_elems, " elements are not whole ",
             dtype_name(type), " blocks of ", block);
@@ -434,9 +449,12 @@ void launch_quant_gather(DType type, const void* table, int64_t rows, int64_t ro
   const int64_t row_bytes = dtype_bytes(type, row_elems);
   visit_or_throw(type, "gather (cuda)", [&](auto q) {
     using Q = decltype(q);
-    quant_gather_kernel<Q><<<static_cast<unsigned>(n_idx), 128, 0, stream>>>(
-        static_cast<const uint8_t*>(table), rows, row_bytes, row_elems, idx, index_dtype == DType::I64, y,
-        error_flag, t);
+    dispatch_float(y_dtype, "gather (cuda)", [&](auto o) {
+      using TO = decltype(o);
+      quant_gather_kernel<Q, TO><<<static_cast<unsigned>(n_idx), 128, 0, stream>>>(
+          static_cast<const uint8_t*>(table), rows, row_bytes, row_elems, idx, index_dtype == DType::I64,
+          static_cast<TO*>(y), static_cast<const TO*>(scale), error_flag, t);
+    });
   });
   RLX_CUDA_CHECK_LAUNCH("Gather (quantized table)");
 }

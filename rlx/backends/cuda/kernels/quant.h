@@ -100,10 +100,14 @@ bool quant_gemm_sm90_preferred(DType w_type, int64_t m, int64_t n, int64_t k, in
 void launch_quant_gemm_sm90(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                             int64_t k, cudaStream_t stream);
 
-// y [n_idx, row_elems] (f32) = dequantize(table [rows, row_elems])[idx[j]],
-// idx i32 or i64. An index outside [0, rows) writes a zero row and sets
-// kErrIndexOutOfRange (kernels/movement.h) in `error_flag` (nullable).
+// y [n_idx, row_elems] = dequantize(table [rows, row_elems])[idx[j]], idx
+// i32 or i64, y f32, f16 or bf16: a 16-bit y is the f32 row rounded (a Cast
+// folded in). `scale` (nullable, one element of y's dtype) multiplies the row
+// after that rounding, rounding again: a Mul by a scalar folded in. An index
+// outside [0, rows) writes a zero row and sets kErrIndexOutOfRange
+// (kernels/movement.h) in `error_flag` (nullable).
 void launch_quant_gather(DType type, const void* table, int64_t rows, int64_t row_elems, DType index_dtype,
-                         const void* idx, int64_t n_idx, float* y, int32_t* error_flag, cudaStream_t stream);
+                         const void* idx, int64_t n_idx, DType y_dtype, void* y, const void* scale,
+                         int32_t* error_flag, cudaStream_t stream);
 
 }  // namespace rlx::cuda
