@@ -75,9 +75,6 @@ const std::vector<EnvKnob>& env_knobs() {
        "(128 x the SM count). Below it cuBLASLt and the norm kernel are faster."},
       {"RLX_CUDA_GEMV_GLU", EnvType::Bool, "1",
        "Fused quantized GEMV also applies the GeGLU/SwiGLU that is its only reader (stacked gate|up weights)."},
-      {"RLX_CUDA_GEMV_TWO_AHEAD", EnvType::Bool, "1",
-       "Decode-sized (under 4 MB) unit GEMVs whose threads have at most two weight units per row fetch both "
-       "before waiting on the kernel before them, instead of one."},
       {"RLX_CUDA_GEMV_STAGED", EnvType::Bool, "1",
        "Fused quantized GEMV of large weights (24 MB and more; 4 MB with 2-8 rows) streams them through shared memory with bulk async copies (sm_90+)."},
       {"RLX_CUDA_QGEMM", EnvType::String, "auto",

@@ -112,12 +112,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 // act(x·gateᵀ) · (x·upᵀ), [m, F]: each group owns one output column j and
 // works on rows j and F + j together, so the gated product leaves the
 // kernel directly (no [m, 2F] intermediate, no GLU launch).
-//
-// kAhead: weight units fetched ahead of the one in use (1 or 2), as in
-// gemv_q8.cu: with 2, a thread with at most two units per row has every
-// weight load issued before pdl_wait() (Gemma's gate|up: 40 units a row over
-// 32 threads, so a quarter of them have a second unit).
-template <class U, int M, int R, int kAhead>
+template <class U, int M, int R>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
@@ -134,15 +129,12 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   float acc[R][M];
   zero(acc);
 
-  // Software pipeline: unit u + kAhead·tpr is loaded while unit u is used. The
-  // first kAhead units' weights are fetched before pdl_wait(): no kernel
-  // writes weights, so with programmatic launch their DRAM latency overlaps
-  // the kernel before.
+  // Software pipeline: unit u + tpr is loaded while unit u is used. The first
+  // unit's weights are fetched before pdl_wait(): no kernel writes weights, so
+  // with programmatic launch their DRAM latency overlaps the kernel before.
   using Raw = typename U::Raw;
-  static_assert(kAhead == 1 || kAhead == 2, "one or two units ahead");
-  Raw cur[R], ahead[R];
+  Raw cur[R];
   if (gt < units) rows.template fetch<U>(gt, cur);
-  if (kAhead == 2 && gt + tpr < units) rows.template fetch<U>(gt + tpr, ahead);
   dev::pdl_begin();
   if (x_smem) {  // x_vec holds here: 16-byte aligned, K a multiple of 32
     const int64_t n8 = m * k / 8;
@@ -158,7 +150,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll 1
   for (int64_t u = gt; u < units; u += tpr) {
     Raw next[R];
-    if (u + kAhead * tpr < units) rows.template fetch<U>(u + kAhead * tpr, next);
+    if (u + tpr < units) rows.template fetch<U>(u + tpr, next);
     const int64_t b = u / U::kUnits;
     const int j = static_cast<int>(u % U::kUnits);
     const int64_t e0 = b * U::kBlockElems;
@@ -188,10 +180,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
         if (live[r]) acc[r][i] += U::dot(cur[r], ctx, xv, xs);
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if constexpr (kAhead == 2) cur[r] = ahead[r], ahead[r] = next[r];
-      else cur[r] = next[r];
-    }
+    for (int r = 0; r < R; ++r) cur[r] = next[r];
   }
 
   unit_gemv_store<M, R>(acc, rows, y, m, n, tpr, rpg, glu, io);
@@ -270,10 +259,7 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     static const bool x_smem_on = env_bool("RLX_CUDA_GEMV_X_SMEM");
     const size_t x_bytes = static_cast<size_t>(m * k) * sizeof(float);
     const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
-    auto kernel = unit_gemv_two_ahead(k / U::kBlockElems * U::kUnits, plan.tpr, n * row_bytes)
-                      ? gemv_unit_kernel<U, M, R, 2>
-                      : gemv_unit_kernel<U, M, R, 1>;
-    kernel<<<plan.blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
+    gemv_unit_kernel<U, M, R><<<plan.blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
         static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t,
         x_smem, glu ? static_cast<int>(*glu) : -1);
   };

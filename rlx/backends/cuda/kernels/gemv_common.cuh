@@ -10,7 +10,6 @@
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/kernels/glu.h"
 #include "rlx/backends/cuda/kernels/quant_common.cuh"
-#include "rlx/core/env.h"
 
 namespace rlx::cuda::quant_detail {
 
@@ -175,18 +174,6 @@ inline UnitGemvPlan plan_unit_gemv(int64_t units, int64_t n, bool glu, int R, in
 // 4 MB+ (gate and up stacked) takes the m = 1 rule without a measurement.
 inline int unit_gemv_warps_per_sm(int64_t m, int64_t w_bytes) {
   return m == 1 && w_bytes >= (int64_t{4} << 20) ? 4 : 16;
-}
-
-// Whether a unit GEMV (gemv.cu with f32 x, gemv_q8.cu with int8 x) fetches
-// two units ahead: where that puts every weight load of a thread before
-// griddepcontrol.wait and W is decode-sized (RLX_CUDA_GEMV_TWO_AHEAD). For
-// the int8 kernel Gemma 3 270M decoded at 1,540 / 1,544 tok/s against
-// 1,532 / 1,515 with one ahead (same call), but 4096² GEMVs (9.4 MB of Q4_K)
-// took 5-10% longer, their extra registers costing occupancy where the
-// bandwidth, not the wait, matters.
-inline bool unit_gemv_two_ahead(int64_t units, int tpr, int64_t w_bytes) {
-  static const bool on = env_bool("RLX_CUDA_GEMV_TWO_AHEAD");
-  return on && units <= 2 * tpr && w_bytes <= (int64_t{4} << 20);
 }
 
 // The rows a thread of a unit GEMV works on: live[r] and the row's bytes
