@@ -58,6 +58,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "Time every op of the persistent decode kernel (on its first CTA, barrier waits included) and print the totals per op kind to stderr when the program is destroyed."},
       {"RLX_CUDA_FUSE_ROPE_KV", EnvType::Bool, "1",
        "CUDA lowering: one launch for a decode layer's Q rope and its K (rope) and V cache writes."},
+      {"RLX_CUDA_ROPE_ANGLE_TABLE", EnvType::Bool, "1",
+       "CUDA decode rope (RLX_CUDA_FUSE_ROPE_KV): the first layer of each rope base stores its positions' cos/sin "
+       "in a table that the later layers read, instead of each evaluating them in f64."},
       {"RLX_CUDA_FUSE_EMBED_NORM", EnvType::Bool, "1",
        "CUDA lowering: one launch for an embedding layer's gathers (up to 4 tables), their sum and its LayerNorm."},
       {"RLX_CUDA_FUSE_GATHER_SCALE", EnvType::Bool, "1",

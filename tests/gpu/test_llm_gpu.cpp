@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -20,6 +21,7 @@
 #include "rlx/runtime/session.h"
 #include "tests/models/model_paths.h"
 #include "tests/models/tiny_llm.h"
+#include "tests/test_util.h"
 
 using namespace rlx;
 namespace fs = std::filesystem;
@@ -89,6 +91,48 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
   // Seeded sampling on the device: deterministic for a seed.
   const llm::SamplingParams hot{1.2f, 20, 0.9f, 99};
   EXPECT_EQ(gpu.generate(prompt, 10, hot), gpu.generate(prompt, 10, hot)) << arch << ": same seed, same tokens";
+  fs::remove(path);
+}
+
+// The decode rope's angle table (RLX_CUDA_ROPE_ANGLE_TABLE): the first layer
+// of each rope base writes its cos/sin, the later ones read them. The logits
+// and tokens are bit for bit those of every layer evaluating its own angles.
+TEST_P(TinyLlmGpu, RopeAngleTableChangesNoBit) {
+  register_builtin_backends();
+  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
+  const std::string arch = GetParam();
+  const std::string path = temp_path(arch + "_angles.gguf");
+  test::write_tiny_gguf(test::tiny_spec(arch), path);
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
+  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
+  auto run = [&](const char* table, std::string* report) {
+    test::ScopedEnv knob("RLX_CUDA_ROPE_ANGLE_TABLE", table);
+    auto gpu = make(path, "cuda", 32, true);
+    std::vector<Tensor> logits;
+    auto r = gpu.forward(prompt, 0);
+    logits.push_back(r.logits);
+    int64_t at = static_cast<int64_t>(prompt.size());
+    for (int32_t t : decode) {
+      r = gpu.forward({t}, at++);
+      logits.push_back(r.logits);
+    }
+    *report = gpu.executable().dispatch_report();
+    return logits;
+  };
+  std::string with_report, without_report;
+  const std::vector<Tensor> with = run("1", &with_report);
+  const std::vector<Tensor> without = run("0", &without_report);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
+    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0)
+        << arch << ": logits " << i << " differ with the angle table";
+  }
+  // Every tiny model has two or more layers, so some layer reads the table
+  // (Gemma 3's six: five local ones share one base).
+  EXPECT_NE(with_report.find("angles to the table"), std::string::npos) << arch << "\n" << with_report;
+  EXPECT_NE(with_report.find("angles from the table"), std::string::npos) << arch << "\n" << with_report;
+  EXPECT_EQ(without_report.find("the table"), std::string::npos) << arch << "\n" << without_report;
   fs::remove(path);
 }
 

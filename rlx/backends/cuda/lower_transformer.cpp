@@ -184,14 +184,35 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.capacity = cache[1];
   int32_t* const* flag = c.error_flag(kn);
   auto persistent = persistent_rope_qkv(w, flag);
+  // The first such launch with these positions and angles writes the angle
+  // table, the later ones (the other layers of its rope base) read it
+  // (rope.cu). Not with persistent segments, whose rope does not write it.
+  void* const* table = nullptr;
+  bool read_table = false;
+  if (env_bool("RLX_CUDA_ROPE_ANGLE_TABLE") && !persistent_enabled() && rope_angles_shared(w)) {
+    const std::string key = rope_angles_key(w);
+    if (auto it = c.shared().find(key); it != c.shared().end()) {
+      table = std::any_cast<void* const*>(it->second);
+      read_table = true;
+    } else {
+      table = c.persistent(rope_angles_bytes(w));
+      c.shared()[key] = table;
+    }
+  }
   c.absorb(kn);
   c.absorb(vn);
   for (const auto& sref : {ks, vs})
     if (sref->narrow > id) c.absorb(sref->narrow);  // read in place: no copy needed
   c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
-                dtype_name(dt), " -> ", dtype_name(w.cache_dtype)),
+                dtype_name(dt), " -> ", dtype_name(w.cache_dtype),
+                table ? (read_table ? ", angles from the table" : ", angles to the table") : ""),
         [=](cudaStream_t s) mutable {
           w.error_flag = *flag;
+          if (table) {
+            w.angles.cs = static_cast<float2*>(*table);
+            w.angles.read = read_table;
+            w.angles.write = !read_table;
+          }
           launch_rope_qkv_write(w, s);
         },
         std::move(persistent));

@@ -198,11 +198,21 @@ __global__ void __launch_bounds__(256)
 // memory, so the step after griddepcontrol.wait costs one L2 round trip
 // instead of one per pass over the row (this kernel sits on the decode
 // step's critical path).
+//
+// Angle table (RopeAngles): the layers of a model share their positions and,
+// per rope base, their angles, so the first launch of each (`write`) stores
+// its rows' cos/sin in a table the program owns, and the later ones (`read`)
+// load them after the wait with their row instead of evaluating sincos in
+// f64 before it. Their head-norm weight is requested before the wait and
+// stored to shared memory after it, so no load latency precedes the wait.
+// In a decode step the pre-wait sincos outlasted the GEMV before the rope
+// (session 37's probe: +3% decode with neither it nor the weight load).
 template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_qkv_kernel(const T* q, const T* k, const T* v, int64_t v_stride, int64_t v_offset,
                     const int32_t* positions, const int32_t* cache_pos, T* y, C* k_cache, C* v_cache,
-                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err, bool inputs_ready) {
+                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err, bool inputs_ready,
+                    RopeAngles table) {
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
   // rstd [max heads], the norm weight [max head_dim], the staged row [max width]
   extern __shared__ float rstd[];
@@ -210,19 +220,37 @@ __global__ void __launch_bounds__(256)
   const RopeParams& p = part == 0 ? qp : kp;
   float* nw = rstd + max(qp.heads, kp.heads);
   float* xs = nw + max(qp.head_dim, kp.head_dim);
-  if (part < 2) stage_norm_weight(p, nw);
+  const bool read_table = table.read && part < 2;
+  // One weight element per thread held in a register across the wait.
+  const bool nw_late = read_table && p.norm_w && p.head_dim <= static_cast<int>(blockDim.x);
+  float nw_val = 0.0f;
+  if (nw_late) {
+    if (static_cast<int>(threadIdx.x) < p.head_dim) nw_val = norm_weight(p, static_cast<int>(threadIdx.x));
+  } else if (part < 2) {
+    stage_norm_weight(p, nw);
+  }
   const int64_t row = blockIdx.x;
   const int64_t b = row / p.L, l = row - b * p.L;
+  const int64_t pidx = p.pos_batched ? row : l;  // the row of positions (and of the angle table)
   const int width = p.heads * p.head_dim;
+  const int half = p.n_rot / 2;
   // Positions and the cache offset that are program inputs (filled by the
   // run's input copy, written by no kernel) are read, and the angles formed,
   // before pdl_wait: off the decode step's critical path.
   int64_t start = 0;
   if (inputs_ready) {
     start = *cache_pos;
-    if (part < 2) angles(p, positions[p.pos_batched ? row : l], cs, sn);
+    if (part < 2 && !read_table) angles(p, positions[pidx], cs, sn);
   }
   dev::pdl_begin();
+  if (read_table) {  // published by the __syncthreads after the row is staged
+    if (nw_late && static_cast<int>(threadIdx.x) < p.head_dim) nw[threadIdx.x] = nw_val;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      const float2 a = __ldcg(table.cs + pidx * half + i);
+      cs[i] = a.x;
+      sn[i] = a.y;
+    }
+  }
   if (!inputs_ready) start = *cache_pos;
   const int64_t slot = (b * capacity + start + l) * width;
   if (part > 0 && (start < 0 || start + p.L > capacity)) {
@@ -249,11 +277,13 @@ __global__ void __launch_bounds__(256)
   }
   __syncthreads();
   if (p.norm_w) head_norms(p, xs, rstd);
-  if (inputs_ready) {
-    __syncthreads();  // publishes rstd (angles() did it for cs, sn)
+  if (inputs_ready || read_table) {
+    __syncthreads();  // publishes rstd (angles() or the row's sync did it for cs, sn)
   } else {
-    angles(p, positions[p.pos_batched ? row : l], cs, sn);
+    angles(p, positions[pidx], cs, sn);
   }
+  if (table.write && part == 0)
+    for (int i = threadIdx.x; i < half; i += blockDim.x) table.cs[pidx * half + i] = make_float2(cs[i], sn[i]);
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / p.head_dim, d = e - h * p.head_dim;
     const float o = rope_f32(p, xs + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
@@ -370,6 +400,10 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
   RLX_CHECK(w.v_offset >= 0 && w.v_offset + int64_t{w.k_attrs.num_heads} * w.k_attrs.head_dim <= w.v_stride, op,
             ": V at column ", w.v_offset, " overruns a row of ", w.v_stride);
   RLX_CHECK(w.positions && w.cache_pos, op, ": positions and the cache offset are required");
+  RLX_CHECK(!(w.angles.read && w.angles.write) && ((w.angles.read || w.angles.write) == (w.angles.cs != nullptr)), op,
+            ": an angle table is read or written, not both, and only where one is given");
+  RLX_CHECK(!(w.angles.read || w.angles.write) || rope_angles_shared(w), op,
+            ": Q and K turn by different angles; they cannot share an angle table");
   qp.norm_w = w.q_norm;
   qp.norm_wtype = w.q_norm_dtype;
   qp.norm_eps = w.q_attrs.norm_eps;
@@ -394,10 +428,28 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
       rope_qkv_kernel<T, C><<<grid, threads, smem, stream>>>(
           static_cast<const T*>(w.q), static_cast<const T*>(w.k), static_cast<const T*>(w.v), w.v_stride, w.v_offset,
           w.positions, w.cache_pos, static_cast<T*>(w.y), static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
-          w.capacity, qp, kp, w.error_flag, w.inputs_ready);
+          w.capacity, qp, kp, w.error_flag, w.inputs_ready, w.angles);
       RLX_CUDA_CHECK_LAUNCH(op);
     });
   });
+}
+
+bool rope_angles_shared(const RopeQkvWrite& w) {
+  const RopeAttrs& q = w.q_attrs;
+  const RopeAttrs& k = w.k_attrs;
+  return q.n_rot == k.n_rot && q.freq_scale == k.freq_scale && rope_inv_freq(q) == rope_inv_freq(k);
+}
+
+std::string rope_angles_key(const RopeQkvWrite& w) {
+  std::string key = str("rope angles ", reinterpret_cast<uintptr_t>(w.positions), " ", w.positions_batched, " ", w.B,
+                        " ", w.L, " ", w.q_attrs.n_rot, " ", w.q_attrs.freq_scale);
+  for (double f : rope_inv_freq(w.q_attrs)) key += str(" ", f);
+  return key;
+}
+
+size_t rope_angles_bytes(const RopeQkvWrite& w) {
+  const int64_t rows = w.positions_batched ? w.B * w.L : w.L;
+  return static_cast<size_t>(rows) * static_cast<size_t>(w.q_attrs.n_rot / 2) * sizeof(float2);
 }
 
 }  // namespace rlx::cuda

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "rlx/core/dtype.h"
 #include "rlx/ir/ops.h"
@@ -59,6 +60,14 @@ void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int
 // the attrs' src_offset (V: v_offset, k_attrs' head count and head_dim);
 // q, k, v and y share `dtype`, both caches `cache_dtype`. A bad *cache_pos
 // writes no cache row (y is still written) and sets kErrSliceOutOfRange.
+// The angle table of the rope launches that share positions and rope
+// parameters (rope.cu: the first writes it, the later ones read it):
+// cos/sin of pair i of position row r at cs[r · n_rot/2 + i].
+struct RopeAngles {
+  float2* cs = nullptr;
+  bool write = false, read = false;
+};
+
 struct RopeQkvWrite {
   DType dtype = DType::F32, cache_dtype = DType::F32;
   const void* q = nullptr;
@@ -80,7 +89,15 @@ struct RopeQkvWrite {
   // positions and cache_pos are written by no kernel of the program (program
   // inputs): the kernel reads them, and forms the angles, before pdl_wait.
   bool inputs_ready = false;
+  RopeAngles angles;  // none by default: every launch evaluates its angles
 };
 void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream);
+
+// Whether Q and K turn by the same angles (one table serves both), the key
+// of the launches that may share a table (same positions and angles), and
+// the table's size.
+bool rope_angles_shared(const RopeQkvWrite& w);
+std::string rope_angles_key(const RopeQkvWrite& w);
+size_t rope_angles_bytes(const RopeQkvWrite& w);
 
 }  // namespace rlx::cuda
