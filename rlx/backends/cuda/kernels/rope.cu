@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/pdl.cuh"
@@ -440,10 +441,17 @@ bool rope_angles_shared(const RopeQkvWrite& w) {
   return q.n_rot == k.n_rot && q.freq_scale == k.freq_scale && rope_inv_freq(q) == rope_inv_freq(k);
 }
 
+// The angles' parameters by their bits: a printed double would round, and two
+// bases that print alike must not share a table.
 std::string rope_angles_key(const RopeQkvWrite& w) {
+  auto bits = [](double v) {
+    uint64_t u = 0;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
   std::string key = str("rope angles ", reinterpret_cast<uintptr_t>(w.positions), " ", w.positions_batched, " ", w.B,
-                        " ", w.L, " ", w.q_attrs.n_rot, " ", w.q_attrs.freq_scale);
-  for (double f : rope_inv_freq(w.q_attrs)) key += str(" ", f);
+                        " ", w.L, " ", w.q_attrs.n_rot, " ", bits(static_cast<double>(w.q_attrs.freq_scale)));
+  for (double f : rope_inv_freq(w.q_attrs)) key += str(" ", bits(f));
   return key;
 }
 
