@@ -49,7 +49,8 @@ struct DeviceContext {
 // the residual LayerNorms fused into the projection before them
 // (gemm_ln_fuses: their output is written into the projection's block) as
 // views, and the inputs of a fused pooling tail (pool_norm_reads) or
-// embedding lookup (gather_scale_reads) kept live until its last node. Where persistent segments may form, a program whose intermediates add up
+// embedding lookup (gather_scale_reads) kept live until its last node. Where
+// persistent segments may form, a program whose intermediates add up
 // to at most kNoReuseBytes (a decode step: rows of one token) gives every
 // tensor its own block: the persistent kernel runs the ops of several nodes
 // between two grid barriers, and a block reused within that stretch would

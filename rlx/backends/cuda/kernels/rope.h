@@ -52,14 +52,6 @@ void launch_rope_write(DType k_dtype, const void* k, int64_t k_stride, const int
                        int64_t L, int64_t capacity, const RopeAttrs& attrs, const void* norm_weight, DType norm_dtype,
                        int32_t* error_flag, cudaStream_t stream);
 
-// One decode step's three per-layer writes in one launch (the CUDA lowering
-// fuses a Rope of Q with the WriteSlice-with-rope of K and the WriteSlice of
-// V that read the same projection and positions): y = launch_rope(q), and
-// launch_rope_write(k) and a V copy into the caches, as those three calls
-// would do them. q, k and v rows are [B, L, *_stride] with their heads at
-// the attrs' src_offset (V: v_offset, k_attrs' head count and head_dim);
-// q, k, v and y share `dtype`, both caches `cache_dtype`. A bad *cache_pos
-// writes no cache row (y is still written) and sets kErrSliceOutOfRange.
 // The angle table of the rope launches that share positions and rope
 // parameters (rope.cu: the first writes it, the later ones read it):
 // cos/sin of pair i of position row r at cs[r · n_rot/2 + i].
@@ -68,6 +60,14 @@ struct RopeAngles {
   bool write = false, read = false;
 };
 
+// One decode step's three per-layer writes in one launch (the CUDA lowering
+// fuses a Rope of Q with the WriteSlice-with-rope of K and the WriteSlice of
+// V that read the same projection and positions): y = launch_rope(q), and
+// launch_rope_write(k) and a V copy into the caches, as those three calls
+// would do them. q, k and v rows are [B, L, *_stride] with their heads at
+// the attrs' src_offset (V: v_offset, k_attrs' head count and head_dim);
+// q, k, v and y share `dtype`, both caches `cache_dtype`. A bad *cache_pos
+// writes no cache row (y is still written) and sets kErrSliceOutOfRange.
 struct RopeQkvWrite {
   DType dtype = DType::F32, cache_dtype = DType::F32;
   const void* q = nullptr;
