@@ -18,8 +18,7 @@ namespace rlx::cuda {
 bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id) {
   const Node& n = g.node(id);
   if (n.op != OpKind::Narrow || n.type.rank() != 3) return false;
-  for (const auto& [_, o] : g.outputs())
-    if (o == id) return false;
+  if (is_graph_output(g, id)) return false;
   const auto& a = n.attr<NarrowAttrs>();
   if (a.axis != 2 && a.axis != -1) return false;
   const auto& us = users[static_cast<size_t>(id)];

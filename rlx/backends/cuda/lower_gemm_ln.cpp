@@ -30,8 +30,7 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
   if (mm.op != OpKind::FusedMatMulBiasAct || r == p) return false;
   const auto& at = mm.attr<FusedMatMulBiasActAttrs>();
   if (at.act != Activation::None || !at.transpose_b || users[static_cast<size_t>(p)].size() != 1) return false;
-  for (const auto& [_, o] : g.outputs())
-    if (o == p) return false;
+  if (is_graph_output(g, p)) return false;
   const NodeId a = mm.inputs[0], w = mm.inputs[1], bias = mm.inputs[2];
   const DType t = n.type.dtype;
   if (t != DType::F16 && t != DType::BF16) return false;

@@ -36,12 +36,6 @@ constexpr NodeId kMaxSpan = 8;
 
 bool kernel_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-bool is_output(const Graph& g, NodeId id) {
-  for (const auto& [_, o] : g.outputs())
-    if (o == id) return true;
-  return false;
-}
-
 bool only_user(const std::vector<std::vector<NodeId>>& users, NodeId of, NodeId user) {
   const auto& u = users[static_cast<size_t>(of)];
   return u.size() == 1 && u[0] == user;
@@ -52,7 +46,7 @@ std::optional<PoolNormMatch> match(const Graph& g, const std::vector<std::vector
   if (p.op != OpKind::MatMul || p.inputs.size() != 2) return std::nullopt;
   const auto& at = p.attr<MatMulAttrs>();
   const DType t = p.type.dtype;
-  if (at.transpose_a || at.transpose_b || !kernel_float(t) || is_output(g, mm)) return std::nullopt;
+  if (at.transpose_a || at.transpose_b || !kernel_float(t) || is_graph_output(g, mm)) return std::nullopt;
   PoolNormMatch m;
   m.mm = mm;
   m.a = p.inputs[0];
@@ -67,7 +61,7 @@ std::optional<PoolNormMatch> match(const Graph& g, const std::vector<std::vector
   if (pu.size() != 1) return std::nullopt;
   m.q = pu[0];
   const Node& q = g.node(m.q);
-  if (q.op != OpKind::Reshape || is_output(g, m.q) || static_dims(q.type.shape) != std::vector<int64_t>{B, H})
+  if (q.op != OpKind::Reshape || is_graph_output(g, m.q) || static_dims(q.type.shape) != std::vector<int64_t>{B, H})
     return std::nullopt;
   const auto& qu = users[static_cast<size_t>(m.q)];
   if (qu.size() != 1) return std::nullopt;
@@ -81,7 +75,7 @@ std::optional<PoolNormMatch> match(const Graph& g, const std::vector<std::vector
   if (!gamma_ok) return std::nullopt;
   m.last = m.norm;
   const auto& nu = users[static_cast<size_t>(m.norm)];
-  if (!is_output(g, m.norm) && nu.size() == 1) {
+  if (!is_graph_output(g, m.norm) && nu.size() == 1) {
     const Node& c = g.node(nu[0]);
     if (c.op == OpKind::Cast && kernel_float(c.attr<CastAttrs>().to)) m.cast_out = m.last = nu[0];
   }
@@ -93,10 +87,10 @@ std::optional<PoolNormMatch> match(const Graph& g, const std::vector<std::vector
   // The mask: A is a view of W = Cast(int input) read by nothing else → read the input.
   m.w = m.a;
   const Node& a = g.node(m.a);
-  if (a.op == OpKind::Reshape && only_user(users, m.a, mm) && !is_output(g, m.a)) {
+  if (a.op == OpKind::Reshape && only_user(users, m.a, mm) && !is_graph_output(g, m.a)) {
     const NodeId cw = a.inputs[0];
     const Node& c = g.node(cw);
-    if (c.op == OpKind::Cast && only_user(users, cw, m.a) && !is_output(g, cw)) {
+    if (c.op == OpKind::Cast && only_user(users, cw, m.a) && !is_graph_output(g, cw)) {
       const Node& src = g.node(c.inputs[0]);
       if (src.op == OpKind::Input && (src.type.dtype == DType::I32 || src.type.dtype == DType::I64)) {
         m.cast_w = cw;

@@ -277,16 +277,10 @@ struct GatherScale {
   NodeId gather = -1, cast = -1, mul = -1, scale = -1, last = -1;
 };
 
-bool graph_output(const Graph& g, NodeId id) {
-  for (const auto& [_, o] : g.outputs())
-    if (o == id) return true;
-  return false;
-}
-
 // The one user of `id`, if it has exactly one and is no graph output.
 NodeId sole_user(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id) {
   const auto& u = users[static_cast<size_t>(id)];
-  return u.size() == 1 && !graph_output(g, id) ? u[0] : -1;
+  return u.size() == 1 && !is_graph_output(g, id) ? u[0] : -1;
 }
 
 std::optional<GatherScale> match_gather_scale(const Graph& g, const std::vector<std::vector<NodeId>>& users,

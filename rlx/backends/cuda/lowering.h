@@ -22,6 +22,13 @@ namespace rlx::cuda {
 
 inline constexpr const char* kCudaBackend = "cuda";
 
+// Whether node `id` is one of the graph's outputs.
+inline bool is_graph_output(const Graph& g, NodeId id) {
+  for (const auto& [_, o] : g.outputs())
+    if (o == id) return true;
+  return false;
+}
+
 class LowerCtx {
  public:
   const Graph& graph;
@@ -167,11 +174,7 @@ class LowerCtx {
     if (users_.empty()) users_ = graph.users();
     return users_;
   }
-  bool is_output(NodeId id) const {
-    for (const auto& [_, o] : graph.outputs())
-      if (o == id) return true;
-    return false;
-  }
+  bool is_output(NodeId id) const { return is_graph_output(graph, id); }
 
  private:
   std::vector<void*> ptrs_;

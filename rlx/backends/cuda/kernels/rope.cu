@@ -403,8 +403,6 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
   RLX_CHECK(w.positions && w.cache_pos, op, ": positions and the cache offset are required");
   RLX_CHECK(!(w.angles.read && w.angles.write) && ((w.angles.read || w.angles.write) == (w.angles.cs != nullptr)), op,
             ": an angle table is read or written, not both, and only where one is given");
-  RLX_CHECK(!(w.angles.read || w.angles.write) || rope_angles_shared(w), op,
-            ": Q and K turn by different angles; they cannot share an angle table");
   qp.norm_w = w.q_norm;
   qp.norm_wtype = w.q_norm_dtype;
   qp.norm_eps = w.q_attrs.norm_eps;

@@ -93,7 +93,8 @@ struct RopeQkvWrite {
 };
 void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream);
 
-// Whether Q and K turn by the same angles (one table serves both), the key
+// Whether Q and K turn by the same angles (one table serves both: the
+// lowering gives a table only where they do), the key
 // of the launches that may share a table (same positions and angles), and
 // the table's size.
 bool rope_angles_shared(const RopeQkvWrite& w);
