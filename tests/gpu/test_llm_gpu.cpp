@@ -94,6 +94,34 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
   fs::remove(path);
 }
 
+// Prefill then six decode steps of the tiny model at `path` on CUDA with the
+// env knob set to `value`: every step's logits, and the dispatch report.
+std::vector<Tensor> decode_logits_with(const std::string& path, const char* knob, const char* value,
+                                       std::string* report) {
+  test::ScopedEnv env(knob, value);
+  auto gpu = make(path, "cuda", 32, true);
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
+  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
+  std::vector<Tensor> logits;
+  auto r = gpu.forward(prompt, 0);
+  logits.push_back(r.logits);
+  int64_t at = static_cast<int64_t>(prompt.size());
+  for (int32_t t : decode) {
+    r = gpu.forward({t}, at++);
+    logits.push_back(r.logits);
+  }
+  *report = gpu.executable().dispatch_report();
+  return logits;
+}
+
+void expect_same_bits(const std::vector<Tensor>& with, const std::vector<Tensor>& without, const std::string& what) {
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
+    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0) << what << ": logits " << i << " differ";
+  }
+}
+
 // The decode rope's angle table (RLX_CUDA_ROPE_ANGLE_TABLE): the first layer
 // of each rope base writes its cos/sin, the later ones read them. The logits
 // and tokens are bit for bit those of every layer evaluating its own angles.
@@ -103,36 +131,47 @@ TEST_P(TinyLlmGpu, RopeAngleTableChangesNoBit) {
   const std::string arch = GetParam();
   const std::string path = temp_path(arch + "_angles.gguf");
   test::write_tiny_gguf(test::tiny_spec(arch), path);
-  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
-  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
-  auto run = [&](const char* table, std::string* report) {
-    test::ScopedEnv knob("RLX_CUDA_ROPE_ANGLE_TABLE", table);
-    auto gpu = make(path, "cuda", 32, true);
-    std::vector<Tensor> logits;
-    auto r = gpu.forward(prompt, 0);
-    logits.push_back(r.logits);
-    int64_t at = static_cast<int64_t>(prompt.size());
-    for (int32_t t : decode) {
-      r = gpu.forward({t}, at++);
-      logits.push_back(r.logits);
-    }
-    *report = gpu.executable().dispatch_report();
-    return logits;
-  };
+  test::ScopedEnv no_tail("RLX_CUDA_GEMV_ROPE", "0");  // every layer's rope is its own launch here
   std::string with_report, without_report;
-  const std::vector<Tensor> with = run("1", &with_report);
-  const std::vector<Tensor> without = run("0", &without_report);
-  ASSERT_EQ(with.size(), without.size());
-  for (size_t i = 0; i < with.size(); ++i) {
-    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
-    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0)
-        << arch << ": logits " << i << " differ with the angle table";
-  }
+  const std::vector<Tensor> with = decode_logits_with(path, "RLX_CUDA_ROPE_ANGLE_TABLE", "1", &with_report);
+  const std::vector<Tensor> without = decode_logits_with(path, "RLX_CUDA_ROPE_ANGLE_TABLE", "0", &without_report);
+  expect_same_bits(with, without, arch + " with the angle table");
   // Every tiny model has two or more layers, so some layer reads the table
   // (Gemma 3's six: five local ones share one base).
   EXPECT_NE(with_report.find("angles to the table"), std::string::npos) << arch << "\n" << with_report;
   EXPECT_NE(with_report.find("angles from the table"), std::string::npos) << arch << "\n" << with_report;
   EXPECT_EQ(without_report.find("the table"), std::string::npos) << arch << "\n" << without_report;
+  fs::remove(path);
+}
+
+// The rope + cache writes as the tail of the GEMV that computes the last of
+// Q, K and V (RLX_CUDA_GEMV_ROPE): bit for bit the separate launch's logits.
+// The models whose q|k|v is one quantized GEMV read from the rope take it in
+// every layer after the first of each rope base; the others (v a float
+// MatMul, biases added after the GEMV) keep the separate launch.
+TEST_P(TinyLlmGpu, GemvRopeTailChangesNoBit) {
+  register_builtin_backends();
+  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
+  const std::string arch = GetParam();
+  const std::string path = temp_path(arch + "_tail.gguf");
+  test::write_tiny_gguf(test::tiny_spec(arch), path);
+  std::string with_report, without_report;
+  const std::vector<Tensor> with = decode_logits_with(path, "RLX_CUDA_GEMV_ROPE", "1", &with_report);
+  const std::vector<Tensor> without = decode_logits_with(path, "RLX_CUDA_GEMV_ROPE", "0", &without_report);
+  expect_same_bits(with, without, arch + " with the rope as the GEMV's tail");
+  const auto count = [](const std::string& r, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = r.find(what); at != std::string::npos; at = r.find(what, at + 1)) ++n;
+    return n;
+  };
+  const size_t tails = count(with_report, "+ rope q + rope k");
+  EXPECT_EQ(count(without_report, "+ rope q + rope k"), 0u) << arch;
+  // Each tail is one rope launch fewer.
+  EXPECT_EQ(count(with_report, "rope q + rope k"), count(without_report, "rope q + rope k")) << arch;
+  const std::vector<std::string> stacked = {"gemma2", "qwen3", "phi3", "phi3_long", "phi3_short", "granite"};
+  if (std::find(stacked.begin(), stacked.end(), arch) != stacked.end()) {
+    EXPECT_GE(tails, 1u) << arch << ": no layer's rope became its GEMV's tail\n" << with_report;
+  }
   fs::remove(path);
 }
 

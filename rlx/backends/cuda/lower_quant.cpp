@@ -6,6 +6,9 @@
 //     below faster near this shape. RLX_CUDA_<TYPE>_FUSED_DISABLE=1 always
 //     sends these through the path below. When the product's only reader is a
 //     FusedGeGLU/FusedSwiGLU, the GEMV applies it too ("gemv ... + geglu").
+//     A decode GEMV that computes the last of a layer's Q, K and V also does
+//     the rope + KV-cache writes in its last CTA ("gemv ... + rope q + ...",
+//     RLX_CUDA_GEMV_ROPE; lower_gemv_rope_tail).
 //     Weights of 24 MB and more (4 MB with m ≥ 2) take the shared-memory
 //     streaming GEMV instead ("gemv-staged"; RLX_CUDA_GEMV_STAGED=0: never).
 //   larger m (prefill): W is dequantized, a tile of its rows at a time, into
@@ -26,6 +29,7 @@
 
 #include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/kernels/quant.h"
+#include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/env.h"
@@ -210,6 +214,18 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
         c.add(id, str("gemv-staged ", tname, " m=", M, note),
               [=](cudaStream_t s) { launch_quant_gemv_staged(wt, w, xt, x, y, M, N, K, s); });
         return;
+      }
+      // Decode: the layer's rope + cache writes as this GEMV's tail, where
+      // it computes the last of Q, K and V (lower_gemv_rope_tail).
+      if (quant_gemv_takes_rope_tail(wt, w, M, N, K)) {
+        if (std::optional<GemvRopeTailLowering> tail = lower_gemv_rope_tail(c, id)) {
+          c.add(id, str("gemv ", tname, " m=", M, note, tail->what), [=, resolve = tail->resolve](cudaStream_t s) {
+            GemvRopeTail rope;
+            resolve(rope);
+            launch_quant_gemv(wt, w, xt, x, y, M, N, K, s, nullptr, &rope);
+          });
+          return;
+        }
       }
       c.add(id, str("gemv ", tname, " m=", M, note), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); },
             M == 1 ? persistent_gemv(c, wt, w, xt, x, y, N, K, nullptr) : nullptr);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rlx/backends/cuda/cublaslt.h"
@@ -21,6 +22,8 @@
 namespace rlx::cuda {
 
 inline constexpr const char* kCudaBackend = "cuda";
+
+struct GemvRopeTail;  // kernels/rope.h
 
 // Whether node `id` is one of the graph's outputs.
 inline bool is_graph_output(const Graph& g, NodeId id) {
@@ -236,6 +239,21 @@ void lower_pool_norms(LowerCtx& c);
 // into its launch (lower_quant.cpp), which runs at the last folded node: the
 // indices, which that launch reads there (empty where no such launch runs).
 std::vector<NodeId> gather_scale_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
+
+// The decode rope + cache writes that try_lower_rope_qkv would launch, done
+// instead by the last CTA of the m = 1 quantized GEMV at node `gemv`
+// (GemvRopeTail, rope.h; RLX_CUDA_GEMV_ROPE) where that GEMV computes the last
+// of Q, K and V, only weights, states and views lie between it and the rope,
+// and an earlier layer's rope writes the angle table (lower_transformer.cpp).
+// On success the rope's nodes are absorbed; `resolve` fills the tail inside
+// the GEMV's thunk (error flag, counter and table exist once compile ends) and
+// `what` extends its report line. The caller has checked that the GEMV's
+// kernel takes a tail (quant_gemv_takes_rope_tail).
+struct GemvRopeTailLowering {
+  std::function<void(GemvRopeTail&)> resolve;
+  std::string what;
+};
+std::optional<GemvRopeTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gemv);
 
 void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
                             bool variadic = false, std::string custom_name = {});

@@ -458,4 +458,52 @@ size_t rope_angles_bytes(const RopeQkvWrite& w) {
   return static_cast<size_t>(rows) * static_cast<size_t>(w.q_attrs.n_rot / 2) * sizeof(float2);
 }
 
+const char* gemv_rope_tail_unsupported(const RopeQkvWrite& w) {
+  const RopeAttrs &q = w.q_attrs, &k = w.k_attrs;
+  if (w.B != 1 || w.L != 1) return "more than one row";
+  if (q.head_dim != k.head_dim || q.pairing != k.pairing) return "Q and K heads differ in size or pairing";
+  if (!rope_angles_shared(w)) return "Q and K turn by different angles";
+  if (!is_compute_float(w.dtype) || !is_compute_float(w.cache_dtype)) return "not f32, f16 or bf16";
+  if ((w.q_norm && !is_compute_float(w.q_norm_dtype)) || (w.k_norm && !is_compute_float(w.k_norm_dtype)))
+    return "head-norm weights not f32, f16 or bf16";
+  if (q.n_rot % 2 != 0 || q.n_rot > q.head_dim) return "n_rot odd or past the head";
+  if (gemv_rope_tail_smem(gemv_rope_tail(w)) > 32 * 1024) return "the rows exceed the tail's 32 KB of shared memory";
+  return nullptr;
+}
+
+GemvRopeTail gemv_rope_tail(const RopeQkvWrite& w) {
+  const size_t es = dtype_size(w.dtype);
+  GemvRopeTail t;
+  t.q = static_cast<const char*>(w.q) + static_cast<size_t>(w.q_attrs.src_offset) * es;
+  t.k = static_cast<const char*>(w.k) + static_cast<size_t>(w.k_attrs.src_offset) * es;
+  t.v = static_cast<const char*>(w.v) + static_cast<size_t>(w.v_offset) * es;
+  t.y = w.y;
+  t.k_cache = w.k_cache;
+  t.v_cache = w.v_cache;
+  t.q_norm = w.q_norm;
+  t.k_norm = w.k_norm;
+  t.dtype = w.dtype;
+  t.cache_dtype = w.cache_dtype;
+  t.q_norm_dtype = w.q_norm_dtype;
+  t.k_norm_dtype = w.k_norm_dtype;
+  t.q_eps = w.q_attrs.norm_eps;
+  t.k_eps = w.k_attrs.norm_eps;
+  t.q_heads = w.q_attrs.num_heads;
+  t.kv_heads = w.k_attrs.num_heads;
+  t.head_dim = w.q_attrs.head_dim;
+  t.n_rot = w.q_attrs.n_rot;
+  t.neox = w.q_attrs.pairing == RopePairing::NeoX;
+  t.cache_pos = w.cache_pos;
+  t.capacity = w.capacity;
+  t.error_flag = w.error_flag;
+  return t;
+}
+
+size_t gemv_rope_tail_smem(const GemvRopeTail& t) {
+  // q, k, v rows; q and k norm weights; (cos, sin) pairs; a factor per head.
+  const int64_t floats = int64_t{t.q_heads + 2 * t.kv_heads} * t.head_dim + 2 * int64_t{t.head_dim} + t.n_rot +
+                         t.q_heads + t.kv_heads;
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
 }  // namespace rlx::cuda
