@@ -144,33 +144,47 @@ TEST_P(TinyLlmGpu, RopeAngleTableChangesNoBit) {
   fs::remove(path);
 }
 
-// The rope + cache writes as the tail of the GEMV that computes the last of
-// Q, K and V (RLX_CUDA_GEMV_ROPE): bit for bit the separate launch's logits.
-// The models whose q|k|v is one quantized GEMV read from the rope take it in
-// every layer after the first of each rope base; the others (v a float
-// MatMul, biases added after the GEMV) keep the separate launch.
-TEST_P(TinyLlmGpu, GemvRopeTailChangesNoBit) {
+// Work of the node after a decode GEMV done by the GEMV's last CTA
+// (gemv_tail.h): the rope + cache writes after the GEMV that computes the last
+// of Q, K and V (RLX_CUDA_GEMV_ROPE), the post-norm pair that reads a GEMV's
+// product (RLX_CUDA_GEMV_POST_NORM). Each is bit for bit the separate
+// launch. The models whose q|k|v is one quantized GEMV take the rope tail in
+// every layer after the first of each rope base, the Gemmas' post-norms the
+// norm tail; the other layers (v a float MatMul, biases after the GEMV) keep
+// the separate launches.
+TEST_P(TinyLlmGpu, GemvTailsChangeNoBit) {
   register_builtin_backends();
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
   const std::string arch = GetParam();
   const std::string path = temp_path(arch + "_tail.gguf");
   test::write_tiny_gguf(test::tiny_spec(arch), path);
-  std::string with_report, without_report;
-  const std::vector<Tensor> with = decode_logits_with(path, "RLX_CUDA_GEMV_ROPE", "1", &with_report);
-  const std::vector<Tensor> without = decode_logits_with(path, "RLX_CUDA_GEMV_ROPE", "0", &without_report);
-  expect_same_bits(with, without, arch + " with the rope as the GEMV's tail");
   const auto count = [](const std::string& r, const std::string& what) {
     size_t n = 0;
     for (size_t at = r.find(what); at != std::string::npos; at = r.find(what, at + 1)) ++n;
     return n;
   };
-  const size_t tails = count(with_report, "+ rope q + rope k");
-  EXPECT_EQ(count(without_report, "+ rope q + rope k"), 0u) << arch;
-  // Each tail is one rope launch fewer.
-  EXPECT_EQ(count(with_report, "rope q + rope k"), count(without_report, "rope q + rope k")) << arch;
-  const std::vector<std::string> stacked = {"gemma2", "qwen3", "phi3", "phi3_long", "phi3_short", "granite"};
-  if (std::find(stacked.begin(), stacked.end(), arch) != stacked.end()) {
-    EXPECT_GE(tails, 1u) << arch << ": no layer's rope became its GEMV's tail\n" << with_report;
+  std::string with_report;
+  const std::vector<Tensor> with = decode_logits_with(path, "RLX_CUDA_GEMV_ROPE", "1", &with_report);
+  struct Knob {
+    const char* name;
+    std::string tail;  // its report text after a GEMV
+    std::vector<std::string> archs;  // the models that must take it
+  };
+  const std::vector<Knob> knobs = {
+      {"RLX_CUDA_GEMV_ROPE", "+ rope q + rope k", {"gemma2", "qwen3", "phi3", "phi3_long", "phi3_short", "granite"}},
+      {"RLX_CUDA_GEMV_POST_NORM", "+ x + rms_norm(a)", {"gemma3", "gemma2", "gemma3_scaled"}},
+  };
+  for (const Knob& k : knobs) {
+    std::string without_report;
+    const std::vector<Tensor> without = decode_logits_with(path, k.name, "0", &without_report);
+    expect_same_bits(with, without, arch + " with and without " + k.name);
+    EXPECT_EQ(count(without_report, k.tail), 0u) << arch << " " << k.name;
+    // Every fused node still runs once: as a tail, or as its own launch.
+    const std::string work = k.tail.substr(2);
+    EXPECT_EQ(count(with_report, work), count(without_report, work)) << arch << " " << k.name;
+    if (std::find(k.archs.begin(), k.archs.end(), arch) != k.archs.end()) {
+      EXPECT_GE(count(with_report, k.tail), 1u) << arch << ": no " << k.name << " tail\n" << with_report;
+    }
   }
   fs::remove(path);
 }

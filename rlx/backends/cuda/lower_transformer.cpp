@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 
+#include "rlx/backends/cuda/kernels/gemv_tail.h"
 #include "rlx/backends/cuda/kernels/glu.h"
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/kernels/select.h"
@@ -258,17 +259,10 @@ NodeId storage_root(LowerCtx& c, NodeId s) {
 
 }  // namespace
 
-std::optional<GemvRopeTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gemv) {
+std::optional<GemvTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gemv) {
   if (!env_bool("RLX_CUDA_GEMV_ROPE") || persistent_enabled()) return std::nullopt;  // read per program: tests A/B it
-  // The rope after the GEMV: only leaves (weights, states) and views may lie
-  // between them, so nothing else runs or frees a buffer in between.
-  NodeId rope = -1;
-  for (NodeId j = gemv + 1; j < static_cast<NodeId>(c.graph.size()) && rope < 0; ++j) {
-    const Node& n = c.node(j);
-    if (n.op == OpKind::Rope) rope = j;
-    else if (!n.inputs.empty() && !is_view_op(n) && n.op != OpKind::Narrow) return std::nullopt;
-  }
-  if (rope < 0 || c.absorbed(rope)) return std::nullopt;
+  const NodeId rope = next_working_node(c, gemv);
+  if (rope < 0 || c.node(rope).op != OpKind::Rope || c.absorbed(rope)) return std::nullopt;
   std::optional<RopeQkvMatch> m = match_rope_qkv(c, rope);
   if (!m || gemv_rope_tail_unsupported(m->w)) return std::nullopt;
   // This GEMV computes the last of Q, K and V (the others were computed
@@ -276,11 +270,6 @@ std::optional<GemvRopeTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gem
   NodeId last = -1;
   for (NodeId s : m->sources) last = std::max(last, storage_root(c, s));
   if (last != gemv) return std::nullopt;
-  // A Narrow in between must be one the match reads in place.
-  for (NodeId j = gemv + 1; j < rope; ++j)
-    if (c.node(j).op == OpKind::Narrow && !is_view_op(c.node(j)) &&
-        std::find(m->absorbed.begin(), m->absorbed.end(), j) == m->absorbed.end())
-      return std::nullopt;
   // Only a table an earlier layer's rope writes: the tail reads its angles.
   bool read_table = false;
   void* const* table = rope_angle_table(c, m->w, false, &read_table);
@@ -289,14 +278,16 @@ std::optional<GemvRopeTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gem
   int32_t* const* counter = c.counters(1);
   c.absorb(rope);
   for (NodeId a : m->absorbed) c.absorb(a);
-  const GemvRopeTail base = gemv_rope_tail(m->w);
-  GemvRopeTailLowering out;
+  GemvTail base;
+  base.kind = GemvTailKind::Rope;
+  base.rope = gemv_rope_tail(m->w);
+  GemvTailLowering out;
   out.what = " + " + rope_qkv_description(c, *m) + ", angles from the table";
-  out.resolve = [=](GemvRopeTail& t) {
+  out.resolve = [=](GemvTail& t) {
     t = base;
-    t.error_flag = *flag;
+    t.rope.error_flag = *flag;
+    t.rope.angles = static_cast<const float2*>(*table);
     t.counter = *counter;
-    t.angles = static_cast<const float2*>(*table);
   };
   return out;
 }

@@ -35,7 +35,7 @@
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/kernels/gemv_common.cuh"
-#include "rlx/backends/cuda/kernels/gemv_rope_tail.cuh"
+#include "rlx/backends/cuda/kernels/gemv_tail.cuh"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/env.h"
 
@@ -56,13 +56,13 @@ size_t q8_smem_bytes(int64_t m, int64_t k) {
 // before griddepcontrol.wait, so none of their DRAM latency follows the
 // quantization of x (decode's short rows: K = 640 … 2048).
 //
-// kRope (m = 1): the decode rope + cache writes as the launch's tail
-// (gemv_rope_tail.cuh), in its last CTA, over the dynamic shared memory.
-template <class U, int M, int R, int kAhead, bool kRope>
+// kTail (m = 1): the launch ends with a GemvTail (gemv_tail.cuh) in its last
+// CTA, over the dynamic shared memory.
+template <class U, int M, int R, int kAhead, bool kTail>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_q8_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
                    int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t, int glu,
-                   const GemvRopeTail rope) {
+                   const GemvTail tail) {
   static_assert(R >= 2, "GLU pairs two rows per group");
   extern __shared__ int4 q8_smem[];
   auto* xa = reinterpret_cast<int8_t*>(q8_smem);
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   Raw cur[R], ahead[R];
   if (gt < units) rows.template fetch<U>(gt, cur);
   if (kAhead == 2 && gt + tpr < units) rows.template fetch<U>(gt + tpr, ahead);
-  if constexpr (kRope) gemv_rope_tail_prefetch(rope);
+  if constexpr (kTail) gemv_tail_prefetch(tail);
   dev::pdl_begin();
   quantize_x(x, m, k, io, x_vec, xa, xb, dx);
   __syncthreads();
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     }
   }
   unit_gemv_store<M, R>(acc, rows, y, m, n, tpr, rpg, glu, io);
-  if constexpr (kRope) gemv_rope_tail(rope, io, reinterpret_cast<float*>(q8_smem));
+  if constexpr (kTail) gemv_tail(tail, y, io, reinterpret_cast<float*>(q8_smem));
 }
 
 }  // namespace
@@ -165,8 +165,8 @@ bool quant_gemv_q8_applies(DType w_type, int64_t m, int64_t k) {
 }
 
 void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                          int64_t k, cudaStream_t stream, const GluKind* glu, const GemvRopeTail* rope) {
-  RLX_CHECK(!rope || (m == 1 && !glu), "quantized gemv (int8 x): a rope tail needs m = 1 and no GLU");
+                          int64_t k, cudaStream_t stream, const GluKind* glu, const GemvTail* tail) {
+  RLX_CHECK(!tail || (m == 1 && !glu), "quantized gemv (int8 x): a tail needs m = 1 and no GLU");
   const size_t smem = q8_smem_bytes(m, k);
   RLX_CHECK(smem <= kQ8SmemMax, "quantized gemv (int8 x): m·k = ", m * k, " activations exceed its shared memory");
   const FloatKind io = float_kind(x_dtype, "quantized gemv");
@@ -191,15 +191,15 @@ void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void
       auto kernel = two_ahead ? gemv_q8_kernel<U, M, R, 2, false> : gemv_q8_kernel<U, M, R, 1, false>;
       size_t bytes = smem;
       if constexpr (M == 1) {
-        if (rope) {
+        if (tail) {
           kernel = two_ahead ? gemv_q8_kernel<U, M, R, 2, true> : gemv_q8_kernel<U, M, R, 1, true>;
-          bytes = std::max(bytes, gemv_rope_tail_smem(*rope));
+          bytes = std::max(bytes, gemv_tail_smem(*tail));
         }
       }
       kernel<<<plan.blocks, kGemvMaxThreads, bytes, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
                                                               n, k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t,
                                                               glu ? static_cast<int>(*glu) : -1,
-                                                              rope ? *rope : GemvRopeTail{});
+                                                              tail ? *tail : GemvTail{});
     };
     if (m == 1) go(std::integral_constant<int, 1>{});
     else go(std::integral_constant<int, kMaxGemvRows>{});

@@ -18,7 +18,7 @@
 
 namespace rlx::cuda {
 
-struct GemvRopeTail;  // rope.h
+struct GemvTail;  // gemv_tail.h
 
 // Whether CUDA decodes `type`: every GGUF quant type with a CPU dequantizer
 // (Q4_0 … NVFP4) plus f32, f16 and bf16 storage.
@@ -46,13 +46,13 @@ inline constexpr int kMaxGemvRows = 8;
 // act(x·gateᵀ) · (x·upᵀ) as FusedSwiGLU / FusedGeGLU (kernels/glu.h)
 // compute it, from the f32 sums.
 //
-// rope (m = 1, no GLU, where quant_gemv_takes_rope_tail): the launch also does
-// the decode rope + cache writes of GemvRopeTail (rope.h) once y is complete;
-// they may read y and earlier kernels' outputs.
+// tail (m = 1, no GLU, where quant_gemv_takes_tail): the launch ends with a
+// GemvTail (gemv_tail.h: the decode rope + cache writes, or the post-norm pair
+// that reads y) once y is complete; it runs on the unit kernels then.
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
                        int64_t k, cudaStream_t stream, const GluKind* glu = nullptr,
-                       const GemvRopeTail* rope = nullptr);
-bool quant_gemv_takes_rope_tail(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
+                       const GemvTail* tail = nullptr);
+bool quant_gemv_takes_tail(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
 bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k);  // W [n, k]
 // Whether launch_quant_gemv re-quantizes x to two int8 levels for these
 // operands (gemv_q8.h: the GGUF types RLX_CUDA_GEMV_Q8 selects, with aligned

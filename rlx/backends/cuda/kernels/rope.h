@@ -103,7 +103,7 @@ size_t rope_angles_bytes(const RopeQkvWrite& w);
 
 // launch_rope_qkv_write's work for one row (B = L = 1), its angles read from
 // the table, done by the last CTA of the m = 1 quantized GEMV that computes
-// the last of Q, K and V (launch_quant_gemv's `rope`, gemv_rope_tail.cuh):
+// the last of Q, K and V (GemvTail, gemv_tail.h):
 // a decode layer pays one launch fewer. The bits are those of
 // launch_rope_qkv_write. q, k, v point at the heads' first elements (rows of
 // `dtype`, the GEMV's output type); the caches are [capacity, kv_heads ·
@@ -125,7 +125,6 @@ struct GemvRopeTail {
   int64_t capacity = 0;
   const float2* angles = nullptr;  // n_rot / 2 (cos, sin) pairs: the table's row
   int32_t* error_flag = nullptr;
-  int32_t* counter = nullptr;  // zero before a launch; the last CTA leaves it zero
 };
 // Why w cannot be a GEMV's tail (nullptr: it can); the tail for w (its
 // angles, error flag and counter left for the caller); its shared memory.

@@ -1,12 +1,16 @@
-// The decode rope + KV-cache writes as the tail of an m = 1 quantized GEMV
-// (GemvRopeTail, gemv_rope_tail.cuh) against the two launches it replaces: the
-// GEMV alone, then launch_rope_qkv_write (rope.cu, itself checked against the
-// CPU by the tiny-model and conformance tests). The GEMV's output, the rotated
-// Q, both cache rows and the error flag must be bit for bit the same, for the
-// int8-activation and the f32-activation unit kernels, f32 / f16 / bf16
-// activations, 16- and 32-bit caches, head norms or none, both pairings and a
-// partial rotation; a bad cache offset flags the error and writes no cache
-// row; the CTA counter is back at zero after every launch.
+// Work done in the last CTA of an m = 1 quantized GEMV (GemvTail,
+// gemv_tail.cuh) against the two launches it replaces, each of which the
+// tiny-model and conformance tests check against the CPU:
+//  - the decode rope + KV-cache writes against the GEMV, then
+//    launch_rope_qkv_write: the GEMV's output, the rotated Q, both cache rows
+//    and the error flag bit for bit, for the int8-activation and the
+//    f32-activation unit kernels, f32 / f16 / bf16 activations, 16- and
+//    32-bit caches, head norms or none, both pairings and a partial rotation;
+//    a bad cache offset flags the error and writes no cache row;
+//  - the post-norm (pair) against the GEMV, then launch_post_rms_norm: both
+//    results bit for bit, at every register layout of the norm (1 to 16
+//    columns a thread, 32 to 256 threads) and odd widths;
+// and the CTA counter is back at zero after every launch.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -15,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "rlx/backends/cuda/kernels/gemv_tail.h"
 #include "rlx/backends/cuda/kernels/movement.h"
+#include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/core/error.h"
@@ -87,7 +93,7 @@ void check(const Case& c, int32_t slot, uint64_t seed) {
   Buf w(w_host.size()), x(x_host.size());
   w.put(w_host.data());
   x.put(x_host.data());
-  ASSERT_TRUE(cuda::quant_gemv_takes_rope_tail(c.w, w.p, 1, N, K));
+  ASSERT_TRUE(cuda::quant_gemv_takes_tail(c.w, w.p, 1, N, K));
 
   RopeAttrs qa;
   qa.num_heads = c.q_heads;
@@ -148,8 +154,10 @@ void check(const Case& c, int32_t slot, uint64_t seed) {
     r.error_flag = static_cast<int32_t*>(flag.p);
     r.angles.cs = static_cast<float2*>(table.p);
     if (tail) {
-      cuda::GemvRopeTail t = cuda::gemv_rope_tail(r);
-      t.angles = static_cast<const float2*>(table.p);
+      cuda::GemvTail t;
+      t.kind = cuda::GemvTailKind::Rope;
+      t.rope = cuda::gemv_rope_tail(r);
+      t.rope.angles = static_cast<const float2*>(table.p);
       t.counter = static_cast<int32_t*>(counter.p);
       // Twice: the counter must be ready for the next launch.
       for (int i = 0; i < 2; ++i) cuda::launch_quant_gemv(c.w, w.p, c.io, x.p, y.p, 1, N, K, nullptr, nullptr, &t);
@@ -181,7 +189,7 @@ void check(const Case& c, int32_t slot, uint64_t seed) {
   EXPECT_EQ(ref.kc != cache_init, in_range);
 }
 
-TEST(GemvRopeTail, SameBitsAsTheGemvThenTheRopeLaunch) {
+TEST(GemvTail, RopeSameBitsAsTheGemvThenTheRopeLaunch) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const RopePairing neox = RopePairing::NeoX, inter = RopePairing::Interleaved;
   const std::vector<Case> cases = {
@@ -199,7 +207,7 @@ TEST(GemvRopeTail, SameBitsAsTheGemvThenTheRopeLaunch) {
   check(cases[0], 11, seed++);  // the last row
 }
 
-TEST(GemvRopeTail, BadCacheOffsetFlagsAndWritesNoRow) {
+TEST(GemvTail, RopeBadCacheOffsetFlagsAndWritesNoRow) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const Case c{DType::Q8_0, DType::BF16, DType::BF16, 4, 1, 256, 256, RopePairing::NeoX, true, DType::F32};
   check(c, 12, 7);  // = capacity
@@ -208,7 +216,7 @@ TEST(GemvRopeTail, BadCacheOffsetFlagsAndWritesNoRow) {
   check(u, 40, 9);
 }
 
-TEST(GemvRopeTail, SaysWhyItCannotTakeARope) {
+TEST(GemvTail, SaysWhyItCannotTakeARope) {
   cuda::RopeQkvWrite w;
   w.q_attrs.num_heads = 4;
   w.q_attrs.head_dim = 64;
@@ -229,6 +237,85 @@ TEST(GemvRopeTail, SaysWhyItCannotTakeARope) {
   w.k_attrs = w.q_attrs;
   w.q_attrs.num_heads = w.k_attrs.num_heads = 64;  // 64 + 128 heads of 64: 48 KB of rows
   EXPECT_NE(cuda::gemv_rope_tail_unsupported(w), nullptr);
+}
+
+// The GEMV (W [cols, 512] of type w) then the post-norm (pair) of its
+// product, both ways.
+void check_post_norm(DType w_type, DType io, DType param, int64_t cols, bool pair, uint64_t seed) {
+  SCOPED_TRACE(str(dtype_name(w_type), " x ", dtype_name(io), " params ", dtype_name(param), " cols ", cols,
+                   pair ? " pair" : " single"));
+  std::mt19937_64 rng(seed);
+  constexpr int64_t K = 512;
+  const auto w_host = test::random_data(w_type, cols * K, rng);
+  const auto x_host = random_floats(io, K, 1.0f, rng);
+  const auto res_host = random_floats(io, cols, 2.0f, rng);
+  const auto w1_host = random_floats(param, cols, 0.5f, rng), w2_host = random_floats(param, cols, 0.5f, rng);
+  Buf w(w_host.size()), x(x_host.size()), res(res_host.size()), w1(w1_host.size()), w2(w2_host.size()), counter(4);
+  w.put(w_host.data());
+  x.put(x_host.data());
+  res.put(res_host.data());
+  w1.put(w1_host.data());
+  w2.put(w2_host.data());
+  ASSERT_TRUE(cuda::quant_gemv_takes_tail(w_type, w.p, 1, cols, K));
+  ASSERT_EQ(cuda::gemv_post_norm_tail_unsupported(cols), nullptr);
+  const size_t row = static_cast<size_t>(cols * dtype_size(io));
+  struct Out {
+    std::vector<uint8_t> a, yh;
+    int32_t counter = 0;
+  };
+  auto run = [&](bool tail) {
+    Buf a(row), yh(2 * row);
+    void* h = pair ? static_cast<char*>(yh.p) + row : nullptr;
+    const void* w2p = pair ? w2.p : nullptr;
+    if (tail) {
+      cuda::GemvTail t;
+      t.kind = cuda::GemvTailKind::PostNorm;
+      t.norm.x = res.p;
+      t.norm.w1 = w1.p;
+      t.norm.w2 = w2p;
+      t.norm.y = yh.p;
+      t.norm.h = h;
+      t.norm.param_dtype = param;
+      t.norm.cols = static_cast<int>(cols);
+      cuda::post_rms_norm_layout(cols, &t.norm.threads, &t.norm.per);
+      t.norm.eps = 1e-6f;
+      t.counter = static_cast<int32_t*>(counter.p);
+      for (int i = 0; i < 2; ++i) cuda::launch_quant_gemv(w_type, w.p, io, x.p, a.p, 1, cols, K, nullptr, nullptr, &t);
+    } else {
+      cuda::launch_quant_gemv(w_type, w.p, io, x.p, a.p, 1, cols, K, nullptr);
+      cuda::launch_post_rms_norm(io, param, res.p, a.p, w1.p, w2p, yh.p, h, 1, cols, 1e-6f, nullptr);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Out o{a.get(), yh.get()};
+    EXPECT_EQ(cudaMemcpy(&o.counter, counter.p, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return o;
+  };
+  const Out ref = run(false), got = run(true);
+  EXPECT_EQ(got.a, ref.a) << "GEMV output";
+  EXPECT_EQ(got.yh, ref.yh) << "post-norm results";
+  EXPECT_EQ(got.counter, 0);
+  const std::vector<uint8_t> y_ref(ref.yh.begin(), ref.yh.begin() + static_cast<ptrdiff_t>(row));
+  EXPECT_NE(y_ref, res_host) << "the residual sum changed nothing";
+}
+
+TEST(GemvTail, PostNormSameBitsAsTheGemvThenTheNormLaunch) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  uint64_t seed = 100;
+  // Gemma 3 270M's two per layer: 640 columns (160 threads, 4 columns each), bf16 and f32.
+  check_post_norm(DType::Q8_0, DType::BF16, DType::F32, 640, true, seed++);
+  check_post_norm(DType::Q6_K, DType::F32, DType::F32, 640, true, seed++);
+  // Every register layout: 32..256 threads, 1..16 columns a thread; odd widths; single norms.
+  check_post_norm(DType::Q4_K, DType::F16, DType::F16, 100, true, seed++);
+  check_post_norm(DType::Q5_0, DType::BF16, DType::BF16, 1000, false, seed++);
+  check_post_norm(DType::Q8_0, DType::F32, DType::BF16, 2048, true, seed++);
+  check_post_norm(DType::Q4_K, DType::BF16, DType::F32, 4096, true, seed++);
+  check_post_norm(DType::Q6_K, DType::F16, DType::F32, 33, false, seed++);
+}
+
+TEST(GemvTail, PostNormTooWideIsRefused) {
+  EXPECT_EQ(cuda::gemv_post_norm_tail_unsupported(4096), nullptr);
+  EXPECT_NE(cuda::gemv_post_norm_tail_unsupported(4097), nullptr);
+  EXPECT_NE(cuda::gemv_post_norm_tail_unsupported(0), nullptr);
 }
 
 }  // namespace

@@ -1,24 +1,25 @@
-// The decode rope + KV-cache writes as the tail of an m = 1 GEMV (GemvRopeTail
-// in rope.h): the GEMV's last CTA to finish does what rope_qkv_kernel (rope.cu)
-// does for one row with its angles from the table, with the same arithmetic in
-// the same order, so the bits are those of the separate launch.
+// The work an m = 1 GEMV does in its last CTA after the product (GemvTail,
+// gemv_tail.h): the decode rope + KV-cache writes, as rope_qkv_kernel (rope.cu)
+// does them for one row with its angles from the table, or the post-norm pair,
+// as post_rms_norm_reg_kernel (norm.cu) does it; the same arithmetic in the
+// same order, so the bits are those of the separate launch.
 //
-// Why: in a decode step the rope launch sat between the q|k|v GEMV and the
-// attention, and cost ~4.6 µs of the step's critical path (its wait, one L2
-// round trip for the row, its stores, the next kernel's wait) for ~1 µs of
-// work. Here the GEMV's CTAs count themselves done on a counter in L2; the
-// last one reads the rows the others just stored (L2 hits) and the step goes
-// on to the attention with one launch fewer.
+// Why: in a decode step each of those launches sat between two GEMVs on the
+// critical path and cost a kernel boundary (its wait, its loads, its stores,
+// then the next kernel's wait) for about a microsecond of work. Here the
+// GEMV's CTAs count themselves done on a counter in L2; the last one reads
+// the rows the others just stored (L2 hits) and the step goes on with one
+// launch fewer.
 //
-// Every thread of the CTA must call gemv_rope_tail (it syncs the block).
-// smem: gemv_rope_tail_smem(t) bytes of dynamic shared memory, which the
-// GEMV's main loop no longer uses.
+// Every thread of the CTA calls gemv_tail (it syncs the block); smem is
+// gemv_tail_smem(t) bytes of dynamic shared memory, which the GEMV's main
+// loop no longer uses.
 #pragma once
 
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/movement.h"
 #include "rlx/backends/cuda/kernels/quant_common.cuh"
-#include "rlx/backends/cuda/kernels/rope.h"
+#include "rlx/backends/cuda/kernels/gemv_tail.h"
 
 namespace rlx::cuda::quant_detail {
 
@@ -42,33 +43,42 @@ __device__ __forceinline__ float tail_bits_to_f32(uint32_t b, FloatKind k) {
 }
 
 // Called by every CTA before griddepcontrol.wait: the first CTA asks L2 for
-// the head-norm weights, which the head's 178 MB evicted since the last step,
-// so the last CTA's loads of them after the GEMV hit L2.
-__device__ __forceinline__ void gemv_rope_tail_prefetch(const GemvRopeTail& t) {
+// the tail's weights (head-norm or post-norm), which the output head's 178 MB
+// evicted since the last step, so the last CTA's loads of them hit L2.
+__device__ __forceinline__ void gemv_tail_prefetch(const GemvTail& t) {
   if (blockIdx.x != 0) return;
   const int line = static_cast<int>(threadIdx.x);
-  auto fetch = [&](const void* p, DType dt) {
-    if (p && line * 128 < t.head_dim * static_cast<int>(dt == DType::F32 ? 4 : 2))
+  auto fetch = [&](const void* p, DType dt, int n) {
+    if (p && line * 128 < n * static_cast<int>(dt == DType::F32 ? 4 : 2))
       asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p) + line * 128));
   };
-  fetch(t.q_norm, t.q_norm_dtype);
-  fetch(t.k_norm, t.k_norm_dtype);
+  if (t.kind == GemvTailKind::Rope) {
+    fetch(t.rope.q_norm, t.rope.q_norm_dtype, t.rope.head_dim);
+    fetch(t.rope.k_norm, t.rope.k_norm_dtype, t.rope.head_dim);
+  } else {
+    fetch(t.norm.w1, t.norm.param_dtype, t.norm.cols);
+    fetch(t.norm.w2, t.norm.param_dtype, t.norm.cols);
+  }
 }
 
-__device__ __forceinline__ void gemv_rope_tail(const GemvRopeTail& t, FloatKind io, float* smem) {
+// Whether this CTA is the last of the grid to get here, after every CTA has
+// stored its rows (their stores are then visible to it).
+__device__ __forceinline__ bool gemv_tail_last_cta(int32_t* counter) {
   __shared__ int last;
   __syncthreads();  // every row this CTA owns is stored
   if (threadIdx.x == 0) {
     __threadfence();  // release them before the count
-    last = atomicAdd(t.counter, 1) == static_cast<int>(gridDim.x) - 1;
+    last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
     if (last) {
       __threadfence();  // acquire the other CTAs' rows
-      *t.counter = 0;   // every CTA has counted: ready for the next launch
+      *counter = 0;     // every CTA has counted: ready for the next launch
     }
   }
   __syncthreads();
-  if (!last) return;
+  return last != 0;
+}
 
+__device__ __forceinline__ void gemv_rope_tail(const GemvRopeTail& t, FloatKind io, float* smem) {
   const int hd = t.head_dim, half = t.n_rot / 2;
   const int qw = t.q_heads * hd, kw = t.kv_heads * hd, heads = t.q_heads + t.kv_heads;
   // smem: the q, k, v rows as f32, then the q and k norm weights, the angles
@@ -165,6 +175,71 @@ __device__ __forceinline__ void gemv_rope_tail(const GemvRopeTail& t, FloatKind 
     if (is_q) store_from_f32(t.y, r, o, io);
     else if (cache_ok) store_from_f32(t.k_cache, slot + r, o, ck);
   }
+}
+
+// f32 of v rounded to kind k (the value a store of k then a load would give).
+__device__ __forceinline__ float round_to(float v, FloatKind k) {
+  switch (k) {
+    case FloatKind::F16: return __half2float(__float2half_rn(v));
+    case FloatKind::BF16: return __bfloat162float(__float2bfloat16_rn(v));
+    default: return v;
+  }
+}
+
+// post_rms_norm_reg_kernel for one row, a = the GEMV's product: threads
+// t < p.threads hold columns t + i·p.threads, the others add zeros to the
+// block sums (so the sums, over the same warps' partials, are bit-identical).
+__device__ __forceinline__ void gemv_post_norm_tail(const GemvPostNormTail& p, const void* a, FloatKind io,
+                                                    float* scratch) {
+  constexpr int kMaxPer = 16;
+  const int t = threadIdx.x, nt = p.threads, cols = p.cols;
+  const bool active = t < nt;
+  const FloatKind pk = tail_kind(p.param_dtype);
+  uint32_t wb1[kMaxPer], wb2[kMaxPer], xb[kMaxPer], ab[kMaxPer];
+#pragma unroll
+  for (int i = 0; i < kMaxPer; ++i) {  // every load issued before any is used
+    const int c = t + i * nt;
+    const bool in = active && i < p.per && c < cols;
+    wb1[i] = in ? tail_load_bits(p.w1, c, pk) : 0u;
+    wb2[i] = in && p.w2 ? tail_load_bits(p.w2, c, pk) : 0u;
+    xb[i] = in ? tail_load_bits(p.x, c, io) : 0u;
+    ab[i] = in ? tail_load_bits(a, c, io) : 0u;
+  }
+  float xv[kMaxPer], av[kMaxPer];
+  float q = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxPer; ++i) {
+    xv[i] = tail_bits_to_f32(xb[i], io);
+    av[i] = tail_bits_to_f32(ab[i], io);
+    if (i < p.per) q = fmaf(av[i], av[i], q);
+  }
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  const float rstd = rsqrtf(dev::block_sum(q, scratch) * inv_cols + p.eps);
+  float q2 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxPer; ++i) {
+    if (i >= p.per) break;
+    const int c = t + i * nt;
+    const float yv = round_to(xv[i] + av[i] * rstd * tail_bits_to_f32(wb1[i], pk), io);
+    if (active && c < cols) store_from_f32(p.y, c, yv, io);
+    xv[i] = yv;  // the rounded sum, as the next norm sees it
+    q2 = fmaf(xv[i], xv[i], q2);
+  }
+  if (!p.w2) return;
+  const float rstd2 = rsqrtf(dev::block_sum(q2, scratch) * inv_cols + p.eps);
+#pragma unroll
+  for (int i = 0; i < kMaxPer; ++i) {
+    if (i >= p.per) break;
+    const int c = t + i * nt;
+    if (active && c < cols) store_from_f32(p.h, c, xv[i] * rstd2 * tail_bits_to_f32(wb2[i], pk), io);
+  }
+}
+
+// The GEMV kernels' entry: y is their product, smem their dynamic shared memory.
+__device__ __forceinline__ void gemv_tail(const GemvTail& t, const void* y, FloatKind io, float* smem) {
+  if (!gemv_tail_last_cta(t.counter)) return;
+  if (t.kind == GemvTailKind::Rope) gemv_rope_tail(t.rope, io, smem);
+  else gemv_post_norm_tail(t.norm, y, io, smem);
 }
 
 }  // namespace rlx::cuda::quant_detail
