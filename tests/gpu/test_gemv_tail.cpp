@@ -8,7 +8,7 @@
 //    32-bit caches, head norms or none, both pairings and a partial rotation;
 //    a bad cache offset flags the error and writes no cache row;
 //  - the post-norm (pair) against the GEMV, then launch_post_rms_norm: both
-//    results bit for bit, at every register layout of the norm (1 to 16
+//    results bit for bit, at every register layout the tail takes (1 to 8
 //    columns a thread, 32 to 256 threads) and odd widths;
 // and the CTA counter is back at zero after every launch.
 #include <cuda_runtime.h>
@@ -304,17 +304,17 @@ TEST(GemvTail, PostNormSameBitsAsTheGemvThenTheNormLaunch) {
   // Gemma 3 270M's two per layer: 640 columns (160 threads, 4 columns each), bf16 and f32.
   check_post_norm(DType::Q8_0, DType::BF16, DType::F32, 640, true, seed++);
   check_post_norm(DType::Q6_K, DType::F32, DType::F32, 640, true, seed++);
-  // Every register layout: 32..256 threads, 1..16 columns a thread; odd widths; single norms.
+  // Every register layout: 32..256 threads, 1..8 columns a thread; odd widths; single norms.
   check_post_norm(DType::Q4_K, DType::F16, DType::F16, 100, true, seed++);
   check_post_norm(DType::Q5_0, DType::BF16, DType::BF16, 1000, false, seed++);
   check_post_norm(DType::Q8_0, DType::F32, DType::BF16, 2048, true, seed++);
-  check_post_norm(DType::Q4_K, DType::BF16, DType::F32, 4096, true, seed++);
+  check_post_norm(DType::Q4_K, DType::BF16, DType::F32, 1536, true, seed++);
   check_post_norm(DType::Q6_K, DType::F16, DType::F32, 33, false, seed++);
 }
 
 TEST(GemvTail, PostNormTooWideIsRefused) {
-  EXPECT_EQ(cuda::gemv_post_norm_tail_unsupported(4096), nullptr);
-  EXPECT_NE(cuda::gemv_post_norm_tail_unsupported(4097), nullptr);
+  EXPECT_EQ(cuda::gemv_post_norm_tail_unsupported(2048), nullptr);
+  EXPECT_NE(cuda::gemv_post_norm_tail_unsupported(2049), nullptr);
   EXPECT_NE(cuda::gemv_post_norm_tail_unsupported(0), nullptr);
 }
 

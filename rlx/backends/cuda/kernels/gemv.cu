@@ -234,7 +234,7 @@ const char* gemv_post_norm_tail_unsupported(int64_t cols) {
   if (cols < 1) return "an empty row";
   int threads = 0, per = 0;
   post_rms_norm_layout(cols, &threads, &per);
-  if (per > 16 || threads > kGemvMaxThreads) return "the row does not fit the registers of one CTA";
+  if (per > kGemvPostNormTailMaxPer || threads > kGemvMaxThreads) return "the row is too long for the tail's registers";
   return nullptr;
 }
 

@@ -191,7 +191,7 @@ __device__ __forceinline__ float round_to(float v, FloatKind k) {
 // block sums (so the sums, over the same warps' partials, are bit-identical).
 __device__ __forceinline__ void gemv_post_norm_tail(const GemvPostNormTail& p, const void* a, FloatKind io,
                                                     float* scratch) {
-  constexpr int kMaxPer = 16;
+  constexpr int kMaxPer = kGemvPostNormTailMaxPer;
   const int t = threadIdx.x, nt = p.threads, cols = p.cols;
   const bool active = t < nt;
   const FloatKind pk = tail_kind(p.param_dtype);

@@ -18,7 +18,10 @@ namespace rlx::cuda {
 
 // launch_post_rms_norm's one row with a = the GEMV's product (x, y, h of the
 // GEMV's output dtype; w1, w2 of param_dtype; w2 and h null for a single
-// norm), laid out as post_rms_norm_layout says (threads ≤ 256, per ≤ 16).
+// norm), laid out as post_rms_norm_layout says (threads ≤ 256, per ≤
+// kGemvPostNormTailMaxPer: rows up to 2048 columns; the held columns cost the
+// GEMV kernels registers, 8 per column a thread).
+inline constexpr int kGemvPostNormTailMaxPer = 8;
 struct GemvPostNormTail {
   const void* x = nullptr;
   const void* w1 = nullptr;
