@@ -61,12 +61,6 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_ROPE_ANGLE_TABLE", EnvType::Bool, "1",
        "CUDA decode rope (RLX_CUDA_FUSE_ROPE_KV): the first layer of each rope base stores its positions' cos/sin "
        "in a table that the later layers read, instead of each evaluating them in f64."},
-      {"RLX_CUDA_GEMV_ROPE", EnvType::Bool, "1",
-       "CUDA decode (RLX_CUDA_FUSE_ROPE_KV with RLX_CUDA_ROPE_ANGLE_TABLE): a layer's rope + KV-cache writes done by "
-       "the last CTA of the quantized GEMV that computes the last of its Q, K and V, instead of their own launch."},
-      {"RLX_CUDA_GEMV_POST_NORM", EnvType::Bool, "1",
-       "CUDA decode: a post-norm (pair) whose input is an m = 1 quantized GEMV's product, computed by that GEMV's "
-       "last CTA instead of its own launch (Gemma's two per layer)."},
       {"RLX_CUDA_FUSE_EMBED_NORM", EnvType::Bool, "1",
        "CUDA lowering: one launch for an embedding layer's gathers (up to 4 tables), their sum and its LayerNorm."},
       {"RLX_CUDA_FUSE_GATHER_SCALE", EnvType::Bool, "1",

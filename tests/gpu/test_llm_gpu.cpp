@@ -94,34 +94,6 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
   fs::remove(path);
 }
 
-// Prefill then six decode steps of the tiny model at `path` on CUDA with the
-// env knob set to `value`: every step's logits, and the dispatch report.
-std::vector<Tensor> decode_logits_with(const std::string& path, const char* knob, const char* value,
-                                       std::string* report) {
-  test::ScopedEnv env(knob, value);
-  auto gpu = make(path, "cuda", 32, true);
-  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
-  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
-  std::vector<Tensor> logits;
-  auto r = gpu.forward(prompt, 0);
-  logits.push_back(r.logits);
-  int64_t at = static_cast<int64_t>(prompt.size());
-  for (int32_t t : decode) {
-    r = gpu.forward({t}, at++);
-    logits.push_back(r.logits);
-  }
-  *report = gpu.executable().dispatch_report();
-  return logits;
-}
-
-void expect_same_bits(const std::vector<Tensor>& with, const std::vector<Tensor>& without, const std::string& what) {
-  ASSERT_EQ(with.size(), without.size());
-  for (size_t i = 0; i < with.size(); ++i) {
-    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
-    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0) << what << ": logits " << i << " differ";
-  }
-}
-
 // The decode rope's angle table (RLX_CUDA_ROPE_ANGLE_TABLE): the first layer
 // of each rope base writes its cos/sin, the later ones read them. The logits
 // and tokens are bit for bit those of every layer evaluating its own angles.
@@ -131,61 +103,36 @@ TEST_P(TinyLlmGpu, RopeAngleTableChangesNoBit) {
   const std::string arch = GetParam();
   const std::string path = temp_path(arch + "_angles.gguf");
   test::write_tiny_gguf(test::tiny_spec(arch), path);
-  test::ScopedEnv no_tail("RLX_CUDA_GEMV_ROPE", "0");  // every layer's rope is its own launch here
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
+  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
+  auto run = [&](const char* table, std::string* report) {
+    test::ScopedEnv knob("RLX_CUDA_ROPE_ANGLE_TABLE", table);
+    auto gpu = make(path, "cuda", 32, true);
+    std::vector<Tensor> logits;
+    auto r = gpu.forward(prompt, 0);
+    logits.push_back(r.logits);
+    int64_t at = static_cast<int64_t>(prompt.size());
+    for (int32_t t : decode) {
+      r = gpu.forward({t}, at++);
+      logits.push_back(r.logits);
+    }
+    *report = gpu.executable().dispatch_report();
+    return logits;
+  };
   std::string with_report, without_report;
-  const std::vector<Tensor> with = decode_logits_with(path, "RLX_CUDA_ROPE_ANGLE_TABLE", "1", &with_report);
-  const std::vector<Tensor> without = decode_logits_with(path, "RLX_CUDA_ROPE_ANGLE_TABLE", "0", &without_report);
-  expect_same_bits(with, without, arch + " with the angle table");
+  const std::vector<Tensor> with = run("1", &with_report);
+  const std::vector<Tensor> without = run("0", &without_report);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
+    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0)
+        << arch << ": logits " << i << " differ with the angle table";
+  }
   // Every tiny model has two or more layers, so some layer reads the table
   // (Gemma 3's six: five local ones share one base).
   EXPECT_NE(with_report.find("angles to the table"), std::string::npos) << arch << "\n" << with_report;
   EXPECT_NE(with_report.find("angles from the table"), std::string::npos) << arch << "\n" << with_report;
   EXPECT_EQ(without_report.find("the table"), std::string::npos) << arch << "\n" << without_report;
-  fs::remove(path);
-}
-
-// Work of the node after a decode GEMV done by the GEMV's last CTA
-// (gemv_tail.h): the rope + cache writes after the GEMV that computes the last
-// of Q, K and V (RLX_CUDA_GEMV_ROPE), the post-norm pair that reads a GEMV's
-// product (RLX_CUDA_GEMV_POST_NORM). Each is bit for bit the separate
-// launch. The models whose q|k|v is one quantized GEMV take the rope tail in
-// every layer after the first of each rope base, the Gemmas' post-norms the
-// norm tail; the other layers (v a float MatMul, biases after the GEMV) keep
-// the separate launches.
-TEST_P(TinyLlmGpu, GemvTailsChangeNoBit) {
-  register_builtin_backends();
-  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
-  const std::string arch = GetParam();
-  const std::string path = temp_path(arch + "_tail.gguf");
-  test::write_tiny_gguf(test::tiny_spec(arch), path);
-  const auto count = [](const std::string& r, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = r.find(what); at != std::string::npos; at = r.find(what, at + 1)) ++n;
-    return n;
-  };
-  std::string with_report;
-  const std::vector<Tensor> with = decode_logits_with(path, "RLX_CUDA_GEMV_ROPE", "1", &with_report);
-  struct Knob {
-    const char* name;
-    std::string tail;  // its report text after a GEMV
-    std::vector<std::string> archs;  // the models that must take it
-  };
-  const std::vector<Knob> knobs = {
-      {"RLX_CUDA_GEMV_ROPE", "+ rope q + rope k", {"gemma2", "qwen3", "phi3", "phi3_long", "phi3_short", "granite"}},
-      {"RLX_CUDA_GEMV_POST_NORM", "+ x + rms_norm(a)", {"gemma3", "gemma2", "gemma3_scaled"}},
-  };
-  for (const Knob& k : knobs) {
-    std::string without_report;
-    const std::vector<Tensor> without = decode_logits_with(path, k.name, "0", &without_report);
-    expect_same_bits(with, without, arch + " with and without " + k.name);
-    EXPECT_EQ(count(without_report, k.tail), 0u) << arch << " " << k.name;
-    // Every fused node still runs once: as a tail, or as its own launch.
-    const std::string work = k.tail.substr(2);
-    EXPECT_EQ(count(with_report, work), count(without_report, work)) << arch << " " << k.name;
-    if (std::find(k.archs.begin(), k.archs.end(), arch) != k.archs.end()) {
-      EXPECT_GE(count(with_report, k.tail), 1u) << arch << ": no " << k.name << " tail\n" << with_report;
-    }
-  }
   fs::remove(path);
 }
 

@@ -4,7 +4,6 @@
 #include <array>
 #include <functional>
 
-#include "rlx/backends/cuda/kernels/gemv_tail.h"
 #include "rlx/backends/cuda/kernels/norm.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/persistent.h"
@@ -230,42 +229,6 @@ void lower_post_norm(LowerCtx& c, NodeId id) {
 }
 
 }  // namespace
-
-std::optional<GemvTailLowering> lower_gemv_post_norm_tail(LowerCtx& c, NodeId gemv) {
-  if (!env_bool("RLX_CUDA_GEMV_POST_NORM") || persistent_enabled()) return std::nullopt;  // per program: tests A/B it
-  const NodeId id = next_working_node(c, gemv);
-  if (id < 0 || c.node(id).op != OpKind::FusedPostRmsNorm || c.absorbed(id)) return std::nullopt;
-  const Node& n = c.node(id);
-  const bool pair = n.inputs.size() == 4;
-  const DType xt = c.type(n.inputs[0]).dtype, pt = c.type(n.inputs[2]).dtype;
-  const int64_t cols = c.dims(n.inputs[0]).back();
-  // a is this GEMV's product (in place: the node or a view of it) and the norm is one row of it.
-  if (c.in_ptr(id, 1) != c.ptr(gemv) || static_numel(c.type(n.inputs[1]).shape) != cols ||
-      static_numel(c.type(gemv).shape) != cols || c.type(gemv).dtype != xt ||
-      static_numel(c.type(n.inputs[0]).shape) != cols || gemv_post_norm_tail_unsupported(cols))
-    return std::nullopt;
-  GemvTail base;
-  base.kind = GemvTailKind::PostNorm;
-  GemvPostNormTail& t = base.norm;
-  t.x = c.in_ptr(id, 0);
-  t.w1 = c.in_ptr(id, 2);
-  t.w2 = pair ? c.in_ptr(id, 3) : nullptr;
-  t.y = c.ptr(id);
-  t.h = pair ? static_cast<char*>(c.ptr(id)) + cols * dtype_size(xt) : nullptr;
-  t.param_dtype = pt;
-  t.cols = static_cast<int>(cols);
-  post_rms_norm_layout(cols, &t.threads, &t.per);
-  t.eps = n.attr<NormAttrs>().eps;
-  int32_t* const* counter = c.counters(1);
-  c.absorb(id);
-  GemvTailLowering out;
-  out.what = str(" + x + rms_norm(a) ", dtype_name(xt), pair ? ", then rms_norm" : "");
-  out.resolve = [=](GemvTail& tail) {
-    tail = base;
-    tail.counter = *counter;
-  };
-  return out;
-}
 
 void register_norm_lowerings() {
   constexpr DType floats[] = {DType::F32, DType::F16, DType::BF16};

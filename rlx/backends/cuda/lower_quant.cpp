@@ -6,11 +6,6 @@
 //     below faster near this shape. RLX_CUDA_<TYPE>_FUSED_DISABLE=1 always
 //     sends these through the path below. When the product's only reader is a
 //     FusedGeGLU/FusedSwiGLU, the GEMV applies it too ("gemv ... + geglu").
-//     A decode GEMV that computes the last of a layer's Q, K and V also does
-//     the rope + KV-cache writes in its last CTA ("gemv ... + rope q + ...",
-//     RLX_CUDA_GEMV_ROPE), and one whose product only a post-norm (pair)
-//     reads next does that norm ("gemv ... + x + rms_norm(a)",
-//     RLX_CUDA_GEMV_POST_NORM): kernels/gemv_tail.h.
 //     Weights of 24 MB and more (4 MB with m ≥ 2) take the shared-memory
 //     streaming GEMV instead ("gemv-staged"; RLX_CUDA_GEMV_STAGED=0: never).
 //   larger m (prefill): W is dequantized, a tile of its rows at a time, into
@@ -31,11 +26,9 @@
 
 #include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/kernels/quant.h"
-#include "rlx/backends/cuda/kernels/gemv_tail.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/backends/cuda/persistent.h"
 #include "rlx/core/env.h"
-#include "rlx/passes/memory_plan.h"
 
 namespace rlx::cuda {
 namespace {
@@ -218,21 +211,6 @@ void lower_dequant_matmul(LowerCtx& c, NodeId id) {
               [=](cudaStream_t s) { launch_quant_gemv_staged(wt, w, xt, x, y, M, N, K, s); });
         return;
       }
-      // Decode: the work of the node after this GEMV (a layer's rope + cache
-      // writes, or the post-norm pair that reads the product) done by its
-      // last CTA (gemv_tail.h).
-      if (quant_gemv_takes_tail(wt, w, M, N, K)) {
-        std::optional<GemvTailLowering> tail = lower_gemv_rope_tail(c, id);
-        if (!tail) tail = lower_gemv_post_norm_tail(c, id);
-        if (tail) {
-          c.add(id, str("gemv ", tname, " m=", M, note, tail->what), [=, resolve = tail->resolve](cudaStream_t s) {
-            GemvTail t;
-            resolve(t);
-            launch_quant_gemv(wt, w, xt, x, y, M, N, K, s, nullptr, &t);
-          });
-          return;
-        }
-      }
       c.add(id, str("gemv ", tname, " m=", M, note), [=](cudaStream_t s) { launch_quant_gemv(wt, w, xt, x, y, M, N, K, s); },
             M == 1 ? persistent_gemv(c, wt, w, xt, x, y, N, K, nullptr) : nullptr);
       return;
@@ -404,14 +382,6 @@ void register_quant_lowerings() {
       register_cuda_lowering(OpKind::Gather, {wt, it, DType::F32}, lower_quant_gather,
                              str("gather of ", tname, " rows, dequantized"));
   }
-}
-
-NodeId next_working_node(LowerCtx& c, NodeId id) {
-  for (NodeId j = id + 1; j < c.graph.size(); ++j) {
-    const Node& n = c.node(j);
-    if (!n.inputs.empty() && (!is_view_op(n) || n.op == OpKind::WriteSlice)) return j;  // a WriteSlice writes
-  }
-  return -1;
 }
 
 }  // namespace rlx::cuda

@@ -5,7 +5,6 @@
 #include <functional>
 #include <optional>
 
-#include "rlx/backends/cuda/kernels/gemv_tail.h"
 #include "rlx/backends/cuda/kernels/glu.h"
 #include "rlx/backends/cuda/kernels/rope.h"
 #include "rlx/backends/cuda/kernels/select.h"
@@ -81,18 +80,9 @@ std::shared_ptr<const PersistentOps> persistent_rope_qkv(const RopeQkvWrite& w, 
   return single_persistent_op(std::move(p));
 }
 
-// The fusable form of Rope node `id` (see above), or nullopt. Nothing in the
-// context changes: the caller absorbs `absorbed` and asks for the error flag.
-struct RopeQkvMatch {
-  RopeQkvWrite w;                 // error flag and angles unset
-  NodeId kn = -1, at = -1;        // K's WriteSlice; the node the launch waits for
-  std::vector<NodeId> sources;    // the nodes whose storage Q, K and V are read from
-  std::vector<NodeId> absorbed;   // K's and V's writes, Narrows read in place
-};
-
-std::optional<RopeQkvMatch> match_rope_qkv(LowerCtx& c, NodeId id) {
+bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   static const bool enabled = env_bool("RLX_CUDA_FUSE_ROPE_KV");
-  if (!enabled || c.dims(c.node(id).inputs[0]).size() != 3) return std::nullopt;
+  if (!enabled) return false;
   const Node& n = c.node(id);
   const NodeId src = n.inputs[0], pos = n.inputs[1];
   const auto only_user_is = [&](NodeId leaf, NodeId user) {
@@ -113,7 +103,7 @@ std::optional<RopeQkvMatch> match_rope_qkv(LowerCtx& c, NodeId id) {
         vn = u;
       }
     }
-  if (kn < 0 || vn < 0) return std::nullopt;
+  if (kn < 0 || vn < 0) return false;
   const Node& k = c.node(kn);
   const Node& v = c.node(vn);
   const auto xd = c.dims(src), cache = c.dims(k.inputs[0]);
@@ -121,7 +111,7 @@ std::optional<RopeQkvMatch> match_rope_qkv(LowerCtx& c, NodeId id) {
   const RopeAttrs qa = n.attr<RopeAttrs>(), ka = k.attr<WriteSliceAttrs>().rope_attrs;
   if (v.inputs[2] != k.inputs[2] || v.type.dtype != k.type.dtype || c.dims(v.inputs[0]) != cache ||
       int64_t{ka.num_heads} * ka.head_dim != cache[2])
-    return std::nullopt;
+    return false;
   // A [B, L, width] source of dtype dt, read through a Narrow on the last
   // axis when that Narrow has no other reader: (node holding the data,
   // pointer, row stride, column, the narrow or -1).
@@ -143,7 +133,7 @@ std::optional<RopeQkvMatch> match_rope_qkv(LowerCtx& c, NodeId id) {
   };
   const auto ks = source(k.inputs[1], ka.src_offset + cache[2]);
   const auto vs = source(v.inputs[1], cache[2]);
-  if (!ks || !vs) return std::nullopt;
+  if (!ks || !vs) return false;
 
   // The last node that reads s, through the views the memory plan aliases to
   // it (a Reshape, a contiguous Narrow). A Narrow that copies ends s's life:
@@ -159,14 +149,13 @@ std::optional<RopeQkvMatch> match_rope_qkv(LowerCtx& c, NodeId id) {
   };
   const NodeId at = std::max({id, ks->node, vs->node});
   for (NodeId s : {src, ks->node, vs->node})
-    if (last_use(s) < at) return std::nullopt;  // its buffer may be reused by then
-  if (kn < at || vn < at) return std::nullopt;
+    if (last_use(s) < at) return false;  // its buffer may be reused by then
+  if (kn < at || vn < at) return false;
   for (NodeId fused : {id, kn, vn})
     for (NodeId u : c.users(fused))
-      if (u <= at) return std::nullopt;  // something reads a result before the fused launch
+      if (u <= at) return false;  // something reads a result before the fused launch
 
-  RopeQkvMatch m;
-  RopeQkvWrite& w = m.w;
+  RopeQkvWrite w;
   w.dtype = dt;
   w.cache_dtype = k.type.dtype;
   w.q = c.ptr(src);
@@ -193,106 +182,42 @@ std::optional<RopeQkvMatch> match_rope_qkv(LowerCtx& c, NodeId id) {
   w.B = xd[0];
   w.L = xd[1];
   w.capacity = cache[1];
-  m.kn = kn;
-  m.at = at;
-  m.sources = {src, ks->node, vs->node};
-  m.absorbed = {kn, vn};
-  for (const auto& sref : {ks, vs})
-    if (sref->narrow > id) m.absorbed.push_back(sref->narrow);  // read in place: no copy needed
-  return m;
-}
-
-std::string rope_qkv_description(LowerCtx& c, const RopeQkvMatch& m) {
-  return str("rope q + rope k -> cache + v -> cache (", c.graph.describe(m.absorbed[0]), ", ",
-             c.graph.describe(m.absorbed[1]), ") ", dtype_name(m.w.dtype), " -> ", dtype_name(m.w.cache_dtype));
-}
-
-// The angle table of m's launch: the first launch with these positions and
-// angles writes it (*read = false), the later ones (the other layers of its
-// rope base) read it (rope.cu). None (null) with RLX_CUDA_ROPE_ANGLE_TABLE=0,
-// with persistent segments (whose rope does not write it), or where Q and K
-// turn by different angles. `create`: false to only look one up.
-void* const* rope_angle_table(LowerCtx& c, const RopeQkvWrite& w, bool create, bool* read) {
-  *read = false;
-  if (!env_bool("RLX_CUDA_ROPE_ANGLE_TABLE") || persistent_enabled() || !rope_angles_shared(w)) return nullptr;
-  const std::string key = rope_angles_key(w);
-  if (auto it = c.shared().find(key); it != c.shared().end()) {
-    *read = true;
-    return std::any_cast<void* const*>(it->second);
-  }
-  if (!create) return nullptr;
-  void* const* table = c.persistent(rope_angles_bytes(w));
-  c.shared()[key] = table;
-  return table;
-}
-
-bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
-  std::optional<RopeQkvMatch> m = match_rope_qkv(c, id);
-  if (!m) return false;
-  RopeQkvWrite w = m->w;
-  int32_t* const* flag = c.error_flag(m->kn);
+  int32_t* const* flag = c.error_flag(kn);
   auto persistent = persistent_rope_qkv(w, flag);
+  // The first such launch with these positions and angles writes the angle
+  // table, the later ones (the other layers of its rope base) read it
+  // (rope.cu). Not with persistent segments, whose rope does not write it.
+  void* const* table = nullptr;
   bool read_table = false;
-  void* const* table = rope_angle_table(c, w, true, &read_table);
-  for (NodeId a : m->absorbed) c.absorb(a);
-  c.add_at(m->at, id,
-           rope_qkv_description(c, *m) +
-               (table ? (read_table ? ", angles from the table" : ", angles to the table") : ""),
-           [=](cudaStream_t s) mutable {
-             w.error_flag = *flag;
-             if (table) {
-               w.angles.cs = static_cast<float2*>(*table);
-               w.angles.read = read_table;
-               w.angles.write = !read_table;
-             }
-             launch_rope_qkv_write(w, s);
-           },
-           std::move(persistent));
+  if (env_bool("RLX_CUDA_ROPE_ANGLE_TABLE") && !persistent_enabled() && rope_angles_shared(w)) {
+    const std::string key = rope_angles_key(w);
+    if (auto it = c.shared().find(key); it != c.shared().end()) {
+      table = std::any_cast<void* const*>(it->second);
+      read_table = true;
+    } else {
+      table = c.persistent(rope_angles_bytes(w));
+      c.shared()[key] = table;
+    }
+  }
+  c.absorb(kn);
+  c.absorb(vn);
+  for (const auto& sref : {ks, vs})
+    if (sref->narrow > id) c.absorb(sref->narrow);  // read in place: no copy needed
+  c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
+                dtype_name(dt), " -> ", dtype_name(w.cache_dtype),
+                table ? (read_table ? ", angles from the table" : ", angles to the table") : ""),
+        [=](cudaStream_t s) mutable {
+          w.error_flag = *flag;
+          if (table) {
+            w.angles.cs = static_cast<float2*>(*table);
+            w.angles.read = read_table;
+            w.angles.write = !read_table;
+          }
+          launch_rope_qkv_write(w, s);
+        },
+        std::move(persistent));
   return true;
 }
-
-// The root of s through view ops: the node that owns its storage.
-NodeId storage_root(LowerCtx& c, NodeId s) {
-  while (is_view_op(c.node(s)) && c.node(s).op != OpKind::WriteSlice) s = c.node(s).inputs[0];
-  return s;
-}
-
-}  // namespace
-
-std::optional<GemvTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gemv) {
-  if (!env_bool("RLX_CUDA_GEMV_ROPE") || persistent_enabled()) return std::nullopt;  // read per program: tests A/B it
-  const NodeId rope = next_working_node(c, gemv);
-  if (rope < 0 || c.node(rope).op != OpKind::Rope || c.absorbed(rope)) return std::nullopt;
-  std::optional<RopeQkvMatch> m = match_rope_qkv(c, rope);
-  if (!m || gemv_rope_tail_unsupported(m->w)) return std::nullopt;
-  // This GEMV computes the last of Q, K and V (the others were computed
-  // before it and are read by the rope, so they are alive now).
-  NodeId last = -1;
-  for (NodeId s : m->sources) last = std::max(last, storage_root(c, s));
-  if (last != gemv) return std::nullopt;
-  // Only a table an earlier layer's rope writes: the tail reads its angles.
-  bool read_table = false;
-  void* const* table = rope_angle_table(c, m->w, false, &read_table);
-  if (!table) return std::nullopt;
-  int32_t* const* flag = c.error_flag(m->kn);
-  int32_t* const* counter = c.counters(1);
-  c.absorb(rope);
-  for (NodeId a : m->absorbed) c.absorb(a);
-  GemvTail base;
-  base.kind = GemvTailKind::Rope;
-  base.rope = gemv_rope_tail(m->w);
-  GemvTailLowering out;
-  out.what = " + " + rope_qkv_description(c, *m) + ", angles from the table";
-  out.resolve = [=](GemvTail& t) {
-    t = base;
-    t.rope.error_flag = *flag;
-    t.rope.angles = static_cast<const float2*>(*table);
-    t.counter = *counter;
-  };
-  return out;
-}
-
-namespace {
 
 void lower_rope(LowerCtx& c, NodeId id) {
   if (c.dims(c.node(id).inputs[0]).size() == 3 && try_lower_rope_qkv(c, id)) return;

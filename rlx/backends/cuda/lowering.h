@@ -9,7 +9,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "rlx/backends/cuda/cublaslt.h"
@@ -22,8 +21,6 @@
 namespace rlx::cuda {
 
 inline constexpr const char* kCudaBackend = "cuda";
-
-struct GemvTail;  // kernels/gemv_tail.h
 
 // Whether node `id` is one of the graph's outputs.
 inline bool is_graph_output(const Graph& g, NodeId id) {
@@ -239,30 +236,6 @@ void lower_pool_norms(LowerCtx& c);
 // into its launch (lower_quant.cpp), which runs at the last folded node: the
 // indices, which that launch reads there (empty where no such launch runs).
 std::vector<NodeId> gather_scale_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
-
-// Work of the nodes after an m = 1 quantized GEMV done by that GEMV's last
-// CTA (GemvTail, kernels/gemv_tail.h): on success the nodes are absorbed,
-// `resolve` fills the tail inside the GEMV's thunk (error flags, the counter
-// and tables exist once compile ends) and `what` extends its report line. The
-// caller has checked that the GEMV's kernel takes a tail
-// (quant_gemv_takes_tail). Only weights, states and views may lie between the
-// GEMV and the absorbed node (next_working_node), so no buffer is freed in
-// between and the results, written earlier than in the unfused order,
-// overwrite nothing that is still read.
-struct GemvTailLowering {
-  std::function<void(GemvTail&)> resolve;
-  std::string what;
-};
-// The first node after `id` that launches work (nodes without inputs and
-// views launch none), or -1.
-NodeId next_working_node(LowerCtx& c, NodeId id);
-// The decode rope + cache writes that try_lower_rope_qkv would launch, where
-// the GEMV computes the last of Q, K and V and an earlier layer's rope writes
-// the angle table (lower_transformer.cpp, RLX_CUDA_GEMV_ROPE).
-std::optional<GemvTailLowering> lower_gemv_rope_tail(LowerCtx& c, NodeId gemv);
-// The FusedPostRmsNorm (pair) whose `a` is the GEMV's product
-// (lower_norm.cpp, RLX_CUDA_GEMV_POST_NORM).
-std::optional<GemvTailLowering> lower_gemv_post_norm_tail(LowerCtx& c, NodeId gemv);
 
 void register_cuda_lowering(OpKind op, std::vector<DType> signature, CudaLowering fn, std::string description,
                             bool variadic = false, std::string custom_name = {});

@@ -12,8 +12,6 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/gemv_common.cuh"
 #include "rlx/backends/cuda/kernels/gemv_q8.h"
-#include "rlx/backends/cuda/kernels/norm.h"
-#include "rlx/backends/cuda/kernels/gemv_tail.cuh"
 #include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
@@ -114,15 +112,11 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 // act(x·gateᵀ) · (x·upᵀ), [m, F]: each group owns one output column j and
 // works on rows j and F + j together, so the gated product leaves the
 // kernel directly (no [m, 2F] intermediate, no GLU launch).
-//
-// kTail (m = 1): the launch ends with a GemvTail (the decode rope + cache
-// writes or a post-norm pair, gemv_tail.cuh) in its last CTA, over the
-// dynamic shared memory.
-template <class U, int M, int R, bool kTail>
+template <class U, int M, int R>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_unit_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m,
                      int64_t n, int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io,
-                     IqTables t, bool x_smem, int glu, const GemvTail tail) {
+                     IqTables t, bool x_smem, int glu) {
   static_assert(R >= 2, "GLU pairs two rows per group");
   extern __shared__ float4 xs_dyn[];
   float* xs_f = reinterpret_cast<float*>(xs_dyn);
@@ -141,7 +135,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   using Raw = typename U::Raw;
   Raw cur[R];
   if (gt < units) rows.template fetch<U>(gt, cur);
-  if constexpr (kTail) gemv_tail_prefetch(tail);
   dev::pdl_begin();
   if (x_smem) {  // x_vec holds here: 16-byte aligned, K a multiple of 32
     const int64_t n8 = m * k / 8;
@@ -191,7 +184,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   }
 
   unit_gemv_store<M, R>(acc, rows, y, m, n, tpr, rpg, glu, io);
-  if constexpr (kTail) gemv_tail(tail, y, io, xs_f);
 }
 
 // Whether the unit kernel (wide loads) takes these weights: blocks aligned
@@ -218,41 +210,16 @@ bool quant_gemv_uses_q8(DType w_type, const void* w, int64_t m, int64_t n, int64
          (unit_kernel_takes(w_type, w, n, k) && quant_gemv_q8_applies(w_type, m, k));
 }
 
-// A tail sends the launch to the unit kernels: the streaming kernel (1 MB+)
-// has none, and a decode step's tail saves more than the stream gains there
-// (Gemma 3's 1.1 MB Q6_K ffn_down: 3.17 against 2.75 µs alone on the H100).
-bool quant_gemv_takes_tail(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
-  return m == 1 && n > 0 && unit_kernel_takes(w_type, w, n, k);
-}
-
-size_t gemv_tail_smem(const GemvTail& t) {
-  if (t.kind == GemvTailKind::Rope) return gemv_rope_tail_smem(t.rope);
-  return 32 * sizeof(float);  // the block sums' scratch
-}
-
-const char* gemv_post_norm_tail_unsupported(int64_t cols) {
-  if (cols < 1) return "an empty row";
-  int threads = 0, per = 0;
-  post_rms_norm_layout(cols, &threads, &per);
-  if (per > kGemvPostNormTailMaxPer || threads > kGemvMaxThreads) return "the row is too long for the tail's registers";
-  return nullptr;
-}
-
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                       int64_t k, cudaStream_t stream, const GluKind* glu, const GemvTail* tail) {
+                       int64_t k, cudaStream_t stream, const GluKind* glu) {
   RLX_CHECK(m >= 1 && m <= kMaxGemvRows, "quantized gemv: m = ", m, " rows, the fused kernel takes 1..",
             kMaxGemvRows);
   const int64_t block = dtype_info(w_type).block_elems;
   RLX_CHECK(n >= 0 && k > 0 && k % block == 0, "quantized gemv: K = ", k, " is not a positive multiple of ",
             dtype_name(w_type), "'s block of ", block);
   RLX_CHECK(n < (int64_t{1} << 31), "quantized gemv: N = ", n, " rows is too many");
-  RLX_CHECK(!tail || (!glu && tail->counter && quant_gemv_takes_tail(w_type, w, m, n, k)),
-            "quantized gemv: no kernel takes a tail for ", dtype_name(w_type), " [", n, ", ", k, "], m = ", m,
-            glu ? " with a GLU" : "", " (quant_gemv_takes_tail)");
-  RLX_CHECK(!tail || tail->kind != GemvTailKind::PostNorm || tail->norm.cols == n,
-            "quantized gemv: a post-norm tail of ", tail ? tail->norm.cols : 0, " columns after ", n, " rows");
   if (n == 0) return;
-  if (!glu && !tail && quant_gemv_stream_applies(w_type, w, m, n, k)) return launch_quant_gemv_stream(w_type, w, x_dtype, x, y, n, k, stream);
+  if (!glu && quant_gemv_stream_applies(w_type, w, m, n, k)) return launch_quant_gemv_stream(w_type, w, x_dtype, x, y, n, k, stream);
   const FloatKind io = float_kind(x_dtype, "quantized gemv");
   const IqTables t = tables_for_current_device();
   const int64_t row_bytes = dtype_bytes(w_type, k);
@@ -292,26 +259,16 @@ void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x
     static const bool x_smem_on = env_bool("RLX_CUDA_GEMV_X_SMEM");
     const size_t x_bytes = static_cast<size_t>(m * k) * sizeof(float);
     const bool x_smem = x_smem_on && x_vec && x_bytes <= 40 * 1024;
-    size_t smem = x_smem ? x_bytes : 0;
-    auto kernel = gemv_unit_kernel<U, M, R, false>;
-    if constexpr (M == 1) {
-      if (tail) {
-        kernel = gemv_unit_kernel<U, M, R, true>;
-        smem = std::max(smem, gemv_tail_smem(*tail));
-      }
-    }
-    kernel<<<plan.blocks, kGemvMaxThreads, smem, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n,
-                                                           k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t, x_smem,
-                                                           glu ? static_cast<int>(*glu) : -1,
-                                                           tail ? *tail : GemvTail{});
+    gemv_unit_kernel<U, M, R><<<plan.blocks, kGemvMaxThreads, x_smem ? x_bytes : 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, static_cast<int>(m), n, k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t,
+        x_smem, glu ? static_cast<int>(*glu) : -1);
   };
   bool done = false;
   dev::visit_gemv_unit(w_type, [&](auto u) {
     using U = decltype(u);
     if (!unit_kernel_takes(w_type, w, n, k)) return;
     done = true;
-    if (quant_gemv_q8_applies(w_type, m, k))
-      return launch_quant_gemv_q8(w_type, w, x_dtype, x, y, m, n, k, stream, glu, tail);
+    if (quant_gemv_q8_applies(w_type, m, k)) return launch_quant_gemv_q8(w_type, w, x_dtype, x, y, m, n, k, stream, glu);
     if (m == 1) launch_unit(u, std::integral_constant<int, 1>{});
     else launch_unit(u, std::integral_constant<int, kMaxGemvRows>{});
   });

@@ -27,7 +27,6 @@
 // and quant_gemv_q8_applies below.
 #include "rlx/backends/cuda/kernels/gemv_q8.h"
 
-#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -35,7 +34,6 @@
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
 #include "rlx/backends/cuda/kernels/gemv_common.cuh"
-#include "rlx/backends/cuda/kernels/gemv_tail.cuh"
 #include "rlx/backends/cuda/kernels/quant.h"
 #include "rlx/core/env.h"
 
@@ -55,14 +53,10 @@ size_t q8_smem_bytes(int64_t m, int64_t k) {
 // thread with at most two units per row has all its weight loads issued
 // before griddepcontrol.wait, so none of their DRAM latency follows the
 // quantization of x (decode's short rows: K = 640 … 2048).
-//
-// kTail (m = 1): the launch ends with a GemvTail (gemv_tail.cuh) in its last
-// CTA, over the dynamic shared memory.
-template <class U, int M, int R, int kAhead, bool kTail>
+template <class U, int M, int R, int kAhead>
 __global__ void __launch_bounds__(kGemvMaxThreads)
     gemv_q8_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int m, int64_t n,
-                   int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t, int glu,
-                   const GemvTail tail) {
+                   int64_t k, int64_t row_bytes, int tpr, int rpg, bool x_vec, FloatKind io, IqTables t, int glu) {
   static_assert(R >= 2, "GLU pairs two rows per group");
   extern __shared__ int4 q8_smem[];
   auto* xa = reinterpret_cast<int8_t*>(q8_smem);
@@ -83,7 +77,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   Raw cur[R], ahead[R];
   if (gt < units) rows.template fetch<U>(gt, cur);
   if (kAhead == 2 && gt + tpr < units) rows.template fetch<U>(gt + tpr, ahead);
-  if constexpr (kTail) gemv_tail_prefetch(tail);
   dev::pdl_begin();
   quantize_x(x, m, k, io, x_vec, xa, xb, dx);
   __syncthreads();
@@ -132,7 +125,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
     }
   }
   unit_gemv_store<M, R>(acc, rows, y, m, n, tpr, rpg, glu, io);
-  if constexpr (kTail) gemv_tail(tail, y, io, reinterpret_cast<float*>(q8_smem));
 }
 
 }  // namespace
@@ -165,8 +157,7 @@ bool quant_gemv_q8_applies(DType w_type, int64_t m, int64_t k) {
 }
 
 void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                          int64_t k, cudaStream_t stream, const GluKind* glu, const GemvTail* tail) {
-  RLX_CHECK(!tail || (m == 1 && !glu), "quantized gemv (int8 x): a tail needs m = 1 and no GLU");
+                          int64_t k, cudaStream_t stream, const GluKind* glu) {
   const size_t smem = q8_smem_bytes(m, k);
   RLX_CHECK(smem <= kQ8SmemMax, "quantized gemv (int8 x): m·k = ", m * k, " activations exceed its shared memory");
   const FloatKind io = float_kind(x_dtype, "quantized gemv");
@@ -188,18 +179,10 @@ void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void
       // but 4096² GEMVs (9.4 MB of Q4_K) took 5-10% longer, their extra
       // registers costing occupancy where the bandwidth, not the wait, matters.
       const bool two_ahead = units <= 2 * plan.tpr && n * row_bytes <= (int64_t{4} << 20);
-      auto kernel = two_ahead ? gemv_q8_kernel<U, M, R, 2, false> : gemv_q8_kernel<U, M, R, 1, false>;
-      size_t bytes = smem;
-      if constexpr (M == 1) {
-        if (tail) {
-          kernel = two_ahead ? gemv_q8_kernel<U, M, R, 2, true> : gemv_q8_kernel<U, M, R, 1, true>;
-          bytes = std::max(bytes, gemv_tail_smem(*tail));
-        }
-      }
-      kernel<<<plan.blocks, kGemvMaxThreads, bytes, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
-                                                              n, k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t,
-                                                              glu ? static_cast<int>(*glu) : -1,
-                                                              tail ? *tail : GemvTail{});
+      auto kernel = two_ahead ? gemv_q8_kernel<U, M, R, 2> : gemv_q8_kernel<U, M, R, 1>;
+      kernel<<<plan.blocks, kGemvMaxThreads, smem, stream>>>(static_cast<const uint8_t*>(w), x, y, static_cast<int>(m),
+                                                             n, k, row_bytes, plan.tpr, plan.rpg, x_vec, io, t,
+                                                             glu ? static_cast<int>(*glu) : -1);
     };
     if (m == 1) go(std::integral_constant<int, 1>{});
     else go(std::integral_constant<int, kMaxGemvRows>{});

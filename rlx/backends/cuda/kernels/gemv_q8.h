@@ -10,8 +10,6 @@
 
 namespace rlx::cuda {
 
-struct GemvTail;  // gemv_tail.h
-
 // launch_quant_gemv's contract (y [m, n] = x [m, k] · W [n, k]ᵀ, GLU as
 // there) with x re-quantized per 32 elements to two int8 levels, x̃ =
 // dx·(250·a + b) with 250·dx = max|x| / 127 over the 32 (a the rounded
@@ -23,9 +21,8 @@ struct GemvTail;  // gemv_tail.h
 // results NaN. The caller has checked the shapes, that the
 // unit kernels take W (aligned blocks, an 8-byte-aligned end) and
 // quant_gemv_q8_applies.
-// tail: launch_quant_gemv's tail (m = 1, no GLU) or null.
 void launch_quant_gemv_q8(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                          int64_t k, cudaStream_t stream, const GluKind* glu, const GemvTail* tail = nullptr);
+                          int64_t k, cudaStream_t stream, const GluKind* glu);
 
 // RLX_CUDA_GEMV_Q8 (read on each call) selects w_type — auto: the unit
 // decoders (dev::GemvUnit) with kQ8Default, 1: every unit decoder, 0: none — and x's 2·m·k int8 values and scales fit the 40 KB of

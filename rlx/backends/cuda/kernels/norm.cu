@@ -586,15 +586,6 @@ void launch_embedding_norm_t(const EmbeddingNormArgs& a, cudaStream_t stream, co
 
 }  // namespace
 
-// Registers: about 4 columns per thread up to 1024 columns (fewer threads,
-// cheaper reductions), then 256 threads with up to 16 columns each.
-void post_rms_norm_layout(int64_t cols, int* threads, int* per) {
-  *threads = cols > 1024 ? 256 : static_cast<int>((cols + 4 * 32 - 1) / (4 * 32) * 32);
-  const int64_t need = (cols + *threads - 1) / *threads;
-  *per = 1;
-  while (*per < need) *per *= 2;
-}
-
 void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* a, const void* w1,
                           const void* w2, void* y, void* h, int64_t rows, int64_t cols, float eps,
                           cudaStream_t stream) {
@@ -605,8 +596,11 @@ void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const
   if (rows == 0) return;
   RLX_CHECK(rows < (int64_t{1} << 31), op, ": ", rows, " rows exceeds the grid limit");
   const PostNormArgs args{x, a, w1, w2, y, h, static_cast<int>(cols), eps};
-  int reg_threads = 0, n_reg = 0;
-  post_rms_norm_layout(cols, &reg_threads, &n_reg);
+  // Registers: about 4 columns per thread up to 1024 columns (fewer threads,
+  // cheaper reductions), then 256 threads with up to 16 columns each.
+  const int reg_threads = cols > 1024 ? 256 : static_cast<int>((cols + 4 * 32 - 1) / (4 * 32) * 32);
+  int per = static_cast<int>((cols + reg_threads - 1) / reg_threads), n_reg = 1;
+  while (n_reg < per) n_reg *= 2;
   const int threads = n_reg <= 16 ? reg_threads : cols >= 256 ? 256 : cols > 64 ? 128 : 32;
   dispatch_float(x_dtype, op, [&](auto xt) {
     using T = decltype(xt);

@@ -40,10 +40,6 @@ void launch_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void
 void launch_post_rms_norm(DType x_dtype, DType param_dtype, const void* x, const void* a, const void* w1,
                           const void* w2, void* y, void* h, int64_t rows, int64_t cols, float eps,
                           cudaStream_t stream);
-// Its one-row layout: `threads` threads, each holding columns t + i·threads
-// for i < per (a power of two ≤ 16; > 16: the row is too long for registers
-// and another kernel runs). A GEMV tail (gemv_tail.h) repeats it exactly.
-void post_rms_norm_layout(int64_t cols, int* threads, int* per);
 
 // Embedding sum + LayerNorm (BERT's embedding layer) in one kernel. For each
 // output row r of [rows, cols]:

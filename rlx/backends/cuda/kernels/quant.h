@@ -18,8 +18,6 @@
 
 namespace rlx::cuda {
 
-struct GemvTail;  // gemv_tail.h
-
 // Whether CUDA decodes `type`: every GGUF quant type with a CPU dequantizer
 // (Q4_0 … NVFP4) plus f32, f16 and bf16 storage.
 bool has_cuda_dequant_kernel(DType type);
@@ -45,14 +43,8 @@ inline constexpr int kMaxGemvRows = 8;
 // with aligned rows), W stacks [gate; up] (n = 2F rows) and y [m, F] =
 // act(x·gateᵀ) · (x·upᵀ) as FusedSwiGLU / FusedGeGLU (kernels/glu.h)
 // compute it, from the f32 sums.
-//
-// tail (m = 1, no GLU, where quant_gemv_takes_tail): the launch ends with a
-// GemvTail (gemv_tail.h: the decode rope + cache writes, or the post-norm pair
-// that reads y) once y is complete; it runs on the unit kernels then.
 void launch_quant_gemv(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n,
-                       int64_t k, cudaStream_t stream, const GluKind* glu = nullptr,
-                       const GemvTail* tail = nullptr);
-bool quant_gemv_takes_tail(DType w_type, const void* w, int64_t m, int64_t n, int64_t k);
+                       int64_t k, cudaStream_t stream, const GluKind* glu = nullptr);
 bool quant_gemv_fuses_glu(DType w_type, const void* w, int64_t n, int64_t k);  // W [n, k]
 // Whether launch_quant_gemv re-quantizes x to two int8 levels for these
 // operands (gemv_q8.h: the GGUF types RLX_CUDA_GEMV_Q8 selects, with aligned

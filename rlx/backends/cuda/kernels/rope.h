@@ -101,35 +101,4 @@ bool rope_angles_shared(const RopeQkvWrite& w);
 std::string rope_angles_key(const RopeQkvWrite& w);
 size_t rope_angles_bytes(const RopeQkvWrite& w);
 
-// launch_rope_qkv_write's work for one row (B = L = 1), its angles read from
-// the table, done by the last CTA of the m = 1 quantized GEMV that computes
-// the last of Q, K and V (GemvTail, gemv_tail.h):
-// a decode layer pays one launch fewer. The bits are those of
-// launch_rope_qkv_write. q, k, v point at the heads' first elements (rows of
-// `dtype`, the GEMV's output type); the caches are [capacity, kv_heads ·
-// head_dim] of cache_dtype.
-struct GemvRopeTail {
-  const void* q = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  void* y = nullptr;
-  void* k_cache = nullptr;
-  void* v_cache = nullptr;
-  const void* q_norm = nullptr;  // [head_dim] or null
-  const void* k_norm = nullptr;
-  DType dtype = DType::F32, cache_dtype = DType::F32, q_norm_dtype = DType::F32, k_norm_dtype = DType::F32;
-  float q_eps = 0.0f, k_eps = 0.0f;
-  int q_heads = 0, kv_heads = 0, head_dim = 0, n_rot = 0;
-  bool neox = false;
-  const int32_t* cache_pos = nullptr;
-  int64_t capacity = 0;
-  const float2* angles = nullptr;  // n_rot / 2 (cos, sin) pairs: the table's row
-  int32_t* error_flag = nullptr;
-};
-// Why w cannot be a GEMV's tail (nullptr: it can); the tail for w (its
-// angles, error flag and counter left for the caller); its shared memory.
-const char* gemv_rope_tail_unsupported(const RopeQkvWrite& w);
-GemvRopeTail gemv_rope_tail(const RopeQkvWrite& w);
-size_t gemv_rope_tail_smem(const GemvRopeTail& t);
-
 }  // namespace rlx::cuda
