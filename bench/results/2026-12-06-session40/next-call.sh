@@ -7,20 +7,12 @@
 # the tiny-model, GEMV, gather, attention, persistent and queued-run tests on the final tree; Gemma's Q6_K
 # ffn_down on the streaming kernel against the unit kernel end to end; Nsight Compute on one persistent
 # decode launch (warp stall reasons: why its ops take 4-24 us).
-OUT=${1:?OUT}
 cd "$(dirname "$0")/../.."
-L=$(mktemp -d)
-pack() { tar czf "$OUT/logs.tgz.tmp" -C "$L" . && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"; }
-mkdir -p build/run && tar xJf build/carry-s40d/s40d.tar.xz -C build/run
-export LD_LIBRARY_PATH=$PWD/build/run/lib
-R=build/run
-nvidia-smi --query-gpu=name --format=csv,noheader
-val() { grep -oE '"case": "[a-z0-9_]*_(decode|prefill512)_tok_s", "value": [0-9.]+' "$1" | sed -E 's/.*_(decode|prefill512)_tok_s", "value": /\1 /' | tr '\n' ' '; }
-G="--synthetic --device cuda --dtype bf16 --kv-dtype bf16"
-timeout 90 $R/rlx_gpu_tests --gtest_filter='*TinyLlmGpu*:CudaQuantGemv.*:CudaQuantGather.*:AttentionGpu.*:PersistentGpu.*:QueuedRunsGpu.*' > "$L/tests-final.log" 2>&1
+source scripts/carried_call.sh build/carry-s40d/s40d.tar.xz "${1:?OUT}"
+timeout 120 $R/rlx_gpu_tests --gtest_filter='*TinyLlmGpu*:CudaQuantGemv.*:CudaQuantGather.*:AttentionGpu.*:PersistentGpu.*:QueuedRunsGpu.*' > "$L/tests-final.log" 2>&1
 echo "final-tree tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/tests-final.log" | tr '\n' ' ') $(grep -E '^\[  FAILED  \]' "$L/tests-final.log" | head -5 | tr '\n' ' ')"
 pack
-for round in 1; do
+for round in 1 2; do
   for s in "RLX_CUDA_GEMV_STREAM=auto" "RLX_CUDA_GEMV_STREAM=0"; do
     f="$L/gen-${s//=/-}-$round.log"
     env $s timeout 60 $R/rlx_generate_bench $G > "$f" 2>&1
@@ -31,7 +23,7 @@ pack
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 echo "ncu: $NCU"
 SECTIONS="--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats"
-RLX_CUDA_PERSISTENT=1 timeout 110 "$NCU" --clock-control none --kernel-name regex:persistent_kernel \
+RLX_CUDA_PERSISTENT=1 timeout 170 "$NCU" --clock-control none --kernel-name regex:persistent_kernel \
   --launch-skip 40 --launch-count 1 $SECTIONS --section InstructionStats --section SourceCounters \
   --print-details all $R/rlx_generate_bench $G > "$L/ncu-persistent.txt" 2>&1
 echo "ncu rc=$?"; grep -E "Stall|stall|Warp Cycles|Issued|Duration|Registers|Instructions" "$L/ncu-persistent.txt" | head -30
