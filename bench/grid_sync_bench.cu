@@ -12,12 +12,22 @@
 // launch; each CTA spins until it reaches the barrier's target; the last CTA
 // to leave resets it). Times are per barrier / per phase, from CUDA events
 // around one launch of N barriers, median of 7 launches.
+//
+// Then the same for one thread-block cluster of 2-16 CTAs (sm_90): the
+// hardware cluster barrier, and a phase whose vector travels through
+// distributed shared memory (each CTA stores its slice into every CTA's copy).
+// And how fast C CTAs (one per SM) stream weights from HBM: whether a decode
+// step could run on one cluster, layer after layer, with cluster barriers
+// instead of grid-wide ones (session 40: a cross-CTA handshake through L2 cost
+// more than a launch boundary).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "rlx/backends/cuda/cuda_check.h"
@@ -117,6 +127,85 @@ __global__ void phases_kernel(Sync s, float* v0, float* v1, int width, int n, fl
   if (threadIdx.x == 0) sink[blockIdx.x] = acc;
 }
 
+namespace cg = cooperative_groups;
+
+__global__ void cluster_barriers_kernel(int n) {
+  cg::cluster_group cl = cg::this_cluster();
+  for (int i = 0; i < n; ++i) cl.sync();
+}
+
+// n phases through distributed shared memory: fold the local copy of the
+// vector (width floats), store my slice of the next vector into every CTA's
+// copy, cluster barrier. The two copies alternate, so a barrier per phase
+// separates every store from the reads of the same words.
+__global__ void cluster_phases_kernel(int width, int n, float* sink) {
+  extern __shared__ float vec[];  // 2 · width
+  __shared__ float part[32];
+  cg::cluster_group cl = cg::this_cluster();
+  const int rank = static_cast<int>(cl.block_rank()), size = static_cast<int>(cl.num_blocks());
+  const int per = (width + size - 1) / size;
+  for (int c = threadIdx.x; c < 2 * width; c += blockDim.x) vec[c] = 0.0f;
+  cl.sync();
+  float acc = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float* src = vec + (i & 1) * width;
+    float* dst = vec + ((i + 1) & 1) * width;
+    float q = 0.0f;
+    for (int c = threadIdx.x; c < width; c += blockDim.x) q += src[c];
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+      if (threadIdx.x == 0) part[0] = t;
+    }
+    __syncthreads();
+    acc += part[0];
+    const int c0 = rank * per;
+    for (int r = 0; r < size; ++r) {
+      float* remote = cl.map_shared_rank(dst, r);
+      for (int c = c0 + threadIdx.x; c < min(width, c0 + per); c += blockDim.x) remote[c] = part[0] * 1e-6f + c;
+    }
+    cl.sync();
+  }
+  if (threadIdx.x == 0) sink[rank] = acc;
+}
+
+// `ctas` CTAs (one per SM) read n4 float4s from src, 8 loads in flight per
+// thread, and fold them so the loads cannot be dropped.
+__global__ void __launch_bounds__(512) stream_kernel(const float4* __restrict__ src, int64_t n4, float* sink) {
+  constexpr int kInFlight = 8;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  float acc = 0.0f;
+  for (int64_t i0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i0 < n4; i0 += kInFlight * stride) {
+    float4 v[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      const int64_t i = i0 + j * stride;
+      v[j] = i < n4 ? __ldcs(src + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) acc += v[j].x + v[j].y + v[j].z + v[j].w;
+  }
+  if (acc == 1234.5f) sink[blockIdx.x] = acc;  // never true for the zeroed input; keeps the loads
+}
+
+template <class Kernel, class... Args>
+void launch_cluster(Kernel kernel, int cluster, int threads, size_t smem, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(cluster));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  RLX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 template <class Launch>
 float median_ms(Launch launch) {
   cudaEvent_t a, b;
@@ -178,6 +267,45 @@ int main(int argc, char** argv) try {
                   p640 * 1e3 / iters, p4k * 1e3 / iters);
     }
   }
+  // One cluster: its barrier and a DSMEM phase (us), then streaming by C CTAs (GB/s, cold: each
+  // launch reads the next 64 MB window of a 512 MB buffer, past the L2).
+  RLX_CUDA_CHECK(cudaFuncSetAttribute(cluster_barriers_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  RLX_CUDA_CHECK(cudaFuncSetAttribute(cluster_phases_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  constexpr int64_t kWindow = int64_t{64} << 20, kBuffer = int64_t{512} << 20;
+  float4* big = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&big, kBuffer));
+  RLX_CUDA_CHECK(cudaMemset(big, 0, kBuffer));
+  std::printf("\n%-28s %10s %12s %12s %14s\n", "one cluster / C CTAs", "barrier", "phase 640", "phase 4096",
+              "stream GB/s");
+  for (int c : {2, 4, 8, 16}) {
+    const int threads = 512;
+    const float bar = median_ms([&] { launch_cluster(cluster_barriers_kernel, c, threads, 0, iters); });
+    const float p640 = median_ms(
+        [&] { launch_cluster(cluster_phases_kernel, c, threads, 2 * 640 * sizeof(float), 640, iters, sink); });
+    const float p4k = median_ms(
+        [&] { launch_cluster(cluster_phases_kernel, c, threads, 2 * 4096 * sizeof(float), 4096, iters, sink); });
+    int64_t at = 0;
+    const float ms = median_ms([&] {
+      stream_kernel<<<c, threads>>>(big + at / 16, kWindow / 16, sink);
+      at = (at + kWindow) % kBuffer;
+    });
+    RLX_CUDA_CHECK(cudaGetLastError());
+    char name[64];
+    std::snprintf(name, sizeof name, "%d CTAs x %d threads", c, threads);
+    std::printf("%-28s %10.3f %12.3f %12.3f %14.1f\n", name, bar * 1e3 / iters, p640 * 1e3 / iters,
+                p4k * 1e3 / iters, static_cast<double>(kWindow) / (ms * 1e-3) / 1e9);
+  }
+  for (int c : {32, 66, sms}) {
+    int64_t at = 0;
+    const float ms = median_ms([&] {
+      stream_kernel<<<c, 512>>>(big + at / 16, kWindow / 16, sink);
+      at = (at + kWindow) % kBuffer;
+    });
+    RLX_CUDA_CHECK(cudaGetLastError());
+    std::printf("%-28s %10s %12s %12s %14.1f\n", (std::to_string(c) + " CTAs x 512 threads").c_str(), "-", "-", "-",
+                static_cast<double>(kWindow) / (ms * 1e-3) / 1e9);
+  }
+  RLX_CUDA_CHECK(cudaFree(big));
   RLX_CUDA_CHECK(cudaFree(words));
   RLX_CUDA_CHECK(cudaFree(v));
   RLX_CUDA_CHECK(cudaFree(sink));
