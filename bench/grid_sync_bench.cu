@@ -191,6 +191,58 @@ __global__ void __launch_bounds__(512) stream_kernel(const float4* __restrict__ 
   if (acc == 1234.5f) sink[blockIdx.x] = acc;  // never true for the zeroed input; keeps the loads
 }
 
+// One decode step's dependent phases on one cluster: per layer and phase,
+// every CTA streams its slice of that phase's weight bytes (`bytes[p]`, read
+// from `w` at a moving offset so the step reads all of its bytes once),
+// folds them, stores a 640-float vector's slice into every CTA's copy and
+// meets the others at the cluster barrier. No weight is fetched ahead of its
+// phase, so this bounds from above what a one-cluster decode kernel's layer
+// chain would take (without the arithmetic).
+__global__ void __launch_bounds__(512)
+    cluster_step_kernel(const float4* __restrict__ w, const int64_t* __restrict__ bytes, int phases, int layers,
+                        float* sink) {
+  __shared__ float vec[2][640];
+  __shared__ float part[32];
+  cg::cluster_group cl = cg::this_cluster();
+  const int rank = static_cast<int>(cl.block_rank()), size = static_cast<int>(cl.num_blocks());
+  const int64_t tid = static_cast<int64_t>(rank) * blockDim.x + threadIdx.x, stride = int64_t{size} * blockDim.x;
+  constexpr int kInFlight = 8;
+  int64_t at = 0;  // float4s of w read so far
+  float acc = 0.0f;
+  for (int i = 0; i < layers * phases; ++i) {
+    const int64_t n4 = bytes[i % phases] / 16;
+    float q = vec[i & 1][threadIdx.x % 640];
+    for (int64_t i0 = tid; i0 < n4; i0 += kInFlight * stride) {
+      float4 v[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        const int64_t k = i0 + j * stride;
+        v[j] = k < n4 ? __ldcs(w + at + k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) q += v[j].x + v[j].y + v[j].z + v[j].w;
+    }
+    at += n4;
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+      if (threadIdx.x == 0) part[0] = t;
+    }
+    __syncthreads();
+    acc += part[0];
+    const int per = (640 + size - 1) / size, c0 = rank * per;
+    for (int r = 0; r < size; ++r) {
+      float* remote = cl.map_shared_rank(&vec[(i + 1) & 1][0], r);
+      for (int c = c0 + threadIdx.x; c < min(640, c0 + per); c += blockDim.x) remote[c] = part[0] * 1e-6f + c;
+    }
+    cl.sync();
+  }
+  if (threadIdx.x == 0) sink[rank] = acc;
+}
+
 template <class Kernel, class... Args>
 void launch_cluster(Kernel kernel, int cluster, int threads, size_t smem, Args... args) {
   cudaLaunchConfig_t cfg{};
@@ -295,6 +347,29 @@ int main(int argc, char** argv) try {
     std::printf("%-28s %10.3f %12.3f %12.3f %14.1f\n", name, bar * 1e3 / iters, p640 * 1e3 / iters,
                 p4k * 1e3 / iters, static_cast<double>(kWindow) / (ms * 1e-3) / 1e9);
   }
+  // A Gemma 3 270M decode step's layer weights as phases (q|k|v, the attention's ~128 KB of cache,
+  // o, gate|up, down; the file's types: ~4.4 MB a layer) over 18 layers on one cluster, each step from
+  // the next window of the buffer.
+  RLX_CUDA_CHECK(cudaFuncSetAttribute(cluster_step_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  const std::vector<int64_t> phase_bytes = {1044480, 131072, 450560, 1802240, 1075200};
+  int64_t* d_bytes = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&d_bytes, phase_bytes.size() * sizeof(int64_t)));
+  RLX_CUDA_CHECK(
+      cudaMemcpy(d_bytes, phase_bytes.data(), phase_bytes.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+  int64_t step_bytes = 0;
+  for (int64_t b : phase_bytes) step_bytes += 18 * b;
+  for (int c : {8, 16}) {
+    int64_t at = 0;
+    const float ms = median_ms([&] {
+      launch_cluster(cluster_step_kernel, c, 512, 0, big + at / 16, static_cast<const int64_t*>(d_bytes),
+                     static_cast<int>(phase_bytes.size()), 18, sink);
+      at = (at + kWindow * 2) % kBuffer;  // 2 windows (128 MB) a step: the next step starts cold
+    });
+    RLX_CUDA_CHECK(cudaGetLastError());
+    std::printf("decode step on one cluster of %2d CTAs: %.1f us for 90 phases, %.1f MB (%.0f GB/s)\n", c,
+                ms * 1e3, static_cast<double>(step_bytes) / 1e6, static_cast<double>(step_bytes) / (ms * 1e-3) / 1e9);
+  }
+  RLX_CUDA_CHECK(cudaFree(d_bytes));
   for (int c : {32, 66, sms}) {
     int64_t at = 0;
     const float ms = median_ms([&] {

@@ -8,7 +8,7 @@
 # the tiny-model, GEMV, gather, attention, persistent and queued-run tests on the final tree; Gemma's Q6_K
 # ffn_down on the streaming kernel against the unit kernel end to end; Nsight Compute on one persistent
 # decode launch (warp stall reasons: why its ops take 4-24 us); rlx_grid_sync_bench's cluster rows (one
-# cluster's barrier and DSMEM phase, and how fast 2-132 CTAs stream from HBM).
+# cluster's barrier and DSMEM phase, how fast 2-132 CTAs stream from HBM, a decode step's phases on one cluster).
 cd "$(dirname "$0")/../.."
 source scripts/carried_call.sh build/carry-s40d/s40d.tar.xz "${1:?OUT}"
 timeout 120 $R/rlx_gpu_tests --gtest_filter='*TinyLlmGpu*:CudaQuantGemv.*:CudaQuantGather.*:AttentionGpu.*:PersistentGpu.*:QueuedRunsGpu.*' > "$L/tests-final.log" 2>&1
