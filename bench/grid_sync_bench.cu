@@ -76,6 +76,20 @@ __device__ __forceinline__ void barrier(const Sync& s, unsigned& epoch) {
   __syncthreads();
 }
 
+// The sum of q over the block, for every thread (part: 32 floats of shared memory).
+__device__ __forceinline__ float block_total(float q, float* part) {
+  for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (threadIdx.x == 0) part[0] = t;
+  }
+  __syncthreads();
+  return part[0];
+}
+
 template <bool kCount>
 __device__ __forceinline__ void finish(const Sync& s) {
   if constexpr (kCount) {
@@ -109,18 +123,10 @@ __global__ void phases_kernel(Sync s, float* v0, float* v1, int width, int n, fl
     barrier<kCount>(s, epoch);
     float q = 0.0f;
     for (int c = threadIdx.x; c < width; c += blockDim.x) q += src[c];
-    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-      if (threadIdx.x == 0) part[0] = t;
-    }
-    __syncthreads();
-    acc += part[0];
+    const float total = block_total(q, part);
+    acc += total;
     const int c0 = blockIdx.x * per;
-    for (int c = c0 + threadIdx.x; c < min(width, c0 + per); c += blockDim.x) dst[c] = part[0] * 1e-6f + c;
+    for (int c = c0 + threadIdx.x; c < min(width, c0 + per); c += blockDim.x) dst[c] = total * 1e-6f + c;
     __syncthreads();
   }
   finish<kCount>(s);
@@ -152,20 +158,12 @@ __global__ void cluster_phases_kernel(int width, int n, float* sink) {
     float* dst = vec + ((i + 1) & 1) * width;
     float q = 0.0f;
     for (int c = threadIdx.x; c < width; c += blockDim.x) q += src[c];
-    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-      if (threadIdx.x == 0) part[0] = t;
-    }
-    __syncthreads();
-    acc += part[0];
+    const float total = block_total(q, part);
+    acc += total;
     const int c0 = rank * per;
     for (int r = 0; r < size; ++r) {
       float* remote = cl.map_shared_rank(dst, r);
-      for (int c = c0 + threadIdx.x; c < min(width, c0 + per); c += blockDim.x) remote[c] = part[0] * 1e-6f + c;
+      for (int c = c0 + threadIdx.x; c < min(width, c0 + per); c += blockDim.x) remote[c] = total * 1e-6f + c;
     }
     cl.sync();
   }
@@ -223,20 +221,12 @@ __global__ void __launch_bounds__(512)
       for (int j = 0; j < kInFlight; ++j) q += v[j].x + v[j].y + v[j].z + v[j].w;
     }
     at += n4;
-    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-      if (threadIdx.x == 0) part[0] = t;
-    }
-    __syncthreads();
-    acc += part[0];
+    const float total = block_total(q, part);
+    acc += total;
     const int per = (640 + size - 1) / size, c0 = rank * per;
     for (int r = 0; r < size; ++r) {
       float* remote = cl.map_shared_rank(&vec[(i + 1) & 1][0], r);
-      for (int c = c0 + threadIdx.x; c < min(640, c0 + per); c += blockDim.x) remote[c] = part[0] * 1e-6f + c;
+      for (int c = c0 + threadIdx.x; c < min(640, c0 + per); c += blockDim.x) remote[c] = total * 1e-6f + c;
     }
     cl.sync();
   }
