@@ -20,7 +20,6 @@
 // step could run on one cluster, layer after layer, with cluster barriers
 // instead of grid-wide ones (session 40: a cross-CTA handshake through L2 cost
 // more than a launch boundary).
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include <vector>
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device/wgmma.cuh"
 
 namespace {
 
@@ -133,39 +133,53 @@ __global__ void phases_kernel(Sync s, float* v0, float* v1, int width, int n, fl
   if (threadIdx.x == 0) sink[blockIdx.x] = acc;
 }
 
-namespace cg = cooperative_groups;
+// The cluster kernels run as one cluster (grid = cluster), sm_90a.
+using rlx::cuda::dev::cluster_map;
+using rlx::cuda::dev::cluster_rank;
+using rlx::cuda::dev::cluster_store4;
+using rlx::cuda::dev::cluster_sync;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Stores part[0]-derived values into words [c0, c0 + per) of the vector at
+// `dst` (shared memory) in every CTA of the cluster, four floats at a time
+// (per is a multiple of 4).
+__device__ __forceinline__ void broadcast_slice(float* dst, int c0, int per, float total) {
+  const uint32_t base = smem_addr(dst);
+  for (uint32_t r = 0; r < gridDim.x; ++r) {
+    const uint32_t remote = cluster_map(base, r);
+    for (int c = c0 + 4 * static_cast<int>(threadIdx.x); c < c0 + per; c += 4 * blockDim.x)
+      cluster_store4(remote + 4u * static_cast<uint32_t>(c), total * 1e-6f + c, total * 1e-6f + c + 1,
+                     total * 1e-6f + c + 2, total * 1e-6f + c + 3);
+  }
+}
 
 __global__ void cluster_barriers_kernel(int n) {
-  cg::cluster_group cl = cg::this_cluster();
-  for (int i = 0; i < n; ++i) cl.sync();
+  for (int i = 0; i < n; ++i) cluster_sync();
 }
 
 // n phases through distributed shared memory: fold the local copy of the
-// vector (width floats), store my slice of the next vector into every CTA's
-// copy, cluster barrier. The two copies alternate, so a barrier per phase
+// vector (width floats, a multiple of 4 · the cluster's CTAs), store my slice
+// of the next vector into every CTA's copy, cluster barrier. The two copies alternate, so a barrier per phase
 // separates every store from the reads of the same words.
 __global__ void cluster_phases_kernel(int width, int n, float* sink) {
   extern __shared__ float vec[];  // 2 · width
   __shared__ float part[32];
-  cg::cluster_group cl = cg::this_cluster();
-  const int rank = static_cast<int>(cl.block_rank()), size = static_cast<int>(cl.num_blocks());
-  const int per = (width + size - 1) / size;
+  const int rank = static_cast<int>(cluster_rank()), size = static_cast<int>(gridDim.x);
+  const int per = width / size;
   for (int c = threadIdx.x; c < 2 * width; c += blockDim.x) vec[c] = 0.0f;
-  cl.sync();
+  cluster_sync();
   float acc = 0.0f;
   for (int i = 0; i < n; ++i) {
     const float* src = vec + (i & 1) * width;
-    float* dst = vec + ((i + 1) & 1) * width;
     float q = 0.0f;
     for (int c = threadIdx.x; c < width; c += blockDim.x) q += src[c];
     const float total = block_total(q, part);
     acc += total;
-    const int c0 = rank * per;
-    for (int r = 0; r < size; ++r) {
-      float* remote = cl.map_shared_rank(dst, r);
-      for (int c = c0 + threadIdx.x; c < min(width, c0 + per); c += blockDim.x) remote[c] = total * 1e-6f + c;
-    }
-    cl.sync();
+    broadcast_slice(vec + ((i + 1) & 1) * width, rank * per, per, total);
+    cluster_sync();
   }
   if (threadIdx.x == 0) sink[rank] = acc;
 }
@@ -199,10 +213,9 @@ __global__ void __launch_bounds__(512) stream_kernel(const float4* __restrict__ 
 __global__ void __launch_bounds__(512)
     cluster_step_kernel(const float4* __restrict__ w, const int64_t* __restrict__ bytes, int phases, int layers,
                         float* sink) {
-  __shared__ float vec[2][640];
+  __shared__ __align__(16) float vec[2][640];
   __shared__ float part[32];
-  cg::cluster_group cl = cg::this_cluster();
-  const int rank = static_cast<int>(cl.block_rank()), size = static_cast<int>(cl.num_blocks());
+  const int rank = static_cast<int>(cluster_rank()), size = static_cast<int>(gridDim.x);
   const int64_t tid = static_cast<int64_t>(rank) * blockDim.x + threadIdx.x, stride = int64_t{size} * blockDim.x;
   constexpr int kInFlight = 8;
   int64_t at = 0;  // float4s of w read so far
@@ -223,12 +236,9 @@ __global__ void __launch_bounds__(512)
     at += n4;
     const float total = block_total(q, part);
     acc += total;
-    const int per = (640 + size - 1) / size, c0 = rank * per;
-    for (int r = 0; r < size; ++r) {
-      float* remote = cl.map_shared_rank(&vec[(i + 1) & 1][0], r);
-      for (int c = c0 + threadIdx.x; c < min(640, c0 + per); c += blockDim.x) remote[c] = total * 1e-6f + c;
-    }
-    cl.sync();
+    const int per = 640 / size;
+    broadcast_slice(&vec[(i + 1) & 1][0], rank * per, per, total);
+    cluster_sync();
   }
   if (threadIdx.x == 0) sink[rank] = acc;
 }
@@ -308,6 +318,15 @@ int main(int argc, char** argv) try {
       std::printf("%-28s %8.3f %8.3f %12.3f %12.3f\n", name, gen * 1e3 / iters, cnt * 1e3 / iters,
                   p640 * 1e3 / iters, p4k * 1e3 / iters);
     }
+  }
+  int major = 0;
+  RLX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) {
+    std::printf("\nno thread-block clusters before sm_90: the cluster rows are skipped\n");
+    RLX_CUDA_CHECK(cudaFree(words));
+    RLX_CUDA_CHECK(cudaFree(v));
+    RLX_CUDA_CHECK(cudaFree(sink));
+    return 0;
   }
   // One cluster: its barrier and a DSMEM phase (us), then streaming by C CTAs (GB/s, cold: each
   // launch reads the next 64 MB window of a 512 MB buffer, past the L2).
