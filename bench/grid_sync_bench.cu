@@ -216,6 +216,8 @@ __global__ void __launch_bounds__(512)
   __shared__ __align__(16) float vec[2][640];
   __shared__ float part[32];
   const int rank = static_cast<int>(cluster_rank()), size = static_cast<int>(gridDim.x);
+  for (int c = threadIdx.x; c < 2 * 640; c += blockDim.x) vec[c / 640][c % 640] = 0.0f;
+  cluster_sync();  // every CTA of the cluster runs before any stores into its shared memory
   const int64_t tid = static_cast<int64_t>(rank) * blockDim.x + threadIdx.x, stride = int64_t{size} * blockDim.x;
   constexpr int kInFlight = 8;
   int64_t at = 0;  // float4s of w read so far
