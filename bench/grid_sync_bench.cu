@@ -143,8 +143,8 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Stores part[0]-derived values into words [c0, c0 + per) of the vector at
-// `dst` (shared memory) in every CTA of the cluster, four floats at a time
+// Stores values derived from `total` into words [c0, c0 + per) of the vector
+// at `dst` (shared memory) in every CTA of the cluster, four floats at a time
 // (per is a multiple of 4).
 __device__ __forceinline__ void broadcast_slice(float* dst, int c0, int per, float total) {
   const uint32_t base = smem_addr(dst);
@@ -162,8 +162,9 @@ __global__ void cluster_barriers_kernel(int n) {
 
 // n phases through distributed shared memory: fold the local copy of the
 // vector (width floats, a multiple of 4 · the cluster's CTAs), store my slice
-// of the next vector into every CTA's copy, cluster barrier. The two copies alternate, so a barrier per phase
-// separates every store from the reads of the same words.
+// of the next vector into every CTA's copy, cluster barrier. The two copies
+// alternate, so a barrier per phase separates every store from the reads of
+// the same words.
 __global__ void cluster_phases_kernel(int width, int n, float* sink) {
   extern __shared__ float vec[];  // 2 · width
   __shared__ float part[32];
