@@ -185,13 +185,12 @@ __global__ void cluster_phases_kernel(int width, int n, float* sink) {
   if (threadIdx.x == 0) sink[rank] = acc;
 }
 
-// `ctas` CTAs (one per SM) read n4 float4s from src, 8 loads in flight per
-// thread, and fold them so the loads cannot be dropped.
-__global__ void __launch_bounds__(512) stream_kernel(const float4* __restrict__ src, int64_t n4, float* sink) {
+// The sum of src[first], src[first + stride], ... below n4, eight loads in
+// flight per thread: a streaming read the compiler cannot drop.
+__device__ __forceinline__ float stream_sum(const float4* __restrict__ src, int64_t n4, int64_t first, int64_t stride) {
   constexpr int kInFlight = 8;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   float acc = 0.0f;
-  for (int64_t i0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i0 < n4; i0 += kInFlight * stride) {
+  for (int64_t i0 = first; i0 < n4; i0 += kInFlight * stride) {
     float4 v[kInFlight];
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) {
@@ -201,6 +200,13 @@ __global__ void __launch_bounds__(512) stream_kernel(const float4* __restrict__ 
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) acc += v[j].x + v[j].y + v[j].z + v[j].w;
   }
+  return acc;
+}
+
+// `ctas` CTAs (one per SM) read n4 float4s from src.
+__global__ void __launch_bounds__(512) stream_kernel(const float4* __restrict__ src, int64_t n4, float* sink) {
+  const float acc = stream_sum(src, n4, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                               static_cast<int64_t>(gridDim.x) * blockDim.x);
   if (acc == 1234.5f) sink[blockIdx.x] = acc;  // never true for the zeroed input; keeps the loads
 }
 
@@ -220,22 +226,11 @@ __global__ void __launch_bounds__(512)
   for (int c = threadIdx.x; c < 2 * 640; c += blockDim.x) vec[c / 640][c % 640] = 0.0f;
   cluster_sync();  // every CTA of the cluster runs before any stores into its shared memory
   const int64_t tid = static_cast<int64_t>(rank) * blockDim.x + threadIdx.x, stride = int64_t{size} * blockDim.x;
-  constexpr int kInFlight = 8;
   int64_t at = 0;  // float4s of w read so far
   float acc = 0.0f;
   for (int i = 0; i < layers * phases; ++i) {
     const int64_t n4 = bytes[i % phases] / 16;
-    float q = vec[i & 1][threadIdx.x % 640];
-    for (int64_t i0 = tid; i0 < n4; i0 += kInFlight * stride) {
-      float4 v[kInFlight];
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) {
-        const int64_t k = i0 + j * stride;
-        v[j] = k < n4 ? __ldcs(w + at + k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) q += v[j].x + v[j].y + v[j].z + v[j].w;
-    }
+    const float q = vec[i & 1][threadIdx.x % 640] + stream_sum(w + at, n4, tid, stride);
     at += n4;
     const float total = block_total(q, part);
     acc += total;
