@@ -768,6 +768,8 @@ TEST(CudaQuantGemv, StreamingKernelWhereItApplies) {
   EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::Q6_K, w256, 1, 4096, 4096));    // 13.8 MB
   EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::IQ4_XS, w256, 1, 4096, 4096));  // 8.9 MB
   EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::IQ4_XS, w256, 1, 1024, 3072));  // 1.7 MB: IQ4_XS from 4 MB
+  EXPECT_FALSE(cuda::quant_gemv_stream_applies(DType::Q6_K, w256, 1, 640, 2048));     // 1.08 MB: Q6_K from 2 MB
+  EXPECT_TRUE(cuda::quant_gemv_stream_applies(DType::Q4_K, w256, 1, 1024, 4096));     // 2.4 MB
   {
     // Forced on, those shapes fall back to the unit kernels (still against float64).
     test::ScopedEnv on("RLX_CUDA_GEMV_STREAM", "1");

@@ -229,8 +229,13 @@ bool quant_gemv_stream_applies(DType w_type, const void* w, int64_t m, int64_t n
   if (mode == "0" || !quant_gemv_q8_allowed() || quant_gemv_stream_unsupported(w_type, w, m, n, k)) return false;
   // IQ4_XS's chunk (table lookups, ~800 instructions) lost to the unit kernel
   // at 1024 x 3072 (1.7 MB: 3.71 against 3.52 µs) and won at 4096² (8.9 MB:
-  // 5.83 against 9.05 µs) on the H200; the others win from 1 MB.
-  const int64_t min_bytes = w_type == DType::IQ4_XS ? int64_t{4} << 20 : int64_t{1} << 20;
+  // 5.83 against 9.05 µs) on the H200. Q6_K's (784 instructions) won at 4096²
+  // (13.8 MB) but lost at Gemma 3 270M's 640 x 2048 ffn_down (1.08 MB): alone
+  // 3.17 against 2.75 µs, and decode 1,885 against 1,915 tok/s end to end
+  // (H100, sessions 39 and 41, four rounds). The others win from 1 MB.
+  const int64_t min_bytes = w_type == DType::IQ4_XS ? int64_t{4} << 20
+                            : w_type == DType::Q6_K ? int64_t{2} << 20
+                                                    : int64_t{1} << 20;
   return mode == "1" || n * dtype_bytes(w_type, k) >= min_bytes;
 }
 
