@@ -17,12 +17,15 @@
 // What runs: per layer, with the file's types and shapes (Q5_0 q/k/gate/up,
 // Q8_0 or Q5_0 v, Q4_K o, Q6_K or Q4_K down; random bytes with sane scales):
 // RMS norm; q|k|v GEMV; q/k head norms and rope; attention over T cached
-// keys split over 16 CTAs (partials to the CTA owning each 64 output dims,
-// a barrier, the merge, a barrier); o GEMV; post-norm + residual + pre-norm;
-// gate|up GEMV with GeGLU; down GEMV; post-norm + residual: six barriers a
-// layer. The GEMVs use the streaming GEMV's chunk decoders
-// (device/stream_chunk.cuh) on activations quantized to two int8 levels, as
-// main's decode GEMVs do. Between timed steps a kernel reads 178 MB (the
+// keys split over 16 CTAs, their rows through the ring too (partials to the
+// CTA owning each 64 output dims, a barrier, the merge, a barrier); o GEMV;
+// post-norm + residual + pre-norm; gate|up GEMV with GeGLU; down GEMV;
+// post-norm + residual: six barriers a layer. The GEMVs run on activations
+// quantized to two int8 levels, as main's decode GEMVs do: on the cluster by
+// the streaming GEMV's 128-256-element chunk decoders
+// (device/stream_chunk.cuh), on every SM (few rows a CTA) by GemvUnit's
+// 16-32-weight units read from shared memory (device/unit_smem.cuh), so no
+// thread runs a long dependent chain. Between timed steps a kernel reads 178 MB (the
 // output head's bytes), so every step starts with the layers' weights out of
 // L2, as in decode. Printed per form: the step's median time, the same with
 // the GEMVs' or the attention's arithmetic left out, and CTA 0's clock at
@@ -45,6 +48,7 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device/bulk_copy.cuh"
 #include "rlx/backends/cuda/device/stream_chunk.cuh"
+#include "rlx/backends/cuda/device/unit_smem.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/core/dtype.h"
 #include "rlx/formats/quant.h"
@@ -62,10 +66,11 @@ constexpr int kLayers = 18, kHidden = 640, kFfn = 2048, kHeads = 4, kHeadDim = 2
 constexpr int kStages = 9, kStageBytes = 16 * 1024;
 constexpr int kMaxPhaseTiles = 9, kMaxItems = 1280, kMaxKeys = 1024;
 constexpr int kNormFloats = 4 * 640, kHeadNormFloats = 2 * 256;  // a layer's norm weights
-constexpr int kMaxCachedTiles = 128;  // a CTA's tiles held in shared memory when they fit
+constexpr int kMaxCachedTiles = 168;  // a CTA's tiles held in shared memory when they fit
 constexpr int kDimsPerOwner = kAtt / kCtas;  // 64: one head's slice
-enum Route : int { kQ, kK, kV, kO, kGate, kUp, kDown };
-enum Phase : int { kPhaseQkv, kPhaseO, kPhaseGateUp, kPhaseDown, kGemvPhases };
+enum Route : int { kQ, kK, kV, kO, kGate, kUp, kDown, kKeys, kValues };
+// A layer's phases in the tile stream: the attention's are its cached keys and values (the first 16 CTAs).
+enum Phase : int { kPhaseQkv, kPhaseAttn, kPhaseO, kPhaseGateUp, kPhaseDown, kPhases };
 
 // One bulk copy of whole rows of one tensor into one ring stage.
 struct Tile {
@@ -76,7 +81,7 @@ struct Tile {
 struct Plan {
   const Tile* tiles;        // every CTA's tiles, in consumption order
   const int* tile_begin;    // [ctas + 1]: CTA c's tiles are [tile_begin[c], tile_begin[c + 1])
-  const int* phase_first;   // [ctas][kLayers · kGemvPhases + 1]: each phase's first tile (CTA-relative)
+  const int* phase_first;   // [ctas][kLayers · kPhases + 1]: each phase's first tile (CTA-relative)
 };
 // CTA c of `ctas` owns rows [split(n, c), split(n, c + 1)) of an n-row tensor, in
 // pairs (two Q5_0 or Q8_0 rows are a whole number of 16-byte granules).
@@ -99,14 +104,14 @@ struct Smem {
   float dx[kFfn / 32], xs[kFfn / 32];
   float red[kMaxItems];
   float part[kCtas][kDimsPerOwner], part_m[kCtas], part_l[kCtas];
-  float scores[kHeads][kMaxKeys / kCtas];
+  float scores[kHeads][kStageBytes / (kHeadDim * 2)];  // a CTA's keys: one ring stage of rows
   float sum[kWarps];
   Tile tiles[kMaxPhaseTiles];
   // Two layers' norm weights (attn, post-attn, ffn, post-ffw, then q and k head norms), by bulk copy a layer ahead.
   uint64_t meta_bars[2];
   alignas(16) float meta[2][kNormFloats + kHeadNormFloats];
   Tile cached[kMaxCachedTiles];
-  int cached_pf[kLayers * 4 + 1];
+  int cached_pf[kLayers * kPhases + 1];
   int tile_row[kMaxPhaseTiles + 1];
 };
 
@@ -200,6 +205,48 @@ __device__ float chunk_dot(int type, const uint8_t* row, int c, const Smem& s, i
   }
 }
 
+// Σ w·x̃ over unit u of a row (16-32 weights: GemvUnit, as gemv_q8.cu): many
+// short items, for CTAs with few rows (the whole-GPU form).
+template <DType T>
+__device__ float unit_dot(const uint8_t* row, int u, const Smem& s) {
+  using U = rlx::cuda::dev::GemvUnit<T>;
+  constexpr int kRuns = U::kRuns, kWords = U::kRunLen / 4;
+  const int b = u / U::kUnits, j = u % U::kUnits;
+  const typename U::Raw raw = rlx::cuda::dev::lds_raw(U{}, row + b * U::kBlockBytes, j);
+  int wa[kRuns][kWords], wb[kRuns][kWords], sa[kRuns], sb[kRuns];
+  float xd[kRuns];
+#pragma unroll
+  for (int q = 0; q < kRuns; ++q) {
+    const int at = b * U::kBlockElems + U::run_start(j, q);
+#pragma unroll
+    for (int e = 0; e < kWords; ++e)
+      wa[q][e] = reinterpret_cast<const int*>(s.xa + at)[e], wb[q][e] = reinterpret_cast<const int*>(s.xb + at)[e];
+    xd[q] = s.dx[at / 32];
+    sa[q] = sb[q] = 0;
+    if constexpr (U::kQ8Sums) {
+#pragma unroll
+      for (int e = 0; e < kWords; ++e)
+        sa[q] = rlx::cuda::dev::dp4a(0x01010101u, wa[q][e], sa[q]), sb[q] = rlx::cuda::dev::dp4a(0x01010101u, wb[q][e], sb[q]);
+    }
+  }
+  return U::dot_q8(raw, U::context(rlx::cuda::dev::IqTables{}), wa, wb, xd, sa, sb);
+}
+__device__ int units_per_row(int type, int k) {
+  switch (static_cast<DType>(type)) {
+    case DType::Q5_0: case DType::Q8_0: return k / 32 * 2;
+    default: return k / 256 * 8;  // Q4_K, Q6_K
+  }
+}
+__device__ float unit_dot_any(int type, const uint8_t* row, int u, const Smem& s) {
+  switch (static_cast<DType>(type)) {
+    case DType::Q5_0: return unit_dot<DType::Q5_0>(row, u, s);
+    case DType::Q8_0: return unit_dot<DType::Q8_0>(row, u, s);
+    case DType::Q4_K: return unit_dot<DType::Q4_K>(row, u, s);
+    case DType::Q6_K: return unit_dot<DType::Q6_K>(row, u, s);
+    default: return 0.0f;
+  }
+}
+
 __device__ float* route_out(Smem& s, int route, int row, int row_begin) {
   switch (route) {
     case kQ: return s.qkv + row;
@@ -236,10 +283,10 @@ __device__ void issue_meta(Smem& s, const Weights& wt, int layer) {
 __device__ void cache_plan(Smem& s, const Plan& plan, int rank, const Tile*& my, int& my_tiles, const int*& pf) {
   my = plan.tiles + plan.tile_begin[rank];
   my_tiles = plan.tile_begin[rank + 1] - plan.tile_begin[rank];
-  pf = plan.phase_first + rank * (kLayers * 4 + 1);
+  pf = plan.phase_first + rank * (kLayers * kPhases + 1);
   if (my_tiles <= kMaxCachedTiles) {
     for (int i = threadIdx.x; i < my_tiles; i += blockDim.x) s.cached[i] = my[i];
-    for (int i = threadIdx.x; i < kLayers * 4 + 1; i += blockDim.x) s.cached_pf[i] = pf[i];
+    for (int i = threadIdx.x; i < kLayers * kPhases + 1; i += blockDim.x) s.cached_pf[i] = pf[i];
     my = s.cached;
     pf = s.cached_pf;
   }
@@ -249,7 +296,7 @@ __device__ void cache_plan(Smem& s, const Plan& plan, int rank, const Tile*& my,
 // the rows' sums routed (broadcast to every CTA, or kept for the GeGLU).
 template <class Publish>
 __device__ void gemv_phase(Smem& s, const Tile* my, int my_tiles, int first, int last, int k, int& issued,
-                           const Stamps& stamp, int slot, bool compute, Publish publish) {
+                           const Stamps& stamp, int slot, bool compute, bool units, Publish publish) {
   const int n = last - first;
   if (threadIdx.x < n) s.tiles[threadIdx.x] = my[first + threadIdx.x];
   __syncthreads();
@@ -263,16 +310,18 @@ __device__ void gemv_phase(Smem& s, const Tile* my, int my_tiles, int first, int
     rlx::cuda::dev::mbar_wait(&s.bars[(first + i) % kStages], static_cast<uint32_t>(((first + i) / kStages) & 1));
   stamp(slot);
   const int rows = s.tile_row[n];
-  const int cpr = s.tiles[0].type == static_cast<int>(DType::Q4_K) || s.tiles[0].type == static_cast<int>(DType::Q6_K)
-                      ? k / 256
-                      : k / 128;
+  // Items: (row, chunk of 128-256 elements), or with `units` and room in red, (row, GemvUnit unit).
+  const bool kquant = s.tiles[0].type == static_cast<int>(DType::Q4_K) || s.tiles[0].type == static_cast<int>(DType::Q6_K);
+  const bool by_unit = units && n > 0 && rows * units_per_row(s.tiles[0].type, k) <= kMaxItems;
+  const int cpr = by_unit ? units_per_row(s.tiles[0].type, k) : kquant ? k / 256 : k / 128;
   for (int item = threadIdx.x; item < (compute ? rows * cpr : 0); item += kThreads) {
     const int r = item / cpr, c = item % cpr;
     int t = 0;
     while (r >= s.tile_row[t + 1]) ++t;
     const Tile& tl = s.tiles[t];
+    const uint8_t* row = s.ring[(first + t) % kStages] + (r - s.tile_row[t]) * tl.row_bytes;
     int elems;
-    s.red[item] = chunk_dot(tl.type, s.ring[(first + t) % kStages] + (r - s.tile_row[t]) * tl.row_bytes, c, s, elems);
+    s.red[item] = by_unit ? unit_dot_any(tl.type, row, c, s) : chunk_dot(tl.type, row, c, s, elems);
   }
   __syncthreads();  // every stage of the phase read; red complete
   stamp(slot + 1);
@@ -330,12 +379,17 @@ __device__ void head_norm_rope(Smem& s, const float* head_norms, int layer, int 
 
 // Keys [k0, k1) of the layer's cache for every head: per output element c
 // (head c / 256), store(c, Σ p·v, max score, Σ p) with p = exp(score − max).
+// The keys' and values' rows came through the ring as the attention phase's
+// two tiles (first, first + 1); released to the producer when done.
 template <class Store>
-__device__ void attention_partial(Smem& s, const Weights& wt, int layer, int k0, int k1, bool attend, Store store) {
+__device__ void attention_partial(Smem& s, const Tile* my, int my_tiles, int first, int last, int& issued, bool attend,
+                                  Store store) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const __nv_bfloat16* kc = wt.kv + static_cast<int64_t>(layer) * 2 * kMaxKeys * kHeadDim;
-  const __nv_bfloat16* vc = kc + static_cast<int64_t>(kMaxKeys) * kHeadDim;
-  const int nk = attend ? k1 - k0 : 1;
+  for (int i = first; i < last; ++i)
+    rlx::cuda::dev::mbar_wait(&s.bars[i % kStages], static_cast<uint32_t>((i / kStages) & 1));
+  const auto* kc = reinterpret_cast<const __nv_bfloat16*>(s.ring[first % kStages]);
+  const auto* vc = reinterpret_cast<const __nv_bfloat16*>(s.ring[(first + 1) % kStages]);
+  const int nk = attend ? my[first].rows : 1, k0 = 0;
   for (int p = warp; p < kHeads * nk; p += kWarps) {
     const int hd = p / nk, j = k0 + p % nk;
     float acc = 0.0f;
@@ -356,6 +410,8 @@ __device__ void attention_partial(Smem& s, const Weights& wt, int layer, int k0,
     }
     store(c, acc, m, l);
   }
+  __syncthreads();  // both tiles read
+  if (threadIdx.x == 0) issue_tiles(s, my, issued, min(last + kStages, my_tiles));
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -391,7 +447,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int layer = 0; layer < kLayers; ++layer) {
     rlx::cuda::dev::mbar_wait(&s.meta_bars[layer % 2], static_cast<uint32_t>((layer / 2) & 1));
     const float* norms = s.meta[layer % 2];
-    const int* ph = pf + layer * kGemvPhases;
+    const int* ph = pf + layer * kPhases;
     const bool d0 = dumping && layer == 0;
     const Stamps stamp{stamps, layer};
     const bool gemv = !(skip & 1), attend = !(skip & 2);
@@ -400,14 +456,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     rms_norm(s.h, norms, s.xin, kHidden, s.sum);
     if (d0) save(dump.xin, s.xin, kHidden);
     quantize(s.xin, kHidden, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseQkv], ph[kPhaseQkv + 1], kHidden, issued, stamp, 1, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseQkv], ph[kPhaseQkv + 1], kHidden, issued, stamp, 1, gemv, false, publish);
     cluster_sync();
     stamp(3);
     if (d0) save(dump.qkv, s.qkv, kQkv);
     head_norm_rope(s, norms + kNormFloats, layer, pos);
     stamp(4);
     // Attention: this CTA's keys for every head; partials to the owners of the output dims.
-    attention_partial(s, wt, layer, keys * rank / kCtas, keys * (rank + 1) / kCtas, attend,
+    attention_partial(s, my, my_tiles, ph[kPhaseAttn], ph[kPhaseAttn + 1], issued, attend,
                       [&](int c, float acc, float m, float l) {
                         const int owner = c / kDimsPerOwner;
                         remote_store(&s.part[rank][c % kDimsPerOwner], owner, acc);
@@ -431,7 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (d0) save(dump.att, s.att, kAtt);
     // o, then post-norm + residual and the FFN's pre-norm
     quantize(s.att, kAtt, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseO], ph[kPhaseO + 1], kAtt, issued, stamp, 7, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseO], ph[kPhaseO + 1], kAtt, issued, stamp, 7, gemv, false, publish);
     cluster_sync();
     stamp(9);
     if (d0) save(dump.o, s.o, kHidden);
@@ -443,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(10);
     // gate|up with GeGLU: this CTA's outputs broadcast
     quantize(s.xin, kHidden, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, false, publish);
     for (int i = threadIdx.x; i < kFfn / kCtas; i += kThreads)
       broadcast(&s.act[rank * (kFfn / kCtas) + i], gelu_tanh(s.gate[i]) * s.up[i]);
     cluster_sync();
@@ -451,7 +507,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (d0) save(dump.act, s.act, kFfn);
     // down, post-norm + residual
     quantize(s.act, kFfn, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseDown], ph[kPhaseDown + 1], kFfn, issued, stamp, 14, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseDown], ph[kPhaseDown + 1], kFfn, issued, stamp, 14, gemv, false, publish);
     cluster_sync();
     stamp(16);
     if (d0) save(dump.down, s.down, kHidden);
@@ -541,7 +597,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int layer = 0; layer < kLayers; ++layer) {
     rlx::cuda::dev::mbar_wait(&s.meta_bars[layer % 2], static_cast<uint32_t>((layer / 2) & 1));
     const float* norms = s.meta[layer % 2];
-    const int* ph = pf + layer * kGemvPhases;
+    const int* ph = pf + layer * kPhases;
     const bool d0 = dumping && layer == 0;
     const Stamps stamp{stamps, layer};
     const bool gemv = !(skip & 1), attend = !(skip & 2);
@@ -549,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     rms_norm(s.h, norms, s.xin, kHidden, s.sum);
     if (d0) save(dump.xin, s.xin, kHidden);
     quantize(s.xin, kHidden, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseQkv], ph[kPhaseQkv + 1], kHidden, issued, stamp, 1, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseQkv], ph[kPhaseQkv + 1], kHidden, issued, stamp, 1, gemv, true, publish);
     grid_barrier(ex.count, epoch);
     stamp(3);
     if (rank < kCtas) {
@@ -557,7 +613,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (d0) save(dump.qkv, s.qkv, kQkv);
       head_norm_rope(s, norms + kNormFloats, layer, pos);
       stamp(4);
-      attention_partial(s, wt, layer, keys * rank / kCtas, keys * (rank + 1) / kCtas, attend,
+      attention_partial(s, my, my_tiles, ph[kPhaseAttn], ph[kPhaseAttn + 1], issued, attend,
                         [&](int c, float acc, float m, float l) {
                           ex.part[rank * kAtt + c] = acc;
                           if (c % kHeadDim == 0)
@@ -586,7 +642,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(6);
     if (d0) save(dump.att, s.att, kAtt);
     quantize(s.att, kAtt, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseO], ph[kPhaseO + 1], kAtt, issued, stamp, 7, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseO], ph[kPhaseO + 1], kAtt, issued, stamp, 7, gemv, true, publish);
     grid_barrier(ex.count, epoch);
     stamp(9);
     load_vec(s.o, ex.o, kHidden);
@@ -598,14 +654,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (d0) save(dump.xin2, s.xin, kHidden);
     stamp(10);
     quantize(s.xin, kHidden, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, true, publish);
     for (int i = threadIdx.x; i < g1 - g0; i += kThreads) ex.act[g0 + i] = gelu_tanh(s.gate[i]) * s.up[i];
     grid_barrier(ex.count, epoch);
     stamp(13);
     load_vec(s.act, ex.act, kFfn);
     if (d0) save(dump.act, s.act, kFfn);
     quantize(s.act, kFfn, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseDown], ph[kPhaseDown + 1], kFfn, issued, stamp, 14, gemv, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseDown], ph[kPhaseDown + 1], kFfn, issued, stamp, 14, gemv, true, publish);
     grid_barrier(ex.count, epoch);
     stamp(16);
     load_vec(s.down, ex.down, kHidden);
@@ -678,7 +734,9 @@ int main(int argc, char** argv) try {
       return 0;
     }
   const int steps = arg_int(argc, argv, "--steps", 100), keys = arg_int(argc, argv, "--keys", 96);
-  if (keys < kCtas || keys > kMaxKeys) throw std::runtime_error("--keys must be in [16, 1024]");
+  // Each of the 16 attention CTAs takes its keys' rows as one ring stage.
+  if (keys < kCtas || keys > kCtas * kStageBytes / (kHeadDim * 2))
+    throw std::runtime_error("--keys must be in [16, 512]");
   int dev = 0, major = 0;
   RLX_CUDA_CHECK(cudaGetDevice(&dev));
   RLX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -729,17 +787,25 @@ int main(int argc, char** argv) try {
     allocations.push_back(d);
     return d;
   };
-  auto build_plan = [&](int ctas) {
+  auto build_plan = [&](int ctas, const __nv_bfloat16* kv) {
     std::vector<Tile> tiles;
     std::vector<int> begin{0}, phase_first;
     int max_tiles = 0;
     for (int c = 0; c < ctas; ++c) {
       const size_t start = tiles.size();
       for (int i = 0; i < kLayers; ++i) {
-        const int phase_tensors[kGemvPhases][3] = {{kQ, kK, kV}, {kO, -1, -1}, {kGate, kUp, -1}, {kDown, -1, -1}};
-        for (int p = 0; p < kGemvPhases; ++p) {
+        const int phase_tensors[kPhases][3] = {
+            {kQ, kK, kV}, {-1, -1, -1}, {kO, -1, -1}, {kGate, kUp, -1}, {kDown, -1, -1}};
+        for (int p = 0; p < kPhases; ++p) {
           const int first = static_cast<int>(tiles.size() - start);
           phase_first.push_back(first);
+          if (p == kPhaseAttn && c < kCtas) {  // this CTA's share of the cached keys, then of the values
+            const int k0 = keys * c / kCtas, nk = keys * (c + 1) / kCtas - k0;
+            for (int half = 0; half < 2; ++half)
+              tiles.push_back(Tile{reinterpret_cast<const uint8_t*>(
+                                       kv + (static_cast<int64_t>(2 * i + half) * kMaxKeys + k0) * kHeadDim),
+                                   nk * kHeadDim * 2, nk, k0, kHeadDim * 2, -1, half ? kValues : kKeys});
+          }
           for (int route : phase_tensors[p]) {
             if (route < 0) continue;
             const HostTensor& t = layers[i][route];
@@ -770,7 +836,6 @@ int main(int argc, char** argv) try {
     dp.max_tiles = max_tiles;
     return dp;
   };
-  const DevicePlan cluster_plan = build_plan(kCtas), grid_plan = build_plan(prop.multiProcessorCount);
 
   // Norm weights near 1, the KV cache and the input row random.
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -784,6 +849,7 @@ int main(int argc, char** argv) try {
                    static_cast<const float*>(device_copy(head_norms.data(), head_norms.size() * 4)),
                    static_cast<const __nv_bfloat16*>(device_copy(kv.data(), kv.size() * 2))};
   const auto* d_h = static_cast<const float*>(device_copy(h.data(), kHidden * 4));
+  const DevicePlan cluster_plan = build_plan(kCtas, wt.kv), grid_plan = build_plan(prop.multiProcessorCount, wt.kv);
   auto device_zeros = [&](size_t bytes) {
     void* d = nullptr;
     RLX_CUDA_CHECK(cudaMalloc(&d, bytes));
