@@ -719,24 +719,36 @@ void fill_random(uint8_t* p, DType t, int rows, int cols, std::mt19937& rng, flo
   }
 }
 
-int arg_int(int argc, char** argv, const char* name, int def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (!std::strcmp(argv[i], name)) return std::atoi(argv[i + 1]);
-  return def;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
-  for (int i = 1; i < argc; ++i)
+  int steps = 100, keys = 96;
+  for (int i = 1; i < argc; ++i) {
+    const bool value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: rlx_decode_cluster_bench [--steps N] [--keys T]\n");
+      std::printf("usage: rlx_decode_cluster_bench [--steps N] [--keys T]\n"
+                  "  --steps N  timed steps per form and variant (default 100)\n"
+                  "  --keys T   cached keys each layer attends to, 16-512 (default 96)\n");
       return 0;
+    } else if (value && !std::strcmp(argv[i], "--steps")) {
+      steps = std::atoi(argv[++i]);
+    } else if (value && !std::strcmp(argv[i], "--keys")) {
+      keys = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "rlx_decode_cluster_bench: unknown or incomplete argument '%s' (see --help)\n", argv[i]);
+      return 2;
     }
-  const int steps = arg_int(argc, argv, "--steps", 100), keys = arg_int(argc, argv, "--keys", 96);
+  }
+  if (steps < 1) throw std::runtime_error("--steps must be at least 1");
   // Each of the 16 attention CTAs takes its keys' rows as one ring stage.
   if (keys < kCtas || keys > kCtas * kStageBytes / (kHeadDim * 2))
     throw std::runtime_error("--keys must be in [16, 512]");
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "rlx_decode_cluster_bench: no usable CUDA device (%s)\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    return 1;
+  }
   int dev = 0, major = 0;
   RLX_CUDA_CHECK(cudaGetDevice(&dev));
   RLX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
