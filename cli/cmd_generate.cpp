@@ -101,20 +101,20 @@ void add_generate_command(CLI::App& app) {
       ->type_name("FILE");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (stops early at end of generation)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (argmax)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "Sample among the K most likely tokens; 0 = all")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "Nucleus sampling: smallest set with probability >= P, in (0, 1]; 1 = off")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Sampling seed (the same seed gives the same tokens)")->capture_default_str();
   cmd->add_option("--ctx", o->ctx, "Context length (KV cache size) in tokens; 0 = the model's, at most 4096")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--device", o->device, "Device: auto, cpu, cuda or cuda:N")
       ->check(device_validator())

@@ -74,16 +74,16 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-batch-texts", o->max_batch_texts,
                   "Texts from concurrent requests embedded in one model call")
       ->type_name("N")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_validator())
       ->capture_default_str();
   cmd->add_option("--batch-window-us", o->window_us,
                   "How long a request waits for others to share its model call (microseconds)")
       ->type_name("US")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--max-client-batch", o->max_client_batch, "Inputs allowed in one request")
       ->type_name("N")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_validator())
       ->capture_default_str();
   cmd->callback([o] { run_serve(*o); });
 }

@@ -1,6 +1,8 @@
 #include "cli/common.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,6 +29,29 @@ const CLI::Validator& device_validator() {
         return "device must be auto, cpu, cuda or cuda:N (got '" + s + "')";
       },
       "auto|cpu|cuda[:N]");
+  return v;
+}
+
+namespace {
+CLI::Validator number_validator(bool strict) {
+  return CLI::Validator(
+      [strict](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !std::isfinite(v)) return "must be a finite number (got '" + s + "')";
+        if (strict ? !(v > 0) : !(v >= 0)) return std::string("must be ") + (strict ? "> 0" : ">= 0") + " (got " + s + ")";
+        return {};
+      },
+      strict ? "POSITIVE" : "NONNEGATIVE");
+}
+}  // namespace
+
+const CLI::Validator& non_negative_validator() {
+  static const CLI::Validator v = number_validator(false);
+  return v;
+}
+const CLI::Validator& positive_validator() {
+  static const CLI::Validator v = number_validator(true);
   return v;
 }
 

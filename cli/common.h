@@ -24,6 +24,12 @@ inline constexpr int kExitNotAvailable = 2;
 // Accepts auto, cpu, cuda and cuda:N.
 const CLI::Validator& device_validator();
 
+// Finite numbers >= 0 (non_negative_validator) or > 0 (positive_validator),
+// with a plain message ("must be >= 0 (got -3)"): CLI11's own checks print
+// the largest double as the range's upper end.
+const CLI::Validator& non_negative_validator();
+const CLI::Validator& positive_validator();
+
 // "1.5 GiB", "512 B".
 std::string human_bytes(int64_t bytes);
 

@@ -24,12 +24,12 @@ void add_embedder_flags(CLI::App* cmd, EmbedderFlags& f) {
       ->capture_default_str();
   cmd->add_option("--batch", f.batch, "Texts per forward pass; 0 = 256 on a GPU, 32 on the CPU")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--max-length", f.max_length,
                   "Truncate inputs to N tokens including [CLS]/[SEP]; 0 = the model's limit")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_validator())
       ->capture_default_str();
   cmd->add_option("--pooling", f.pooling,
                   "Decoder LLM GGUF files only: last (the last token's hidden state), mean or cls; "
