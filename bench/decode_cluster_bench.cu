@@ -226,7 +226,8 @@ __device__ float unit_dot(const uint8_t* row, int u, const Smem& s) {
     if constexpr (U::kQ8Sums) {
 #pragma unroll
       for (int e = 0; e < kWords; ++e)
-        sa[q] = rlx::cuda::dev::dp4a(0x01010101u, wa[q][e], sa[q]), sb[q] = rlx::cuda::dev::dp4a(0x01010101u, wb[q][e], sb[q]);
+        sa[q] = rlx::cuda::dev::dp4a(0x01010101u, wa[q][e], sa[q]),
+        sb[q] = rlx::cuda::dev::dp4a(0x01010101u, wb[q][e], sb[q]);
     }
   }
   return U::dot_q8(raw, U::context(rlx::cuda::dev::IqTables{}), wa, wb, xd, sa, sb);
@@ -311,7 +312,8 @@ __device__ void gemv_phase(Smem& s, const Tile* my, int my_tiles, int first, int
   stamp(slot);
   const int rows = s.tile_row[n];
   // Items: (row, chunk of 128-256 elements), or with `units` and room in red, (row, GemvUnit unit).
-  const bool kquant = s.tiles[0].type == static_cast<int>(DType::Q4_K) || s.tiles[0].type == static_cast<int>(DType::Q6_K);
+  const bool kquant =
+      s.tiles[0].type == static_cast<int>(DType::Q4_K) || s.tiles[0].type == static_cast<int>(DType::Q6_K);
   const bool by_unit = units && n > 0 && rows * units_per_row(s.tiles[0].type, k) <= kMaxItems;
   const int cpr = by_unit ? units_per_row(s.tiles[0].type, k) : kquant ? k / 256 : k / 128;
   for (int item = threadIdx.x; item < (compute ? rows * cpr : 0); item += kThreads) {
@@ -499,7 +501,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(10);
     // gate|up with GeGLU: this CTA's outputs broadcast
     quantize(s.xin, kHidden, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, false, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, false,
+               publish);
     for (int i = threadIdx.x; i < kFfn / kCtas; i += kThreads)
       broadcast(&s.act[rank * (kFfn / kCtas) + i], gelu_tanh(s.gate[i]) * s.up[i]);
     cluster_sync();
@@ -654,7 +657,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (d0) save(dump.xin2, s.xin, kHidden);
     stamp(10);
     quantize(s.xin, kHidden, s);
-    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, true, publish);
+    gemv_phase(s, my, my_tiles, ph[kPhaseGateUp], ph[kPhaseGateUp + 1], kHidden, issued, stamp, 11, gemv, true,
+               publish);
     for (int i = threadIdx.x; i < g1 - g0; i += kThreads) ex.act[g0 + i] = gelu_tanh(s.gate[i]) * s.up[i];
     grid_barrier(ex.count, epoch);
     stamp(13);
@@ -887,8 +891,10 @@ int main(int argc, char** argv) try {
   ex.count = static_cast<unsigned*>(device_zeros(4));
   auto* d_stamps = static_cast<unsigned long long*>(device_zeros(kLayers * kSlots * sizeof(unsigned long long)));
 
-  for (auto* k : {reinterpret_cast<const void*>(decode_cluster_kernel), reinterpret_cast<const void*>(decode_grid_kernel)})
-    RLX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(Smem))));
+  for (auto* k :
+       {reinterpret_cast<const void*>(decode_cluster_kernel), reinterpret_cast<const void*>(decode_grid_kernel)})
+    RLX_CUDA_CHECK(
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(Smem))));
   RLX_CUDA_CHECK(cudaFuncSetAttribute(decode_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // grid: one CTA per SM, all resident (a cooperative launch), the barrier counter zeroed first.
   auto launch = [&](bool grid, const Dump& dmp, unsigned long long* stamps, int skip) {

@@ -39,7 +39,8 @@ CLI::Validator number_validator(bool strict) {
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
         if (end == s.c_str() || *end != '\0' || !std::isfinite(v)) return "must be a finite number (got '" + s + "')";
-        if (strict ? !(v > 0) : !(v >= 0)) return std::string("must be ") + (strict ? "> 0" : ">= 0") + " (got " + s + ")";
+        if (strict ? !(v > 0) : !(v >= 0))
+          return std::string("must be ") + (strict ? "> 0" : ">= 0") + " (got " + s + ")";
         return {};
       },
       strict ? "POSITIVE" : "NONNEGATIVE");
