@@ -114,11 +114,13 @@ void run_embed(EmbedOptions o) {
       throw CLI::ValidationError("rlx embed", "give TEXT arguments, --input FILE, or pipe the texts into stdin");
     o.input = "-";
   }
-  const std::string model = resolve_embedding_model(o.model, "embed");
   std::vector<std::string> texts;
   if (o.input == "-") {
     read_texts(std::cin, "stdin", false, texts);
   } else if (!o.input.empty()) {
+    std::error_code ec;
+    RLX_CHECK(!std::filesystem::is_directory(o.input, ec), "embed: --input '", o.input,
+              "' is a directory; give a text file (one text per line) or a .jsonl file");
     std::ifstream f(o.input);
     RLX_CHECK(f.is_open(), "embed: cannot read --input '", o.input, "'");
     read_texts(f, "'" + o.input + "'", std::filesystem::path(o.input).extension() == ".jsonl", texts);
@@ -129,6 +131,8 @@ void run_embed(EmbedOptions o) {
   }
   texts.insert(texts.end(), o.texts.begin(), o.texts.end());
 
+  // The inputs are checked first: a bad input file is named before any model is looked for.
+  const std::string model = resolve_embedding_model(o.model, "embed");
   bert::EmbedOptions eo = embed_options(o.model);
   if (isatty(STDERR_FILENO)) eo.progress = draw_progress;
   const std::unique_ptr<bert::TextEmbedder> embedder = bert::open_text_embedder(model, eo);
