@@ -194,14 +194,14 @@ __device__ void quantize(const float* x, int k, Smem& s) {
 // Σ w·x̃ over chunk c of a row (elements from e): 4-block chunks (128
 // elements, 8-byte loads: rows of 440 and 680 bytes) for the 32-element-block
 // types, whole 256-element blocks for the K-quants.
-__device__ float chunk_dot(int type, const uint8_t* row, int c, const Smem& s, int& elems) {
+__device__ float chunk_dot(int type, const uint8_t* row, int c, const Smem& s) {
   const auto x_at = [&](int e) { return XChunk{s.xa + e, s.xb + e, s.dx + e / 32, s.xs + e / 32}; };
   switch (static_cast<DType>(type)) {
-    case DType::Q5_0: elems = 128; return StreamChunk<DType::Q5_0>::dot<4, 8>(row + 88 * c, x_at(128 * c), {});
-    case DType::Q8_0: elems = 128; return StreamChunk<DType::Q8_0>::dot<4, 8>(row + 136 * c, x_at(128 * c), {});
-    case DType::Q4_K: elems = 256; return StreamChunk<DType::Q4_K>::dot(row + 144 * c, x_at(256 * c), {});
-    case DType::Q6_K: elems = 256; return StreamChunk<DType::Q6_K>::dot(row + 210 * c, x_at(256 * c), {});
-    default: elems = 0; return 0.0f;
+    case DType::Q5_0: return StreamChunk<DType::Q5_0>::dot<4, 8>(row + 88 * c, x_at(128 * c), {});
+    case DType::Q8_0: return StreamChunk<DType::Q8_0>::dot<4, 8>(row + 136 * c, x_at(128 * c), {});
+    case DType::Q4_K: return StreamChunk<DType::Q4_K>::dot(row + 144 * c, x_at(256 * c), {});
+    case DType::Q6_K: return StreamChunk<DType::Q6_K>::dot(row + 210 * c, x_at(256 * c), {});
+    default: return 0.0f;
   }
 }
 
@@ -322,8 +322,7 @@ __device__ void gemv_phase(Smem& s, const Tile* my, int my_tiles, int first, int
     while (r >= s.tile_row[t + 1]) ++t;
     const Tile& tl = s.tiles[t];
     const uint8_t* row = s.ring[(first + t) % kStages] + (r - s.tile_row[t]) * tl.row_bytes;
-    int elems;
-    s.red[item] = by_unit ? unit_dot_any(tl.type, row, c, s) : chunk_dot(tl.type, row, c, s, elems);
+    s.red[item] = by_unit ? unit_dot_any(tl.type, row, c, s) : chunk_dot(tl.type, row, c, s);
   }
   __syncthreads();  // every stage of the phase read; red complete
   stamp(slot + 1);
@@ -348,6 +347,20 @@ __device__ void gemv_phase(Smem& s, const Tile* my, int my_tiles, int first, int
       publish(tl.route, row, sum);
     }
   }
+  __syncthreads();
+}
+
+// After o: h += post_norm(o), then the FFN's input xin = pre_norm(h) (every CTA).
+__device__ void attention_residual(Smem& s, const float* norms) {
+  rms_norm(s.o, norms + kHidden, s.o, kHidden, s.sum);
+  for (int i = threadIdx.x; i < kHidden; i += kThreads) s.h[i] += s.o[i];
+  __syncthreads();
+  rms_norm(s.h, norms + 2 * kHidden, s.xin, kHidden, s.sum);
+}
+// After down: h += post_norm(down).
+__device__ void ffn_residual(Smem& s, const float* norms) {
+  rms_norm(s.down, norms + 3 * kHidden, s.down, kHidden, s.sum);
+  for (int i = threadIdx.x; i < kHidden; i += kThreads) s.h[i] += s.down[i];
   __syncthreads();
 }
 
@@ -417,7 +430,7 @@ __device__ void attention_partial(Smem& s, const Tile* my, int my_tiles, int fir
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    decode_cluster_kernel(Plan plan, Weights wt, const float* h_in, float* h_out, int keys, int pos, Dump dump,
+    decode_cluster_kernel(Plan plan, Weights wt, const float* h_in, float* h_out, int pos, Dump dump,
                           unsigned long long* stamps, int skip) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
@@ -493,10 +506,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster_sync();
     stamp(9);
     if (d0) save(dump.o, s.o, kHidden);
-    rms_norm(s.o, norms + kHidden, s.o, kHidden, s.sum);
-    for (int i = threadIdx.x; i < kHidden; i += kThreads) s.h[i] += s.o[i];
-    __syncthreads();
-    rms_norm(s.h, norms + 2 * kHidden, s.xin, kHidden, s.sum);
+    attention_residual(s, norms);
     if (d0) save(dump.xin2, s.xin, kHidden);
     stamp(10);
     // gate|up with GeGLU: this CTA's outputs broadcast
@@ -514,9 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster_sync();
     stamp(16);
     if (d0) save(dump.down, s.down, kHidden);
-    rms_norm(s.down, norms + 3 * kHidden, s.down, kHidden, s.sum);
-    for (int i = threadIdx.x; i < kHidden; i += kThreads) s.h[i] += s.down[i];
-    __syncthreads();
+    ffn_residual(s, norms);
     if (threadIdx.x == 0) issue_meta(s, wt, layer + 2);  // every thread is done with this layer's norms
     stamp(17);
   }
@@ -559,7 +567,7 @@ __device__ void load_vec(float* dst, const float* src, int n) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    decode_grid_kernel(Plan plan, Weights wt, Exchange ex, const float* h_in, float* h_out, int keys, int pos,
+    decode_grid_kernel(Plan plan, Weights wt, Exchange ex, const float* h_in, float* h_out, int pos,
                        Dump dump, unsigned long long* stamps, int skip) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
@@ -650,10 +658,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(9);
     load_vec(s.o, ex.o, kHidden);
     if (d0) save(dump.o, s.o, kHidden);
-    rms_norm(s.o, norms + kHidden, s.o, kHidden, s.sum);
-    for (int i = threadIdx.x; i < kHidden; i += kThreads) s.h[i] += s.o[i];
-    __syncthreads();
-    rms_norm(s.h, norms + 2 * kHidden, s.xin, kHidden, s.sum);
+    attention_residual(s, norms);
     if (d0) save(dump.xin2, s.xin, kHidden);
     stamp(10);
     quantize(s.xin, kHidden, s);
@@ -670,9 +675,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(16);
     load_vec(s.down, ex.down, kHidden);
     if (d0) save(dump.down, s.down, kHidden);
-    rms_norm(s.down, norms + 3 * kHidden, s.down, kHidden, s.sum);
-    for (int i = threadIdx.x; i < kHidden; i += kThreads) s.h[i] += s.down[i];
-    __syncthreads();
+    ffn_residual(s, norms);
     if (threadIdx.x == 0) issue_meta(s, wt, layer + 2);  // every thread is done with this layer's norms
     stamp(17);
   }
@@ -916,10 +919,10 @@ int main(int argc, char** argv) try {
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     if (grid)
-      RLX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_grid_kernel, grid_plan.plan, wt, ex, d_h, d_out, keys, keys, dmp,
+      RLX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_grid_kernel, grid_plan.plan, wt, ex, d_h, d_out, keys, dmp,
                                         stamps, skip));
     else
-      RLX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_cluster_kernel, cluster_plan.plan, wt, d_h, d_out, keys, keys,
+      RLX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_cluster_kernel, cluster_plan.plan, wt, d_h, d_out, keys,
                                         dmp, stamps, skip));
   };
 
