@@ -730,9 +730,13 @@ TEST(CudaQuantGemv, StreamingKernelMatchesFloat64) {
       const void* w256 = reinterpret_cast<const void*>(uintptr_t{256});
       ASSERT_EQ(cuda::quant_gemv_stream_unsupported(t, w256, 1, sh.n, sh.k), nullptr);
       ASSERT_TRUE(cuda::quant_gemv_stream_applies(t, w256, 1, sh.n, sh.k));
+      // Aligned x comes by one bulk copy (RLX_CUDA_GEMV_X_BULK), misaligned x by the threads' loads.
       EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::F32, 0, 0, rng), "");
+      EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::F16, 0, 0, rng), "");
       EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::F16, 0, 1, rng), "") << "(x misaligned)";
       EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::BF16, 0, 0, rng), "");
+      const test::ScopedEnv loads("RLX_CUDA_GEMV_X_BULK", "0");
+      EXPECT_EQ(check_direct_gemv(t, 1, sh.n, sh.k, DType::BF16, 0, 0, rng), "") << "(RLX_CUDA_GEMV_X_BULK=0)";
     }
   }
 }

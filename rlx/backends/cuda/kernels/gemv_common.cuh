@@ -15,24 +15,32 @@ namespace rlx::cuda::quant_detail {
 
 constexpr int kGemvMaxThreads = 256;
 
+// 16 bytes at p: from global memory through the read-only path, or (kSmemX)
+// from a copy of x in shared memory.
+template <bool kSmemX, class T>
+__device__ __forceinline__ T load16(const T* p) {
+  if constexpr (kSmemX) return *p;
+  else return __ldg(p);
+}
+
 // kChunk consecutive activations x[i .. i + kChunk) as f32. Block-type chunks
 // start at multiples of 32 elements, so with a 16-byte-aligned x the loads
 // are 16 bytes wide (`vec`); x is small and shared by every row, so these
-// reads hit L1/L2, not DRAM.
-template <int N>
+// reads hit L1/L2, not DRAM. kSmemX: x is a copy in shared memory (vec holds).
+template <int N, bool kSmemX = false>
 __device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, bool vec, float (&o)[N]) {
   if constexpr (N % 8 == 0) {
     if (vec) {
       if (io == FloatKind::F32) {
 #pragma unroll
         for (int j = 0; j < N; j += 4) {
-          const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + j));
+          const float4 v = load16<kSmemX>(reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + j));
           o[j] = v.x, o[j + 1] = v.y, o[j + 2] = v.z, o[j + 3] = v.w;
         }
       } else {
 #pragma unroll
         for (int j = 0; j < N; j += 8) {
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i + j));
+          const uint4 v = load16<kSmemX>(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + i + j));
           const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int h = 0; h < 4; ++h) {
@@ -71,7 +79,7 @@ __device__ __forceinline__ uint32_t low_bytes(const uint32_t (&b)[8], int o) {
 
 // kAhead: rounds whose loads a thread issues together (x comes from L2 right
 // after griddepcontrol.wait, so each round's load is a full round trip).
-template <int kAhead = 1>
+template <int kAhead = 1, bool kSmemX = false>
 __device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, FloatKind io, bool x_vec, int8_t* xa,
                                            int8_t* xb, float* dx, float* xs = nullptr) {
   constexpr float kMagic = 12582912.0f;  // 1.5·2^23
@@ -83,7 +91,7 @@ __device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, Floa
     for (int u = 0; u < kAhead; ++u) {
       const int64_t t = base0 + u * blockDim.x + threadIdx.x;
       if (t < tasks) {
-        load_x(x, 8 * t, io, x_vec, va[u]);
+        load_x<8, kSmemX>(x, 8 * t, io, x_vec, va[u]);
       } else {
 #pragma unroll
         for (int i = 0; i < 8; ++i) va[u][i] = 0.0f;

@@ -41,9 +41,11 @@
 // warp reads at a 16 (mod 128) pitch meet two to a bank: twice the
 // wavefronts of a 16-byte read per byte.
 //
-// Activations: every CTA quantizes x into shared memory as gemv_q8.cu does
-// (two int8 levels per 32 elements, gemv_common.cuh), adding each block's
-// level sum for the bias and "− min" terms. All lanes of a warp read the same
+// Activations: every CTA copies x into shared memory (one bulk copy,
+// x_bulk_fetch, where x is 16-byte aligned and at most kXCopyMax bytes; else
+// every thread loads its part), then quantizes it there as gemv_q8.cu does
+// (two int8 levels per 32 elements), adding each block's level sum for the
+// bias and "− min" terms. All lanes of a warp read the same
 // activations (broadcast). Error bound: as quant_gemv_uses_q8 states.
 #include <algorithm>
 #include <string>
@@ -51,6 +53,7 @@
 #include "rlx/backends/cuda/kernels/quant.h"
 
 #include "rlx/backends/cuda/cuda_check.h"
+#include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/bulk_copy.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
@@ -74,21 +77,45 @@ constexpr int kMaxStages = 4;
 constexpr int64_t kSmemBudget = 112 * 1024;
 constexpr int64_t kSmemMax = 200 * 1024;  // of the 227 KB an sm_90 CTA may opt into: one CTA per SM
 constexpr int64_t kTileMax = 96 * 1024;
+constexpr int64_t kXCopyMax = 16 * 1024;  // x's bulk copy (f32 K = 4096) in shared memory; longer x: thread loads
 
+// x by one bulk copy into shared memory. After griddepcontrol.wait, every
+// thread's loads of x queued behind the weights then in flight (with
+// programmatic launch, the next GEMV's too); one bulk request is served
+// sooner. H100, 4096² in a CUDA graph, same call (docs/performance.md,
+// session 42): Q4_0 5.17 → 4.23 µs, Q4_K 5.18 → 4.31, Q5_K 6.02 → 5.01,
+// IQ4_XS 6.34 → 5.39, Q6_K 8.65 → 7.91. (The unit kernels, gemv.cu and
+// gemv_q8.cu, measured slower with it: Gemma 3 270M decode 1,836 against
+// 1,915 tok/s. They keep their loads.) Before the wait, x_bulk_arm (thread 0)
+// prepares `bar` for `bytes`, and a __syncthreads must follow before any
+// thread waits on it; after the wait, x_bulk_fetch issues the copy into dst
+// and every thread waits until it landed. dst, x and bytes: 16-byte multiples.
+__device__ __forceinline__ void x_bulk_arm(uint64_t* bar, uint32_t bytes) {
+  if (threadIdx.x != 0) return;
+  dev::mbar_init(bar, 1);
+  dev::mbar_fence_init();
+  dev::mbar_arrive_expect_tx(bar, bytes);
+}
+__device__ __forceinline__ void x_bulk_fetch(void* dst, const void* x, uint32_t bytes, uint64_t* bar) {
+  if (threadIdx.x == 0) dev::bulk_copy_g2s(dst, x, bytes, bar);
+  dev::mbar_wait(bar, 0);
+}
 
 struct StreamPlan {
   int tr = 0, stages = 0, pitch = 0, grid = 0;
+  int64_t x_copy = 0;  // bytes of x bulk-copied into shared memory; 0: every thread loads its part from L2
   size_t smem = 0;
 };
 
-// Shared memory: the stages' mbarriers, then the stages, then x.
+// Shared memory: the mbarriers (the stages', then x's at kMaxStages), the
+// stages, x quantized, the reduction scratch, then x's copy.
 constexpr int kBarBytes = 128;
 
 template <class C>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_stream_kernel(const uint8_t* __restrict__ w, const void* __restrict__ x, void* __restrict__ y, int64_t n,
                        int64_t k, int64_t row_bytes, int tr, int stages, int pitch, FloatKind io, bool x_vec,
-                       IqTables tables) {
+                       uint32_t x_copy, IqTables tables) {
   extern __shared__ int4 stream_smem[];
   auto* bars = reinterpret_cast<uint64_t*>(stream_smem);
   auto* smem = reinterpret_cast<uint8_t*>(stream_smem) + kBarBytes;
@@ -98,6 +125,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto* dx = reinterpret_cast<float*>(xb + k);
   float* xs = dx + k / 32;
   float* red = xs + k / 32;  // [kThreads]
+  uint8_t* x_smem = reinterpret_cast<uint8_t*>(red + kThreads);  // [x_copy]
+  uint64_t* x_bar = &bars[kMaxStages];
 
   dev::pdl_trigger();  // the next GEMV's CTAs may become resident and request their weights now
   const int64_t r_begin = n * blockIdx.x / gridDim.x, r_end = n * (blockIdx.x + 1) / gridDim.x;
@@ -106,6 +135,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int s = 0; s < stages; ++s) dev::mbar_init(&bars[s], 1);
     dev::mbar_fence_init();
   }
+  if (x_copy) x_bulk_arm(x_bar, x_copy);
   __syncthreads();
   // Tile t's rows into stage t mod stages: warp 0 requests a copy per row,
   // counted on the stage's mbarrier. Nothing past the last tile.
@@ -124,7 +154,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int t = 0; t < stages; ++t) issue(t);  // weights: no kernel writes them
   const typename C::Ctx ctx = C::context(tables);  // staged once per device, never written by a kernel
   dev::pdl_wait();
-  quantize_x<2>(x, 1, k, io, x_vec, xa, xb, dx, xs);
+  if (x_copy) {
+    x_bulk_fetch(x_smem, x, x_copy, x_bar);
+    quantize_x<2, true>(x_smem, 1, k, io, true, xa, xb, dx, xs);
+  } else {
+    quantize_x<2>(x, 1, k, io, x_vec, xa, xb, dx, xs);
+  }
 
   const int chunks = static_cast<int>(k / kChunk);
   const int slots = kThreads / tr;
@@ -166,14 +201,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 // the tiles a CTA has. Within kSmemBudget a CTA fits twice in an SM, so the
 // next GEMV's CTA can be resident, its weights in flight, while this one
 // computes; rows too long for two stages there take the larger budget.
-StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes, int64_t budget = kSmemBudget) {
+StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes, int64_t x_copy, int64_t budget = kSmemBudget) {
   StreamPlan p;
+  p.x_copy = x_copy;
   const int64_t chunks = k / kChunk;
   int slots = 1;
   while (slots < 32 && slots < chunks) slots *= 2;
   p.tr = kThreads / slots;
   p.pitch = static_cast<int>((row_bytes + 127) / 128 * 128 + 16);
-  const size_t x_bytes = static_cast<size_t>(2 * k + 2 * (k / 32) * 4 + kThreads * 4);
+  const size_t x_bytes = static_cast<size_t>(2 * k + 2 * (k / 32) * 4 + kThreads * 4 + x_copy);
   const int64_t room = budget - kBarBytes - static_cast<int64_t>(x_bytes);
   p.grid = static_cast<int>(std::min<int64_t>(sm_count(), n));
   const int64_t rows_per_cta = (n + p.grid - 1) / p.grid;
@@ -189,14 +225,22 @@ StreamPlan plan_stream(int64_t n, int64_t k, int64_t row_bytes, int64_t budget =
   // (Taking the larger budget also where 8-row tiles leave threads without a
   // chunk, K = 4096 for Q8_0 and Q6_K, measured 7.74 / 8.29 µs against
   // 7.81 / 7.80 on the H200: not done.)
-  if (budget == kSmemBudget && p.stages < std::min<int64_t>(2, tiles)) return plan_stream(n, k, row_bytes, kSmemMax);
+  if (budget == kSmemBudget && p.stages < std::min<int64_t>(2, tiles))
+    return plan_stream(n, k, row_bytes, x_copy, kSmemMax);
   return p;
+}
+
+bool device_has_bulk_copies() {
+  int device = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  return device_props(device).cc_major >= 9;  // cached per device
 }
 
 }  // namespace
 
 const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m, int64_t n, int64_t k) {
   if (m != 1) return "m is not 1";
+  if (!device_has_bulk_copies()) return "needs sm_90 or newer (bulk copies)";
   bool known = false;
   visit_stream_chunk(w_type, [&](auto) { known = true; });
   if (!known) return "no streaming chunk decoder for this type";
@@ -210,7 +254,7 @@ const char* quant_gemv_stream_unsupported(DType w_type, const void* w, int64_t m
   const int64_t row_bytes = dtype_bytes(w_type, k);
   if (row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) return "rows are not 16-byte aligned";
   if (n < 1 || n >= (int64_t{1} << 31) || row_bytes / 16 * 256 >= (int64_t{1} << 31)) return "too many rows";
-  if (plan_stream(n, k, row_bytes).stages < 1) return "a tile of rows and x do not fit in shared memory";
+  if (plan_stream(n, k, row_bytes, 0).stages < 1) return "a tile of rows and x do not fit in shared memory";
   return nullptr;
 }
 
@@ -246,8 +290,11 @@ void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const 
                why ? why : "");
   const FloatKind io = float_kind(x_dtype, "quantized gemv");
   const int64_t row_bytes = dtype_bytes(w_type, k);
-  const StreamPlan p = plan_stream(n, k, row_bytes);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const int64_t x_bytes = k * (io == FloatKind::F32 ? 4 : 2);
+  const bool x_bulk = x_vec && x_bytes <= kXCopyMax && env_bool("RLX_CUDA_GEMV_X_BULK");
+  StreamPlan p = plan_stream(n, k, row_bytes, x_bulk ? x_bytes : 0);
+  if (p.stages < 1) p = plan_stream(n, k, row_bytes, 0);  // the copy's room was what a tile needed
   visit_stream_chunk(w_type, [&](auto c) {
     using C = decltype(c);
     auto kernel = gemv_stream_kernel<C>;
@@ -256,7 +303,8 @@ void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const 
     RLX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSmemMax + 16 * 1024)));
     kernel<<<p.grid, kThreads, p.smem, stream>>>(static_cast<const uint8_t*>(w), x, y, n, k, row_bytes, p.tr,
-                                                  p.stages, p.pitch, io, x_vec, tables);
+                                                  p.stages, p.pitch, io, x_vec,
+                                                  static_cast<uint32_t>(p.x_copy), tables);
   });
   RLX_CUDA_CHECK_LAUNCH("DequantMatMul (streaming gemv)");
 }
