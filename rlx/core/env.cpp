@@ -47,6 +47,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "copy per CTA (16-byte-aligned x of at most 16 KB) instead of every thread's loads; 0: the threads' loads."},
       {"RLX_CUDA_GEMV_Q8", EnvType::String, "auto",
        "Fused quantized GEMV with m·K ≤ 19,275: re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error ≤ Σ|w|·max|x|/63,500) and use integer dot products. auto: for the types where that measured faster on the H200 (Q8_0, Q4_K, Q5_K, IQ4_XS); 1: also Q4_0, Q5_0 and Q6_K; 0: f32 activations."},
+      {"RLX_CUDA_GEMV_STAGED_Q8", EnvType::Bool, "1",
+       "The staged quantized GEMV for large matrices (e.g. a model's output head) at m = 1: activations as two int8 "
+       "levels and integer dot products, for the types RLX_CUDA_GEMV_Q8 gives them; 0: f32 activations."},
       {"RLX_CUDA_GEMV_STREAM", EnvType::String, "auto",
        "Fused quantized GEMV at m = 1 (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS; K a multiple of 256, of 2048 for Q6_K and 512 for IQ4_XS, 16-byte-aligned rows): the streaming kernel: a CTA per SM's share of the rows (sized so the next GEMV's CTA fits beside it), every row requested by bulk copy before the wait for x, a thread per 256-element chunk of a row, activations as two int8 levels. auto: for 1 MB or more of weights (Q6_K: 2 MB, IQ4_XS: 4 MB); 1: wherever it can run; 0: never (nor with RLX_CUDA_GEMV_Q8=0)."},
       {"RLX_CUDA_DECODE_ATTN_WIDE", EnvType::Bool, "1",

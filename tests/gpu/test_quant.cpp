@@ -620,7 +620,7 @@ std::string check_direct_gemv(DType wt, int64_t m, int64_t n, int64_t k, DType x
   const int64_t row_bytes = dtype_bytes(wt, k);
   std::vector<float> wrow(static_cast<size_t>(k));
   const double tol = tol_for(xt);
-  const bool q8 = !staged && cuda::quant_gemv_uses_q8(wt, w, m, n, k);
+  const bool q8 = staged ? cuda::quant_gemv_staged_uses_q8(wt, m, k) : cuda::quant_gemv_uses_q8(wt, w, m, n, k);
   std::vector<std::vector<double>> views;
   for (int64_t i = 0; i < m; ++i) views.push_back(q8_slack(&xr[static_cast<size_t>(i * k)], k));
   for (int64_t j = 0; j < n; ++j) {
@@ -1003,6 +1003,11 @@ TEST(CudaQuantGemvStaged, EveryTypeOddShapesAndAlignments) {
     const size_t mis = bb % 4 == 0 ? 4 : bb % 2 == 0 ? 10 : 7;
     EXPECT_EQ(check_direct_gemv(t, 1, 1031, k, DType::F32, 0, 0, rng, true), "");
     EXPECT_EQ(check_direct_gemv(t, 1, 131, k, DType::BF16, mis, 0, rng, true), "");
+    EXPECT_EQ(check_direct_gemv(t, 1, 131, k, DType::F16, 0, 1, rng, true), "") << "(x misaligned)";
+    {  // int8 x (RLX_CUDA_GEMV_STAGED_Q8, the default for Q8_0, Q4_K, Q5_K and IQ4_XS at m = 1) off
+      const test::ScopedEnv f32_x("RLX_CUDA_GEMV_STAGED_Q8", "0");
+      EXPECT_EQ(check_direct_gemv(t, 1, 1031, k, DType::BF16, 0, 0, rng, true), "") << "(f32 x)";
+    }
     EXPECT_EQ(check_direct_gemv(t, 3, 131, k, DType::F16, mis, 0, rng, true), "");
     EXPECT_EQ(check_direct_gemv(t, 3, 1031, k, DType::F32, 0, 1, rng, true), "") << "(x misaligned)";
     EXPECT_EQ(check_direct_gemv(t, 8, 1031, k, DType::BF16, mis, 0, rng, true), "");

@@ -139,6 +139,45 @@ __device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, Floa
   }
 }
 
+// The activations of unit j of a block, from quantize_x's planes, as a
+// GemvUnit's dot_q8 takes them: each run's words of both levels, its scale
+// and (kQ8Sums units) each level's sum. at0 = i·k + e0, the block's first
+// element in activation row i. Used by gemv_q8.cu and gemv_staged.cu.
+template <class U>
+struct Q8Runs {
+  static constexpr int kRuns = U::kRuns, kWords = U::kRunLen / 4;
+  static_assert(kWords == 2 || kWords == 4, "runs of 8 or 16 elements");
+  int a[kRuns][kWords], b[kRuns][kWords], sa[kRuns], sb[kRuns];
+  float d[kRuns];
+  __device__ __forceinline__ Q8Runs(const int8_t* xa, const int8_t* xb, const float* dx, int64_t at0, int j) {
+#pragma unroll
+    for (int q = 0; q < kRuns; ++q) {
+      const int64_t at = at0 + U::run_start(j, q);  // a multiple of kRunLen: aligned loads
+      if constexpr (kWords == 4) {
+        const int4 va = *reinterpret_cast<const int4*>(xa + at), vb = *reinterpret_cast<const int4*>(xb + at);
+        a[q][0] = va.x, a[q][1] = va.y, a[q][2] = va.z, a[q][3] = va.w;
+        b[q][0] = vb.x, b[q][1] = vb.y, b[q][2] = vb.z, b[q][3] = vb.w;
+      } else {
+        const int2 va = *reinterpret_cast<const int2*>(xa + at), vb = *reinterpret_cast<const int2*>(xb + at);
+        a[q][0] = va.x, a[q][1] = va.y;
+        b[q][0] = vb.x, b[q][1] = vb.y;
+      }
+      d[q] = dx[at / 32];
+      sa[q] = sb[q] = 0;
+      if constexpr (U::kQ8Sums) {
+#pragma unroll
+        for (int e = 0; e < kWords; ++e) {
+          sa[q] = dev::dp4a(0x01010101u, a[q][e], sa[q]);
+          sb[q] = dev::dp4a(0x01010101u, b[q][e], sb[q]);
+        }
+      }
+    }
+  }
+  __device__ __forceinline__ float dot(const typename U::Raw& raw, const typename U::Ctx& c) const {
+    return U::dot_q8(raw, c, a, b, d, sa, sb);
+  }
+};
+
 // Row groups of a unit GEMV launch: a block of kGemvMaxThreads threads is
 // kGemvMaxThreads / tpr groups of tpr threads (a power of two, 8..256); group
 // g owns rpg rows (rpg ≤ R) and its threads stride over the rows' units.

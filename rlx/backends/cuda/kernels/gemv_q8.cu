@@ -62,8 +62,6 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   auto* xa = reinterpret_cast<int8_t*>(q8_smem);
   int8_t* xb = xa + m * k;
   float* dx = reinterpret_cast<float*>(xb + m * k);  // m·k is a multiple of 32
-  constexpr int kRuns = U::kRuns, kWords = U::kRunLen / 4;
-  static_assert(kWords == 2 || kWords == 4, "runs of 8 or 16 elements");
   const UnitRows<R> rows(w, n, row_bytes, tpr, rpg, glu);
   const int gt = rows.gt;
   const int64_t units = k / U::kBlockElems * U::kUnits;
@@ -90,33 +88,10 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 #pragma unroll
     for (int i = 0; i < M; ++i) {
       if (i >= m) break;
-      int wa[kRuns][kWords], wb[kRuns][kWords], sa[kRuns], sb[kRuns];
-      float xd[kRuns];
-#pragma unroll
-      for (int q = 0; q < kRuns; ++q) {
-        const int64_t at = i * k + e0 + U::run_start(j, q);  // a multiple of kRunLen: aligned loads
-        if constexpr (kWords == 4) {
-          const int4 va = *reinterpret_cast<const int4*>(xa + at), vb = *reinterpret_cast<const int4*>(xb + at);
-          wa[q][0] = va.x, wa[q][1] = va.y, wa[q][2] = va.z, wa[q][3] = va.w;
-          wb[q][0] = vb.x, wb[q][1] = vb.y, wb[q][2] = vb.z, wb[q][3] = vb.w;
-        } else {
-          const int2 va = *reinterpret_cast<const int2*>(xa + at), vb = *reinterpret_cast<const int2*>(xb + at);
-          wa[q][0] = va.x, wa[q][1] = va.y;
-          wb[q][0] = vb.x, wb[q][1] = vb.y;
-        }
-        xd[q] = dx[at / 32];
-        sa[q] = sb[q] = 0;
-        if constexpr (U::kQ8Sums) {
-#pragma unroll
-          for (int e = 0; e < kWords; ++e) {
-            sa[q] = dev::dp4a(0x01010101u, wa[q][e], sa[q]);
-            sb[q] = dev::dp4a(0x01010101u, wb[q][e], sb[q]);
-          }
-        }
-      }
+      const Q8Runs<U> xr(xa, xb, dx, i * k + e0, j);
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (rows.live[r]) acc[r][i] += U::dot_q8(cur[r], ctx, wa, wb, xd, sa, sb);
+        if (rows.live[r]) acc[r][i] += xr.dot(cur[r], ctx);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {

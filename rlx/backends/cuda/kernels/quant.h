@@ -74,6 +74,10 @@ void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const 
 // activations fit neither in shared memory nor read as aligned f32 from
 // global memory, it hands the call to launch_quant_gemv.
 bool quant_gemv_staged_supported(DType w_type);   // a device decoder exists and the device is sm_90+
+// Whether launch_quant_gemv_staged takes the activations as int8 (m = 1;
+// RLX_CUDA_GEMV_STAGED_Q8), where x fits its shared memory and the weights
+// take the unit decoder; its error bound is then quant_gemv_uses_q8's.
+bool quant_gemv_staged_uses_q8(DType w_type, int64_t m, int64_t k);
 void launch_quant_gemv_staged(DType w_type, const void* w, DType x_dtype, const void* x, void* y, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
 // Prefill (m > kMaxGemvRows) on Hopper: y [m, n] = x [m, k] · W [n, k]ᵀ for
