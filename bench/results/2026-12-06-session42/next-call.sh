@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prepared in session 42 (all its calls got an H100; its device time ran out). From main, on the
+# development machine:
+#   B=build/sm90; scripts/carry_binaries.sh build/carry-s43/s43.tar.xz $B/tests/rlx_gpu_tests $B/tests/rlx_op_tests \
+#     $B/bench/rlx_quant_bench $B/bench/rlx_generate_bench $B/bench/rlx_bert_bench
+#   cp bench/results/2026-12-06-session42/next-call.sh build/carry-s43/call.sh
+# then run `bash build/carry-s43/call.sh "$OUT"` carrying build/carry-s43 (~30 MB), ~330 s. On an H200
+# it gives what sessions 41 and 42 could not: the streaming GEMV's bulk x (RLX_CUDA_GEMV_X_BULK) and
+# the head's int8 x (RLX_CUDA_GEMV_STAGED_Q8) against their off settings on the issue's GPU, the GEMV
+# rows for issue 4's table, the full suites after the staged change, and the encoder figures.
+cd "$(dirname "$0")/../.."
+source scripts/carried_call.sh build/carry-s43/s43.tar.xz "${1:?OUT}"
+T=q4_0,q5_0,q8_0,q4_k,q5_k,q6_k,iq4_xs
+for v in "RLX_CUDA_GEMV_X_BULK=1" "RLX_CUDA_GEMV_X_BULK=0"; do
+  f="$L/quant-${v//=/-}.log"
+  env $v timeout 150 $R/rlx_quant_bench --only gemv --types $T > "$f" 2>&1
+  echo "== $v rc=$?"
+  grep -E '^(gemv-stream|read-only|gemv-staged 262144).*|^FAIL' "$f" | grep -E 'graph|262144|FAIL' | sed 's/  */ /g'
+  pack
+done
+for round in 1 2; do
+  for s in "RLX_CUDA_GEMV_STAGED_Q8=1" "RLX_CUDA_GEMV_STAGED_Q8=0"; do
+    f="$L/gen-${s//=/-}-$round.log"
+    env $s timeout 60 $R/rlx_generate_bench $G > "$f" 2>&1
+    echo "$s round $round rc=$? $(val "$f")"
+  done
+done
+pack
+timeout 240 $R/rlx_gpu_tests > "$L/gpu-tests.log" 2>&1
+echo "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/gpu-tests.log" | tr '\n' ' ') $(grep -E '^\[  FAILED  \]' "$L/gpu-tests.log" | head -5 | tr '\n' ' ')"
+pack
+timeout 60 $R/rlx_op_tests --gtest_filter='*cuda*' > "$L/conformance.log" 2>&1
+echo "conformance rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/conformance.log" | tr '\n' ' ')"
+pack
+timeout 120 $R/rlx_bert_bench --graphs-only > "$L/bert.log" 2>&1
+echo "bert rc=$? $(grep -v '^{' "$L/bert.log" | head -12 | tr '\n' '|')"
+pack
