@@ -6,7 +6,11 @@
 # prints the GPU's name. It defines
 #   pack      the logs so far as $OUT/logs.tgz (a call returns few loose files,
 #             and what a timed-out call left must still come back);
-#   val FILE  the decode and prefill tok/s of an rlx_generate_bench log.
+#   val FILE  the decode and prefill tok/s of an rlx_generate_bench log;
+#   gen_ab SETTING...  rlx_generate_bench $G under each NAME=VALUE setting, two
+#             rounds interleaved, a line each, then pack;
+#   suites    the full rlx_gpu_tests and the CUDA op conformance (rlx_op_tests), then pack;
+#   encoders  rlx_bert_bench --graphs-only, then pack.
 ARCHIVE=${1:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 OUT=${2:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 L=$(mktemp -d)
@@ -20,3 +24,28 @@ export LD_LIBRARY_PATH=$PWD/build/run/lib
 R=build/run
 G="--synthetic --device cuda --dtype bf16 --kv-dtype bf16"
 nvidia-smi --query-gpu=name --format=csv,noheader || true
+gen_ab() {
+  local round s f
+  for round in 1 2; do
+    for s in "$@"; do
+      f="$L/gen-$(echo "$s" | tr " =" "_-")-$round.log"
+      env $s timeout 60 $R/rlx_generate_bench $G > "$f" 2>&1  # $s unquoted: a setting may be several NAME=VALUE
+      echo "$s round $round rc=$? $(val "$f")"
+    done
+  done
+  pack
+}
+suites() {
+  timeout 240 $R/rlx_gpu_tests > "$L/gpu-tests.log" 2>&1
+  echo "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/gpu-tests.log" | tr '\n' ' ')" \
+    "$(grep -E '^\[  FAILED  \]' "$L/gpu-tests.log" | head -5 | tr '\n' ' ')"
+  pack
+  timeout 60 $R/rlx_op_tests --gtest_filter='*cuda*' > "$L/conformance.log" 2>&1
+  echo "conformance rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/conformance.log" | tr '\n' ' ')"
+  pack
+}
+encoders() {
+  timeout 120 $R/rlx_bert_bench --graphs-only > "$L/bert.log" 2>&1
+  echo "bert rc=$? $(grep -v '^{' "$L/bert.log" | head -12 | tr '\n' '|')"
+  pack
+}

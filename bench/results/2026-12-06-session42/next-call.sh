@@ -18,20 +18,6 @@ for v in "RLX_CUDA_GEMV_X_BULK=1" "RLX_CUDA_GEMV_X_BULK=0"; do
   grep -E '^(gemv-stream|read-only|gemv-staged 262144).*|^FAIL' "$f" | grep -E 'graph|262144|FAIL' | sed 's/  */ /g'
   pack
 done
-for round in 1 2; do
-  for s in "RLX_CUDA_GEMV_STAGED_Q8=1" "RLX_CUDA_GEMV_STAGED_Q8=0"; do
-    f="$L/gen-${s//=/-}-$round.log"
-    env $s timeout 60 $R/rlx_generate_bench $G > "$f" 2>&1
-    echo "$s round $round rc=$? $(val "$f")"
-  done
-done
-pack
-timeout 240 $R/rlx_gpu_tests > "$L/gpu-tests.log" 2>&1
-echo "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/gpu-tests.log" | tr '\n' ' ') $(grep -E '^\[  FAILED  \]' "$L/gpu-tests.log" | head -5 | tr '\n' ' ')"
-pack
-timeout 60 $R/rlx_op_tests --gtest_filter='*cuda*' > "$L/conformance.log" 2>&1
-echo "conformance rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/conformance.log" | tr '\n' ' ')"
-pack
-timeout 120 $R/rlx_bert_bench --graphs-only > "$L/bert.log" 2>&1
-echo "bert rc=$? $(grep -v '^{' "$L/bert.log" | head -12 | tr '\n' '|')"
-pack
+gen_ab "RLX_CUDA_GEMV_STAGED_Q8=1" "RLX_CUDA_GEMV_STAGED_Q8=0"
+suites
+encoders
