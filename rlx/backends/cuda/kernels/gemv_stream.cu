@@ -292,9 +292,14 @@ void launch_quant_gemv_stream(DType w_type, const void* w, DType x_dtype, const 
   const int64_t row_bytes = dtype_bytes(w_type, k);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int64_t x_bytes = k * (io == FloatKind::F32 ? 4 : 2);
-  const bool x_bulk = x_vec && x_bytes <= kXCopyMax && env_bool("RLX_CUDA_GEMV_X_BULK");
-  StreamPlan p = plan_stream(n, k, row_bytes, x_bulk ? x_bytes : 0);
-  if (p.stages < 1) p = plan_stream(n, k, row_bytes, 0);  // the copy's room was what a tile needed
+  StreamPlan p = plan_stream(n, k, row_bytes, 0);
+  if (x_vec && x_bytes <= kXCopyMax && env_bool("RLX_CUDA_GEMV_X_BULK")) {
+    // The copy only where its room costs the weights nothing: the same tiles
+    // and stages, and still two CTAs to an SM where they fitted without it.
+    const StreamPlan c = plan_stream(n, k, row_bytes, x_bytes);
+    const auto two = [](const StreamPlan& q) { return q.smem <= static_cast<size_t>(kSmemBudget); };
+    if (c.tr == p.tr && c.stages == p.stages && two(c) == two(p)) p = c;
+  }
   visit_stream_chunk(w_type, [&](auto c) {
     using C = decltype(c);
     auto kernel = gemv_stream_kernel<C>;
