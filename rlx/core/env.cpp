@@ -44,7 +44,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Fused quantized GEMV: copy the activations into shared memory once per block when they fit (40 KB), instead of reading them from L2 per weight unit."},
       {"RLX_CUDA_GEMV_X_BULK", EnvType::Bool, "1",
        "The streaming quantized GEMV (RLX_CUDA_GEMV_STREAM): copy the activations into shared memory with one bulk "
-       "copy per CTA (16-byte-aligned x of at most 16 KB) instead of every thread's loads; 0: the threads' loads."},
+       "copy per CTA (16-byte-aligned x of at most 16 KB, where its room leaves the weight tiles as they are) instead of "
+       "every thread's loads; 0: the threads' loads."},
       {"RLX_CUDA_GEMV_Q8", EnvType::String, "auto",
        "Fused quantized GEMV with m·K ≤ 19,275: re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error ≤ Σ|w|·max|x|/63,500) and use integer dot products. auto: for the types where that measured faster on the H200 (Q8_0, Q4_K, Q5_K, IQ4_XS); 1: also Q4_0, Q5_0 and Q6_K; 0: f32 activations."},
       {"RLX_CUDA_GEMV_STAGED_Q8", EnvType::Bool, "1",

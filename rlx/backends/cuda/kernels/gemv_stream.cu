@@ -42,8 +42,9 @@
 // wavefronts of a 16-byte read per byte.
 //
 // Activations: every CTA copies x into shared memory (one bulk copy,
-// x_bulk_fetch, where x is 16-byte aligned and at most kXCopyMax bytes; else
-// every thread loads its part), then quantizes it there as gemv_q8.cu does
+// x_bulk_fetch, where x is 16-byte aligned, at most kXCopyMax bytes and its
+// room leaves the tiles as they were; else every thread loads its part),
+// then quantizes it there as gemv_q8.cu does
 // (two int8 levels per 32 elements), adding each block's level sum for the
 // bias and "− min" terms. All lanes of a warp read the same
 // activations (broadcast). Error bound: as quant_gemv_uses_q8 states.
