@@ -81,4 +81,19 @@ inline double median_event_ms(const std::function<void()>& launch, int warm = 5,
   return median(ms);
 }
 
+// This GPU's device-to-device copy rate, TB/s of bytes read + written
+// (cudaMemcpyAsync of `bytes`, median of 10), for reading "% of copy" columns
+// on a GPU other than the H200 that kCopyTBps was measured on.
+inline double device_copy_tbps(size_t bytes = size_t{1} << 30) {
+  void *a = nullptr, *b = nullptr;
+  RLX_CUDA_CHECK(cudaMalloc(&a, bytes));
+  RLX_CUDA_CHECK(cudaMalloc(&b, bytes));
+  RLX_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  const double ms =
+      median_event_ms([&] { RLX_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, 2, 10);
+  RLX_CUDA_CHECK(cudaFree(a));
+  RLX_CUDA_CHECK(cudaFree(b));
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
+}
+
 }  // namespace rlx::bench
