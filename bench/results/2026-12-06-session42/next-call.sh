@@ -15,7 +15,7 @@ for v in "RLX_CUDA_GEMV_X_BULK=1" "RLX_CUDA_GEMV_X_BULK=0"; do
   f="$L/quant-${v//=/-}.log"
   env $v timeout 150 $R/rlx_quant_bench --only gemv --types $T > "$f" 2>&1
   echo "== $v rc=$?"
-  grep -E '^(gemv-stream|read-only|gemv-staged 262144).*|^FAIL' "$f" | grep -E 'graph|262144|FAIL' | sed 's/  */ /g'
+  grep -E '^(gemv-stream|read-only|gemv-staged 262144).*|^FAIL|^this GPU' "$f" | grep -E 'graph|262144|FAIL|GPU' | sed 's/  */ /g'
   pack
 done
 gen_ab "RLX_CUDA_GEMV_STAGED_Q8=1" "RLX_CUDA_GEMV_STAGED_Q8=0"
