@@ -1,12 +1,14 @@
 // Activation math shared by the elementwise kernels and the GEMM epilogue
 // (kernels/gemm_sm90.cu), so a fused epilogue computes what the separate
-// unary kernel would. Full-precision libdevice routines: the library builds
-// with --use_fast_math.
+// unary kernel would. The library builds without --use_fast_math: a fast
+// instruction (ex2_approx, __fdividef) is used where its error is accounted for.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <type_traits>
+
+#include "rlx/backends/cuda/device/types.cuh"
 
 extern "C" __device__ float __nv_expf(float);
 extern "C" __device__ float __nv_tanhf(float);
@@ -45,7 +47,7 @@ __device__ __forceinline__ float gelu_erf_f16(float x) {
   p = fmaf(p, s, 0.000675872725f);
   p = fmaf(p, s, -0.106345586f);
   p = fmaf(p, s, -2.30098844f);
-  return __fdividef(x, 1.0f + exp2f(x * p));
+  return __fdividef(x, 1.0f + ex2_approx(x * p));  // below 2^−126 the exponential no longer moves 1 + e
 }
 
 // GELU-erf for bf16 storage, x·Φ(x) with Φ(x) = erfc(−x/√2)/2 and erfc from
@@ -72,7 +74,7 @@ __device__ __forceinline__ float gelu_erf_bf16(float x) {
   p = fmaf(p, t, 0.37409196f);
   p = fmaf(p, t, 1.00002368f);
   p = fmaf(p, t, -1.26551223f);
-  const float e = t * exp2f(fmaf(-z, z, p) * 1.4426950408889634f);  // erfc(z)
+  const float e = t * exp2f(fmaf(-z, z, p) * 1.4426950408889634f);  // erfc(z); bf16 keeps its denormal-range results
   return x * (x >= 0.0f ? fmaf(-0.5f, e, 1.0f) : 0.5f * e);
 }
 

@@ -94,6 +94,17 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// 2^x on the MUFU pipe alone. exp2f without --use_fast_math also scales
+// inputs below −126 so that denormal results survive (a compare and two
+// predicated multiplies around the MUFU); where the result is only added to
+// something of order one, or x ≤ 0 feeds a sum with a term of 1, flushing it
+// changes no bit of the outcome.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));

@@ -102,12 +102,6 @@ template <typename T> struct Pair;
 template <> struct Pair<__half> { using type = __half2; };
 template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 
-__device__ __forceinline__ float ex2_approx(float x) {  // 2^x on the MUFU pipe; x ≤ 0 here, ftz is harmless
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Packed 16-bit rows (1025-8192 columns), bandwidth-bound like norm.cu's
 // packed rows: each thread keeps its four 16-byte vectors as loaded (16
 // registers), so 1280 threads fit per SM with 64 bytes each in flight. The
@@ -158,8 +152,8 @@ __global__ void __launch_bounds__(kPackedThreads, kPackedMinBlocks)
     for (int p = 0; p < NP; ++p) {
       uint32_t& w = reinterpret_cast<uint32_t*>(&r.r[j])[p];
       const float2 f = dev::unpack2<T>(w);
-      const float e0 = ex2_approx(fmaf(f.x, 1.4426950408889634f, -ml));
-      const float e1 = ex2_approx(fmaf(f.y, 1.4426950408889634f, -ml));
+      const float e0 = dev::ex2_approx(fmaf(f.x, 1.4426950408889634f, -ml));
+      const float e1 = dev::ex2_approx(fmaf(f.y, 1.4426950408889634f, -ml));
       s += e0 + e1;
       w = dev::pack2<T>(e0, e1);
     }
