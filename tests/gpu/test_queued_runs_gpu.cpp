@@ -2,13 +2,17 @@
 // fed input copied from the previous run's output on the device; and text
 // generation that runs ahead (RLX_DECODE_RUN_AHEAD) gives the tokens of one
 // step at a time, greedy and sampled, stopped early or not.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
+#include "rlx/backends/cuda/kernels/io_stage.h"
 #include "rlx/models/llm/generator.h"
 #include "rlx/runtime/backend_registry.h"
 #include "tests/models/tiny_llm.h"
@@ -84,4 +88,42 @@ TEST(QueuedRunsGpu, GenerationRunningAheadGivesTheSameTokens) {
   }
   unsetenv("RLX_DECODE_RUN_AHEAD");
   std::filesystem::remove(path);
+}
+
+// The staging kernel alone: feeds at odd offsets and lengths, across 16-byte
+// vectors, one over another (the later wins) and one a whole vector, against
+// the same copies made on the host.
+TEST(QueuedRunsGpu, StagingKernelAppliesFeedsInOrder) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  constexpr size_t kBytes = 96;
+  struct Feed {
+    uint32_t dst, bytes;
+  };
+  const std::vector<Feed> feeds = {{20, 4}, {29, 7}, {21, 3}, {48, 16}, {95, 1}};
+  uint8_t* stage = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&stage), cuda::kIoStageHeaderBytes + kBytes, cudaHostAllocMapped),
+            cudaSuccess);
+  uint8_t *dst = nullptr, *src = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dst), kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&src), 64 * feeds.size()), cudaSuccess);
+  std::vector<uint8_t> src_host(64 * feeds.size()), want(kBytes);
+  for (size_t i = 0; i < src_host.size(); ++i) src_host[i] = static_cast<uint8_t>(0x80 + i * 7);
+  for (size_t i = 0; i < kBytes; ++i) want[i] = static_cast<uint8_t>(i);
+  ASSERT_EQ(cudaMemcpy(src, src_host.data(), src_host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::IoStageHeader h{};
+  h.feeds = static_cast<uint32_t>(feeds.size());
+  for (size_t f = 0; f < feeds.size(); ++f) {
+    const size_t from = 64 * f + f;  // each feed's source starts at a different alignment
+    h.feed[f] = {src + from, feeds[f].dst, feeds[f].bytes};
+    std::memcpy(want.data() + feeds[f].dst, src_host.data() + from, feeds[f].bytes);
+  }
+  std::memcpy(stage, &h, sizeof h);
+  for (size_t i = 0; i < kBytes; ++i) stage[cuda::kIoStageHeaderBytes + i] = static_cast<uint8_t>(i);
+  cuda::launch_io_stage_in(stage, dst, kBytes, nullptr);
+  std::vector<uint8_t> got(kBytes);
+  ASSERT_EQ(cudaMemcpy(got.data(), dst, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < kBytes; ++i) EXPECT_EQ(got[i], want[i]) << "byte " << i;
+  cudaFree(dst);
+  cudaFree(src);
+  cudaFreeHost(stage);
 }

@@ -32,12 +32,22 @@ __global__ void __launch_bounds__(kThreads) io_stage_in_kernel(const uint8_t* st
     bool fed = false;
     for (int f = 0; f < feeds; ++f) fed |= h.feed[f].dst < lo + 16 && h.feed[f].dst + h.feed[f].bytes > lo;
     if (fed) {
-      auto* b = reinterpret_cast<uint8_t*>(&v);
-      for (int i = 0; i < 16; ++i)
-        for (int f = 0; f < feeds; ++f) {
-          const size_t at = lo + i, d = h.feed[f].dst;
-          if (at >= d && at < d + h.feed[f].bytes) b[i] = static_cast<const uint8_t*>(h.feed[f].src)[at - d];
-        }
+      // A feed's bytes in this vector are requested together (a later feed
+      // overwrites an earlier one), and the vector stays in registers: a
+      // byte loop into it put each load behind the last one's store.
+      uint32_t w[4] = {static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z),
+                       static_cast<uint32_t>(v.w)};
+      for (int f = 0; f < feeds; ++f) {
+        const size_t d = h.feed[f].dst, end = d + h.feed[f].bytes;
+        const auto* fsrc = static_cast<const uint8_t*>(h.feed[f].src);
+        uint32_t got[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) got[i] = lo + i >= d && lo + i < end ? __ldcg(fsrc + (lo + i - d)) : 256u;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          if (got[i] < 256u) w[i / 4] = (w[i / 4] & ~(0xffu << (8 * (i % 4)))) | (got[i] << (8 * (i % 4)));
+      }
+      v = make_int4(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
     }
     reinterpret_cast<int4*>(dst)[c] = v;
   }
