@@ -169,13 +169,16 @@ TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
   Stream stream;
   const size_t bytes = size_t{3} << 30;
   DeviceBuffer buf(0, bytes, "test scratch");
-  ASSERT_EQ(cudaMemset(buf.data(), 0x3C, bytes), cudaSuccess);
   char* base = static_cast<char*>(buf.data());
 
   std::printf("%-6s %-14s %6s %6s %5s | %-8s %9s | %-6s %9s | %6s  %s\n", "dtype", "layer", "m", "n", "k", "chosen",
               "us", "best", "us", "ratio", "how chosen");
   int failures = 0;
   for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
+    // Random operands, as the tuner and the calibration time and as models
+    // run: a GEMM's clock depends on its data (on constant operands an H100
+    // ranked MiniLM's down-projection algorithms 5% apart the other way round).
+    fill_uniform(base, bytes, dt);
     for (const auto& cs : cases) {
       const int64_t e = dtype_size(dt);
       GemmArgs g;

@@ -85,6 +85,30 @@ int64_t extent(int64_t rows, int64_t ld, int64_t stride, int64_t batch) {
   return (batch > 1 ? (batch - 1) * stride : 0) + rows * ld;
 }
 
+}  // namespace
+
+void fill_uniform(void* p, size_t bytes, DType t) {
+  RLX_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16, "fill_uniform: ", dtype_name(t));
+  const size_t e = static_cast<size_t>(dtype_size(t)), n = std::min<size_t>(bytes, size_t{1} << 20) / e;
+  std::vector<uint16_t> h16(t == DType::F32 ? 0 : n);
+  std::vector<float> h32(t == DType::F32 ? n : 0);
+  uint32_t x = 0x9e3779b9u;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float v = static_cast<float>(x >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    if (t == DType::F32) h32[i] = v;
+    else h16[i] = t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+  }
+  const void* host = t == DType::F32 ? static_cast<const void*>(h32.data()) : h16.data();
+  size_t done = n * e;
+  RLX_CUDA_CHECK(cudaMemcpy(p, host, done, cudaMemcpyHostToDevice));
+  for (char* d = static_cast<char*>(p); done < bytes; done *= 2)
+    RLX_CUDA_CHECK(cudaMemcpy(d + done, d, std::min(done, bytes - done), cudaMemcpyDeviceToDevice));
+  settle_default_stream();  // timed work runs on rlx's own stream
+}
+
+namespace {
+
 // Device memory of `bytes`, or null when the device is short of memory
 // (tuning then keeps the other choice); fill() writes values in [-1, 1) of
 // type t (an uploaded 1 MB pattern, doubled by device copies).
@@ -103,24 +127,7 @@ struct Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 
-  void fill(DType t) {
-    const size_t e = dtype_size(t), n = std::min<size_t>(bytes, size_t{1} << 20) / e;
-    std::vector<uint16_t> h16(t == DType::F32 ? 0 : n);
-    std::vector<float> h32(t == DType::F32 ? n : 0);
-    uint32_t x = 0x9e3779b9u;
-    for (size_t i = 0; i < n; ++i) {
-      x = x * 1664525u + 1013904223u;
-      const float v = static_cast<float>(x >> 8) * (2.0f / 16777216.0f) - 1.0f;
-      if (t == DType::F32) h32[i] = v;
-      else h16[i] = t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
-    }
-    const void* host = t == DType::F32 ? static_cast<const void*>(h32.data()) : h16.data();
-    size_t done = n * e;
-    RLX_CUDA_CHECK(cudaMemcpy(p, host, done, cudaMemcpyHostToDevice));
-    for (char* d = static_cast<char*>(p); done < bytes; done *= 2)
-      RLX_CUDA_CHECK(cudaMemcpy(d + done, d, std::min(done, bytes - done), cudaMemcpyDeviceToDevice));
-    settle_default_stream();  // the candidates are timed on rlx's stream
-  }
+  void fill(DType t) { fill_uniform(p, bytes, t); }
 };
 
 constexpr double kTuneFlops = 2e9;  // smaller GEMMs: launch noise hides the differences

@@ -61,6 +61,14 @@ struct GemmAlgo {
 // "gemm.tf32"; its shape is {M·batch, N, K}.
 std::string gemm_family(const GemmArgs& a);
 
+// `bytes` of device memory at `p` as values of `t` (f32, f16 or bf16) in
+// [-1, 1): a 1 MB pattern uploaded, then doubled by device copies. Operands
+// for timing: a GEMM's power draw, and so its clock, depends on its data
+// (constant operands ranked cuBLASLt algorithms differently on an H100).
+// f16 values also read as finite f32 and bf16 values (their exponents stay
+// small), so a buffer shared by all three types takes t = F16.
+void fill_uniform(void* p, size_t bytes, DType t);
+
 // Picks, among a problem's candidates, the algorithm to run (the engine's
 // default is the heuristic's first). Returns the rank and a note for the
 // dispatch report, e.g. "calibrated: algo 2 won at m=512 n=1536 k=384".
