@@ -96,9 +96,9 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 
 // 2^x on the MUFU pipe alone. exp2f without --use_fast_math also scales
 // inputs below −126 so that denormal results survive (a compare and two
-// predicated multiplies around the MUFU); where the result is only added to
-// something of order one, or x ≤ 0 feeds a sum with a term of 1, flushing it
-// changes no bit of the outcome.
+// predicated multiplies around the MUFU). Flushing them to zero is harmless
+// where the result is only added to something of order one (GELU's 1 + e:
+// no bit changes) or is a probability beside a maximum of 1 (softmax).
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
