@@ -9,6 +9,8 @@
 #   val FILE  the decode and prefill tok/s of an rlx_generate_bench log;
 #   gen_ab SETTING...  rlx_generate_bench $G under each NAME=VALUE setting, two
 #             rounds interleaved, a line each, then pack;
+#   gen_variants SUFFIX...  rlx_generate_bench_SUFFIX $G for each variant binary
+#             (packed under that name), two rounds interleaved, then pack;
 #   suites    the full rlx_gpu_tests and the CUDA op conformance (rlx_op_tests), then pack;
 #   encoders  rlx_bert_bench --graphs-only, then pack.
 ARCHIVE=${1:?usage: source scripts/carried_call.sh ARCHIVE OUT}
@@ -31,6 +33,17 @@ gen_ab() {
       f="$L/gen-$(echo "$s" | tr " =" "_-")-$round.log"
       env $s timeout 60 $R/rlx_generate_bench $G > "$f" 2>&1  # $s unquoted: a setting may be several NAME=VALUE
       echo "$s round $round rc=$? $(val "$f")"
+    done
+  done
+  pack
+}
+gen_variants() {
+  local round v f
+  for round in 1 2; do
+    for v in "$@"; do
+      f="$L/gen-$v-$round.log"
+      timeout 60 $R/rlx_generate_bench_$v $G > "$f" 2>&1
+      echo "gen $v round $round rc=$? $(val "$f")"
     done
   done
   pack

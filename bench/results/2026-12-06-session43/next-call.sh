@@ -22,14 +22,7 @@ source scripts/carried_call.sh build/carry-s44/s44.tar.xz "${1:?OUT}"
 timeout 100 $R/rlx_gpu_tests_B --gtest_filter='CudaQuant*:*Gemv*:TinyLlmGpu*:QueuedRuns*' > "$L/tests-B.log" 2>&1
 echo "tests B rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/tests-B.log" | tr '\n' ' ')"
 pack
-for round in 1 2; do
-  for v in A B; do
-    f="$L/gen-$v-$round.log"
-    timeout 60 $R/rlx_generate_bench_$v $G > "$f" 2>&1
-    echo "gen $v round $round rc=$? $(val "$f")"
-  done
-done
-pack
+gen_variants A B
 for v in A B; do
   f="$L/quant-$v.log"
   timeout 90 $R/rlx_quant_bench_$v --only gemv --types q4_0,q5_0,q8_0,q4_k,q5_k,q6_k,iq4_xs > "$f" 2>&1
