@@ -105,6 +105,14 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
+// 1/x within an ulp from MUFU.RCP alone (IEEE division adds a check and a
+// slow-path call); x must be normal and below 2^126.
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));

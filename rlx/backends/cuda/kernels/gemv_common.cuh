@@ -8,6 +8,7 @@
 
 #include "rlx/backends/cuda/device/glu_act.cuh"
 #include "rlx/backends/cuda/device/quant_blocks.cuh"
+#include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/kernels/glu.h"
 #include "rlx/backends/cuda/kernels/quant_common.cuh"
 
@@ -109,10 +110,16 @@ __device__ __forceinline__ void quantize_x(const void* x, int m, int64_t k, Floa
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
       bad += __shfl_xor_sync(0xffffffffu, bad, 1);
       bad += __shfl_xor_sync(0xffffffffu, bad, 2);
-      const float d = amax / (127.0f * dev::kQ8Ratio);  // dx
+      // No IEEE division here: each one was a reciprocal, a check and a
+      // slow-path call in the chain between x's arrival and the first dot
+      // product. A scale one ulp off moves no bound: |x − x̃| ≤ dx/2 holds
+      // for whatever dx and 1/dx the levels are computed with.
+      const float d = amax * (1.0f / (127.0f * dev::kQ8Ratio));  // dx
       // Blocks whose largest |x| is under 1e-30 quantize to zero (127 / max
-      // would overflow for subnormal maxima).
-      const float inv_a = amax >= 1e-30f ? 127.0f / amax : 0.0f;
+      // would overflow for subnormal maxima); above 2^100 the approximate
+      // reciprocal would flush, so those keep the division.
+      float inv_a = 0.0f;
+      if (amax >= 1e-30f) inv_a = amax < 0x1p100f ? 127.0f * dev::rcp_approx(amax) : 127.0f / amax;
       const float da = d * dev::kQ8Ratio, inv_b = inv_a * dev::kQ8Ratio;
       uint32_t ba[8], bb[8];
       int level_sum = 0;  // kQ8Ratio·Σa + Σb over the thread's 8 elements
