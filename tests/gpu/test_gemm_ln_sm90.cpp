@@ -6,8 +6,8 @@
 // A, W, bias and R hold random values rounded to the dtype (so the reference
 // sees the kernel's operands); gamma in [0.5, 1.5) and beta in [-0.5, 0.5),
 // as the dtype or f32. Shapes cover N = 128, 256 and 384, partial row tiles,
-// one row, K shorter than a slab, ending in a partial slab, and longer than
-// the three stages. Y is poisoned first; one case writes Y over R. Tolerance
+// one row, half a row tile, K shorter than a slab, of two and three slabs,
+// ending in a partial slab, and longer than the three stages. Y is poisoned first; one case writes Y over R. Tolerance
 // |got − ref| ≤ tol·(1 + |ref|), tol = 4e-3 (f16), 2e-2 (bf16): the f32
 // statistics plus one rounding of a value of order one.
 #include <cuda_runtime.h>
@@ -136,6 +136,9 @@ TEST(GemmLnSm90, MatchesFloat64) {
       {1, 128, 64, false},                  // one row, one slab, no bias
       {257, 256, 200, true, false, true},   // K ends in a partial slab; Y written over R
       {1000, 384, 40, true, true, true},    // K shorter than a slab, many CTAs, in place
+      {200, 384, 128, true, true},          // two slabs: a stage the main loop never fills
+      {130, 256, 192},                      // three slabs: every stage filled once
+      {64, 128, 320, false},                // half a row tile: the second warpgroup's rows all past M
   };
   for (DType dt : {DType::F16, DType::BF16})
     for (const Case& cs : cases) run_case(dt, cs);
