@@ -11,6 +11,9 @@
 #             rounds interleaved, a line each, then pack;
 #   gen_variants SUFFIX...  rlx_generate_bench_SUFFIX $G for each variant binary
 #             (packed under that name), two rounds interleaved, then pack;
+#   bench_variants BIN ARGS PATTERN SUFFIX...  $R/BIN_SUFFIX ARGS for each variant
+#             binary, two rounds interleaved, each log's lines matching PATTERN (grep -E)
+#             on one line, then pack;
 #   suites    the full rlx_gpu_tests and the CUDA op conformance (rlx_op_tests), then pack;
 #   encoders  rlx_bert_bench --graphs-only, then pack.
 ARCHIVE=${1:?usage: source scripts/carried_call.sh ARCHIVE OUT}
@@ -44,6 +47,18 @@ gen_variants() {
       f="$L/gen-$v-$round.log"
       timeout 60 $R/rlx_generate_bench_$v $G > "$f" 2>&1
       echo "gen $v round $round rc=$? $(val "$f")"
+    done
+  done
+  pack
+}
+bench_variants() {
+  local bin=$1 args=$2 pat=$3 round v f
+  shift 3
+  for round in 1 2; do
+    for v in "$@"; do
+      f="$L/$bin-$v-$round.log"
+      timeout 120 $R/${bin}_$v $args > "$f" 2>&1  # $args unquoted: several arguments
+      echo "$bin $v round $round rc=$? $(grep -E "$pat" "$f" | sed 's/  */ /g' | tr '\n' '|')"
     done
   done
   pack
