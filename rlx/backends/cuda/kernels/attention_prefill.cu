@@ -139,14 +139,20 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int m_back, int 
 
   const int mb = (a.Lq + BM - 1) / BM - 1 - m_back;  // heaviest (last) tiles first
   const int kvh = h / a.group;
-  const int kvlen = attn_kv_len(a, b);
+  // The row's length and its mask flag are requested together, before Q:
+  // each is an L2 round trip ahead of the key tiles (attn_kv_len's clamp
+  // branched on the first, which kept the second and Q waiting for it).
+  const int kv_raw = a.kv_len != nullptr ? __ldg(a.kv_len + b * a.kv_len_b_stride) : a.Lk;
   // This row's key mask is not a prefix: applied per score (mask-free kernel only).
-  const bool key_masked = !kGeneral && a.key_mask_rows != nullptr && __ldg(a.key_mask_rows + b) != 0;
+  const int mask_row = !kGeneral && a.key_mask_rows != nullptr ? __ldg(a.key_mask_rows + b) : 0;
   const int m0 = mb * BM;
+  cp_async_rows<T, D, BM, P::kThreads>(sQ, static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t{h} * D,
+                                       a.q_row_stride, m0, a.Lq, tid);
+  const int kvlen = min(max(kv_raw, 0), a.Lk);
+  const bool key_masked = mask_row != 0;
   const int m_last = min(m0 + BM, a.Lq) - 1;
   const int64_t qoff = static_cast<int64_t>(kvlen) - a.Lq;  // q_pos = i + qoff
 
-  const T* qg = static_cast<const T*>(a.q) + b * a.q_batch_stride + static_cast<int64_t>(h) * D;
   const T* kg = static_cast<const T*>(a.k) + b * a.k_batch_stride + static_cast<int64_t>(kvh) * D;
   const T* vg = static_cast<const T*>(a.v) + b * a.v_batch_stride + static_cast<int64_t>(kvh) * D;
   const int64_t o_stride = static_cast<int64_t>(a.H) * D;
@@ -159,6 +165,8 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int m_back, int 
     if (a.window > 0) n_lo = max(int64_t{0}, m0 + qoff - a.window + 1);
   }
   if (n_hi <= n_lo) {  // nothing visible: the rows are zeros
+    cp_async_commit();
+    cp_async_wait<0>();  // Q's copies land before the CTA's shared memory is released
     for (int c = tid; c < BM * (D / 8); c += P::kThreads) {
       const int i = m0 + c / (D / 8);
       if (i < a.Lq) *reinterpret_cast<uint4*>(og + i * o_stride + (c % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
@@ -182,9 +190,8 @@ __device__ __forceinline__ void prefill_item(const AttnArgs& a, int m_back, int 
     cp_async_rows<T, D, BN, P::kThreads>(st + BN * S, vg, a.v_row_stride, n_start + t * BN, kvlen, tid);
   };
 
-  // Groups: g0 = Q + tile 0, g1 = tile 1, then g(t+2) after tile t (empty
+  // Groups: g0 = Q (requested above) + tile 0, g1 = tile 1, then g(t+2) after tile t (empty
   // when there is none), so "tile t landed" is always wait_group 1.
-  cp_async_rows<T, D, BM, P::kThreads>(sQ, qg, a.q_row_stride, m0, a.Lq, tid);
   load_kv(0);
   cp_async_commit();
   if (ntiles > 1) load_kv(1);
