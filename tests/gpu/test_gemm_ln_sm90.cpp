@@ -7,9 +7,10 @@
 // sees the kernel's operands); gamma in [0.5, 1.5) and beta in [-0.5, 0.5),
 // as the dtype or f32. Shapes cover N = 128, 256 and 384, partial row tiles,
 // one row, half a row tile, K shorter than a slab, of two and three slabs,
-// ending in a partial slab, and longer than the three stages. Y is poisoned first; one case writes Y over R. Tolerance
-// |got − ref| ≤ tol·(1 + |ref|), tol = 4e-3 (f16), 2e-2 (bf16): the f32
-// statistics plus one rounding of a value of order one.
+// ending in a partial slab, and longer than the three stages. Y is poisoned
+// first; one case writes Y over R. Tolerance |got − ref| ≤ tol·(1 + |ref|),
+// tol = 4e-3 (f16), 2e-2 (bf16): the f32 statistics plus one rounding of a
+// value of order one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

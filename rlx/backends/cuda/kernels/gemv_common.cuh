@@ -73,7 +73,8 @@ __device__ __forceinline__ void load_x(const void* x, int64_t i, FloatKind io, b
 // (blockDim is a multiple of 32, so a block's lanes are in one warp and one
 // round). The rounding to integers is the low byte of v + 1.5·2^23 (no F2I).
 // A NaN or infinity in the block makes dx NaN; a block whose largest |x| is
-// under 1e-30 becomes zeros. Used by gemv_q8.cu and gemv_stream.cu.
+// under 1e-30 becomes zeros. Used by gemv_q8.cu, gemv_stream.cu and
+// gemv_staged.cu.
 __device__ __forceinline__ uint32_t low_bytes(const uint32_t (&b)[8], int o) {
   return __byte_perm(__byte_perm(b[o], b[o + 1], 0x0040), __byte_perm(b[o + 2], b[o + 3], 0x0040), 0x5410);
 }
