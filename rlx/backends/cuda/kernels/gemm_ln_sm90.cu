@@ -6,7 +6,8 @@
 // in the classic GEMM (gemm_sm90.cu): thread 0 issues each slab as TMA copies
 // of A's 128 rows and W's N rows (128-byte swizzle, out-of-bounds rows zero)
 // into one of three stages counted on its `full` mbarrier; every warp
-// arrives on the stage's `empty` mbarrier once its wgmmas have read it.
+// arrives on the stage's `empty` mbarrier once its wgmmas have read it. CTA b
+// walks the slabs from slab b mod (slabs) on, wrapping around.
 //
 // Epilogue: R's rows (prefetched into L2 when the CTA started) copied into
 // the freed stages, bias and R added to the accumulators, each row's mean and
@@ -103,13 +104,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   pdl_begin();  // A and R may be earlier kernels' outputs
 
+  // Every CTA reads all of W. Each starts at another K slab (and wraps), so
+  // the CTAs running at once spread their requests over W's slabs, where
+  // from one start they would all ask L2 for the same lines at the same time.
+  const int rot = static_cast<int>(blockIdx.x) % nk;
   auto issue = [&](int kb) {
-    const int s = kb % kStages;
+    const int s = kb % kStages, k0 = (kb + rot < nk ? kb + rot : kb + rot - nk) * kBK;
     unsigned char* st = smem + s * S::kStageBytes;
     mbar_arrive_expect_tx(&full[s], S::kStageBytes);
-    tma_load_2d(st, &map_a, kb * kBK, m0, &full[s]);
+    tma_load_2d(st, &map_a, k0, m0, &full[s]);
 #pragma unroll
-    for (int nb = 0; nb < NB; ++nb) tma_load_2d(st + (1 + nb) * kSlabBytes, &map_w, kb * kBK, nb * 128, &full[s]);
+    for (int nb = 0; nb < NB; ++nb) tma_load_2d(st + (1 + nb) * kSlabBytes, &map_w, k0, nb * 128, &full[s]);
   };
   if (tid == 0) {
     for (int kb = 0; kb < kStages && kb < nk; ++kb) issue(kb);
