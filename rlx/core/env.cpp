@@ -74,9 +74,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: a quantized embedding lookup, the cast of its rows to f16/bf16 and their multiplication by "
        "a one-element constant (Gemma's sqrt(hidden)) as one launch."},
       {"RLX_CUDA_FUSE_GEMM_LN", EnvType::Bool, "1",
-       "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 512, at least "
+       "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 2048, at least "
        "RLX_CUDA_GEMM_LN_MIN_ROWS rows) and the residual LayerNorm that is its only reader as one sm90 kernel "
-       "(MiniLM's attention-out projection and norm)."},
+       "(MiniLM's attention-out and FFN-down projections and their norms)."},
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},
