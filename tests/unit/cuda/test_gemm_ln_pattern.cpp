@@ -69,9 +69,14 @@ TEST(GemmLnPattern, BF16AndN256Fuse) {
   s.N = 256;
   EXPECT_TRUE(fuses(s));
 }
+TEST(GemmLnPattern, FfnDownProjectionFuses) {
+  Spec s;
+  s.K = 1536;  // MiniLM's FFN down
+  EXPECT_TRUE(fuses(s));
+}
 TEST(GemmLnPattern, RefusedCases) {
   Spec s;
-  s.K = 1536;  // past the kernel's measured win
+  s.K = 3072;  // past the kernel's measured win
   EXPECT_FALSE(fuses(s));
   s = {};
   s.N = 768;  // the kernel holds at most 384 columns
