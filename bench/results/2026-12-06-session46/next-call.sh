@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 46 (not run): branch pp-activation-helper-warps (H, 7deae3b) against main (M):
+# Prepared in session 46 (not run): branch pp-activation-helper-warps (H, 45466e7) against main (M):
 # focused tests, gemm bench (sm90 rows) and encoders, then H's full suite and conformance.
 cd "$(dirname "$0")/../../.."
 source scripts/carried_call.sh build/carry-s47a/s47a.tar.xz "${1:?OUT}"
