@@ -62,6 +62,27 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 #endif
 }
 
+// d += A·B for one k16 step with B 192 × 16 (wgmma n192), both from shared
+// memory: d holds 96 floats per thread, laid out as the n128 form's.
+#define RLX_WGMMA_D96_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+#define RLX_WGMMA_D96_OPERANDS \
+    RLX_WGMMA_D64_OPERANDS, \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t da, uint64_t db, int accumulate) {
+#ifdef RLX_SM90A_DEVICE
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(RLX_WGMMA_ASM("m64n192k16", "f16", RLX_WGMMA_D96_REGS, 96, 97, 98)
+                 : RLX_WGMMA_D96_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
+  else
+    asm volatile(RLX_WGMMA_ASM("m64n192k16", "bf16", RLX_WGMMA_D96_REGS, 96, 97, 98)
+                 : RLX_WGMMA_D96_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+
 // d += A·B for one k16 step with A (64 × 16) from registers: thread lane of
 // warp w holds rows 16w + g and 16w + g + 8 (g = lane / 4) at columns 2t, 2t + 1
 // (a[0], a[1]) and 2t + 8, 2t + 9 (a[2], a[3]), t = lane mod 4, as pairs of T;
