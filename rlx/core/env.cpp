@@ -80,6 +80,13 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},
+      {"RLX_CUDA_FUSE_QKV_ATTENTION", EnvType::Bool, "1",
+       "CUDA lowering: an encoder's fused QKV projection (bias only, f16/bf16) and the attention that reads its "
+       "Q, K and V as one sm90 kernel, for sequences of at most 128 tokens, head_dim 32 or 64, no mask other "
+       "than a key mask, at least RLX_CUDA_QKV_ATTENTION_MIN_CTAS CTAs (MiniLM's and BERT-base's self-attention)."},
+      {"RLX_CUDA_QKV_ATTENTION_MIN_CTAS", EnvType::Int, "0",
+       "Fewest CTAs (packs of sequences x 64-column groups) for which RLX_CUDA_FUSE_QKV_ATTENTION fuses; 0: the "
+       "SM count. Below it the projection and attention kernels are faster."},
       {"RLX_CUDA_GEMM_LN_MIN_ROWS", EnvType::Int, "0",
        "Fewest rows (tokens) for which RLX_CUDA_FUSE_GEMM_LN fuses; 0: one wave of the kernel's 128-row CTAs "
        "(128 x the SM count). Below it cuBLASLt and the norm kernel are faster."},

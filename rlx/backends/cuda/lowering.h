@@ -224,6 +224,22 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
 bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device);
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
 
+// An encoder's attention over Q, K and V that are Narrows of one bias-only
+// FusedMatMulBiasAct, as one sm90 kernel (lower_attention.cpp,
+// kernels/qkv_attention_sm90.h; sequences of at most 128 tokens): the
+// attention node fused with projection `p` on `device`, or -1; the nodes
+// the kernel, which runs at the attention's place, reads besides the
+// attention's inputs (the projection's; the memory plan keeps them live
+// until then; empty where no such kernel runs); and the lowering of the
+// projection that schedules it (false: lower the projection as usual).
+// qkv_attention_pattern is the graph part alone, without the device and the
+// knob.
+NodeId qkv_attention_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p);
+NodeId qkv_attention_of(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p, int device);
+std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
+                                        int device);
+bool try_lower_qkv_attention(LowerCtx& c, NodeId p);
+
 // An encoder's pooling tail (mask cast, M = 1 batched MatMul, RmsNorm, cast
 // to the output dtype) as one kernel (lower_pool_norm.cpp): the nodes whose
 // storage the kernel at node `id` reads besides its inputs (the memory plan
