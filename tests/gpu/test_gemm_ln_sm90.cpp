@@ -26,6 +26,7 @@
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
 #include "tests/gpu/bert_gpu_util.h"
+#include "tests/gpu/graph_run_util.h"
 #include "tests/gpu/sm90_test_util.h"
 #include "tests/test_util.h"
 
@@ -179,22 +180,9 @@ TEST(GemmLnSm90, LoweringFusesProjectionAndNormAndMatchesCpu) {
     };
     const Tensor tx = rnd({M, K}, -1, 1), tr = rnd({M, N}, -1, 1), tw = rnd({N, K}, -0.1f, 0.1f),
                  tb = rnd({N}, -0.5f, 0.5f), tg = rnd({N}, 0.5f, 1.5f), tbeta = rnd({N}, -0.5f, 0.5f);
-    auto run = [&](const std::string& device, DType precision, std::string* report) {
-      Session s(device);
-      CompileOptions o;
-      o.precision = precision;
-      auto exe = s.compile(g, o);
-      exe->set_param("w", tw);
-      exe->set_param("b", tb);
-      exe->set_param("gamma", tg);
-      exe->set_param("beta", tbeta);
-      std::vector<Tensor> out = exe->run({tx, tr});
-      if (report) *report = exe->dispatch_report();
-      for (Tensor& t : out)
-        if (t.dtype() != DType::F32) t = t.to(DType::F32);
-      return out;
-    };
-    const std::vector<Tensor> ref = run("cpu", DType::F32, nullptr);
+    const std::vector<std::pair<std::string, Tensor>> params = {
+        {"w", tw}, {"b", tb}, {"gamma", tg}, {"beta", tbeta}};
+    const std::vector<Tensor> ref = rlx::test::run_graph(g, "cpu", DType::F32, params, {tx, tr});
     // M = 300 is three CTAs, less than a wave: fused only when the minimum
     // row count is lowered ("1"), not by default ("0").
     const std::pair<const char*, const char*> settings[] = {{"1", "1"}, {"1", "0"}, {"0", "1"}};
@@ -204,19 +192,10 @@ TEST(GemmLnSm90, LoweringFusesProjectionAndNormAndMatchesCpu) {
                                         << " RLX_CUDA_GEMM_LN_MIN_ROWS=" << min_rows << " " << dtype_name(dt));
         ScopedEnv env("RLX_CUDA_FUSE_GEMM_LN", fuse), env_rows("RLX_CUDA_GEMM_LN_MIN_ROWS", min_rows);
         std::string report;
-        const std::vector<Tensor> got = run("cuda", dt, &report);
+        const std::vector<Tensor> got = rlx::test::run_graph(g, "cuda", dt, params, {tx, tr}, &report);
         const bool fused = report.find("sm90 gemm + residual layer_norm") != std::string::npos;
         EXPECT_EQ(fused, std::string(fuse) == "1" && std::string(min_rows) == "1" && K <= 2048) << report;
-        const double tol = dt == DType::F16 ? 8e-3 : 4e-2;
-        for (size_t o = 0; o < ref.size(); ++o) {
-          int64_t bad = 0;
-          for (int64_t i = 0; i < ref[o].numel(); ++i) {
-            const double want = ref[o].data<float>()[i], v = got[o].data<float>()[i];
-            if (!(std::fabs(v - want) <= tol * (1.0 + std::fabs(want))) && ++bad <= 5)
-              ADD_FAILURE() << "output " << o << "[" << i << "] = " << v << ", want " << want;
-          }
-          EXPECT_EQ(bad, 0);
-        }
+        rlx::test::expect_outputs_close(ref, got, dt == DType::F16 ? 8e-3 : 4e-2);
       }
   }
 }

@@ -28,6 +28,7 @@
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
 #include "tests/gpu/bert_gpu_util.h"
+#include "tests/gpu/graph_run_util.h"
 #include "tests/gpu/sm90_test_util.h"
 #include "tests/test_util.h"
 
@@ -233,20 +234,8 @@ TEST(QkvAttentionSm90, HandBuiltGraphMatchesCpu) {
       return t;
     };
     const Tensor tx = rnd({B, L, K}, 1.0f), tw = rnd({3 * HD, K}, 0.2f), tb = rnd({3 * HD}, 0.5f);
-    auto run = [&](const std::string& device, DType precision, std::string* report) {
-      Session s(device);
-      CompileOptions co;
-      co.precision = precision;
-      auto exe = s.compile(g, co);
-      exe->set_param("w", tw);
-      exe->set_param("b", tb);
-      std::vector<Tensor> out = exe->run({tx});
-      if (report) *report = exe->dispatch_report();
-      for (Tensor& t : out)
-        if (t.dtype() != DType::F32) t = t.to(DType::F32);
-      return out;
-    };
-    const std::vector<Tensor> ref = run("cpu", DType::F32, nullptr);
+    const std::vector<std::pair<std::string, Tensor>> params = {{"w", tw}, {"b", tb}};
+    const std::vector<Tensor> ref = rlx::test::run_graph(g, "cpu", DType::F32, params, {tx});
     const std::pair<const char*, const char*> settings[] = {{"1", "1"}, {"1", "0"}, {"0", "1"}};
     for (const auto& [fuse, min_ctas] : settings)
       for (DType dt : {DType::F16, DType::BF16}) {
@@ -254,19 +243,10 @@ TEST(QkvAttentionSm90, HandBuiltGraphMatchesCpu) {
                                         << " RLX_CUDA_QKV_ATTENTION_MIN_CTAS=" << min_ctas << " " << dtype_name(dt));
         ScopedEnv env("RLX_CUDA_FUSE_QKV_ATTENTION", fuse), env_ctas("RLX_CUDA_QKV_ATTENTION_MIN_CTAS", min_ctas);
         std::string report;
-        const std::vector<Tensor> got = run("cuda", dt, &report);
+        const std::vector<Tensor> got = rlx::test::run_graph(g, "cuda", dt, params, {tx}, &report);
         const bool fused = report.find("sm90 qkv projection + attention") != std::string::npos;
         EXPECT_EQ(fused, std::string(fuse) == "1" && std::string(min_ctas) == "1" && L <= 128) << report;
-        const double tol = dt == DType::F16 ? 1e-2 : 5e-2;
-        for (size_t oi = 0; oi < ref.size(); ++oi) {
-          int64_t bad = 0;
-          for (int64_t i = 0; i < ref[oi].numel(); ++i) {
-            const double want = ref[oi].data<float>()[i], v = got[oi].data<float>()[i];
-            if (!(std::fabs(v - want) <= tol * (1.0 + std::fabs(want))) && ++bad <= 5)
-              ADD_FAILURE() << "output " << oi << "[" << i << "] = " << v << ", want " << want;
-          }
-          EXPECT_EQ(bad, 0);
-        }
+        rlx::test::expect_outputs_close(ref, got, dt == DType::F16 ? 1e-2 : 5e-2);
       }
   }
 }
