@@ -115,7 +115,8 @@ void run_case(DType dt, const Case& cs) {
         for (double& e : p) sum += (e = std::exp(e - mx));
         for (int d = 0; d < cs.D; ++d) {
           double o = 0.0;
-          for (int64_t j = 0; j < L; ++j) o += p[static_cast<size_t>(j)] * v[static_cast<size_t>((b * L + j) * HD + h * cs.D + d)];
+          for (int64_t j = 0; j < L; ++j)
+            o += p[static_cast<size_t>(j)] * v[static_cast<size_t>((b * L + j) * HD + h * cs.D + d)];
           ref[static_cast<size_t>((b * L + i) * HD + h * cs.D + d)] = o / sum;
         }
       }
@@ -180,30 +181,32 @@ TEST(QkvAttentionSm90, BertLayersMatchCpu) {
   register_builtin_backends();
   ScopedEnv env_ctas("RLX_CUDA_QKV_ATTENTION_MIN_CTAS", "1");
   for (const auto& [hidden, heads] : {std::pair{384, 12}, std::pair{256, 4}})
-  for (const int64_t L : {77, 20}) {
-    bert::BertConfig cfg;
-    cfg.hidden = hidden;
-    cfg.heads = heads;
-    cfg.layers = 2;
-    cfg.intermediate = 512;
-    cfg.vocab_size = 1000;
-    const Graph g = bert::build_graph(cfg);
-    const int64_t B = 5;
-    const std::vector<Tensor> in = rlx::test::bert_inputs(B, L, 1000, 11, [&](int64_t b) { return L - 9 * b % L; });
-    const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 3)->run(in)[0];
-    for (const char* fuse : {"1", "0"}) {
-      SCOPED_TRACE(testing::Message() << "hidden " << hidden << " L=" << L << " RLX_CUDA_FUSE_QKV_ATTENTION=" << fuse);
-      ScopedEnv env("RLX_CUDA_FUSE_QKV_ATTENTION", fuse);
-      for (DType dt : {DType::F16, DType::BF16}) {
-        auto exe = rlx::test::compile_random_bert(g, "cuda", dt, 3);
-        const Tensor got = exe->run(in)[0];
-        const std::string report = exe->dispatch_report();
-        const bool fused = report.find("sm90 qkv projection + attention") != std::string::npos;
-        EXPECT_EQ(fused, std::string(fuse) == "1") << report;
-        rlx::test::expect_rows_close(ref, got, cfg.hidden, dt == DType::F16 ? 0.999 : 0.995);
+    for (const int64_t L : {77, 20}) {
+      bert::BertConfig cfg;
+      cfg.hidden = hidden;
+      cfg.heads = heads;
+      cfg.layers = 2;
+      cfg.intermediate = 512;
+      cfg.vocab_size = 1000;
+      const Graph g = bert::build_graph(cfg);
+      const int64_t B = 5;
+      const std::vector<Tensor> in =
+          rlx::test::bert_inputs(B, L, 1000, 11, [&](int64_t b) { return L - 9 * b % L; });
+      const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 3)->run(in)[0];
+      for (const char* fuse : {"1", "0"}) {
+        SCOPED_TRACE(testing::Message() << "hidden " << hidden << " L=" << L
+                                        << " RLX_CUDA_FUSE_QKV_ATTENTION=" << fuse);
+        ScopedEnv env("RLX_CUDA_FUSE_QKV_ATTENTION", fuse);
+        for (DType dt : {DType::F16, DType::BF16}) {
+          auto exe = rlx::test::compile_random_bert(g, "cuda", dt, 3);
+          const Tensor got = exe->run(in)[0];
+          const std::string report = exe->dispatch_report();
+          const bool fused = report.find("sm90 qkv projection + attention") != std::string::npos;
+          EXPECT_EQ(fused, std::string(fuse) == "1") << report;
+          rlx::test::expect_rows_close(ref, got, cfg.hidden, dt == DType::F16 ? 0.999 : 0.995);
+        }
       }
     }
-  }
 }
 
 // Self-attention built by hand: Q, K, V as Narrows of one projection [B, L,

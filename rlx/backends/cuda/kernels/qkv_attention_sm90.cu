@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int h = 0; h < 2; ++h) {
         // K and V rows past the pack are zeros: a hidden key's P is 0, and 0 · V must not be NaN.
         const int row = 16 * warp + g + 8 * h;
-        const uint32_t v = sec == 0 || row < rows ? pack2<T>(acc[4 * j + 2 * h] + bv.x, acc[4 * j + 2 * h + 1] + bv.y) : 0u;
+        const uint32_t v =
+            sec == 0 || row < rows ? pack2<T>(acc[4 * j + 2 * h] + bv.x, acc[4 * j + 2 * h + 1] + bv.y) : 0u;
         st_shared_u32(head_base + (row * S + d) * 2, v);
       }
     }
@@ -298,7 +299,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int head = 0; head < G; ++head)
       attend<T, D, kKeyTile>(base + head * Sh::kHeadBytes, base + (G + head) * Sh::kHeadBytes,
-                   base + (2 * G + head) * Sh::kHeadBytes, key_seq, masked, t0, t1, p.L, p.scale_log2, warp, lane);
+                             base + (2 * G + head) * Sh::kHeadBytes, key_seq, masked, t0, t1, p.L, p.scale_log2,
+                             warp, lane);
   }
   __syncthreads();  // O staged over Q
 
