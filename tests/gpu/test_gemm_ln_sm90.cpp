@@ -119,14 +119,7 @@ void run_case(DType dt, const Case& cs) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> out(r.size());
   ASSERT_EQ(cudaMemcpy(out.data(), y, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  const double tol = dt == DType::F16 ? 4e-3 : 2e-2;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < M * N; ++i) {
-    const double want = ref[static_cast<size_t>(i)], got = from_bits(dt, out[static_cast<size_t>(i)]);
-    if (!(std::fabs(got - want) <= tol * (1.0 + std::fabs(want))) && ++bad <= 5)
-      ADD_FAILURE() << "Y[" << i / N << ", " << i % N << "] = " << got << ", want " << want;
-  }
-  EXPECT_EQ(bad, 0) << bad << " bad values";
+  rlx::test::expect_close_to_reference(dt, out, ref, N, dt == DType::F16 ? 4e-3 : 2e-2);
 }
 
 TEST(GemmLnSm90, MatchesFloat64) {

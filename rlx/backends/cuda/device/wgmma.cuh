@@ -62,6 +62,26 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 #endif
 }
 
+// d += A·B for one k16 step with B 64 × 16 (wgmma n64), both from shared
+// memory: d holds 32 floats per thread, laid out as the n128 form's first half.
+#define RLX_WGMMA_D32_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define RLX_WGMMA_D32_OPERANDS \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+#ifdef RLX_SM90A_DEVICE
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(RLX_WGMMA_ASM("m64n64k16", "f16", RLX_WGMMA_D32_REGS, 32, 33, 34)
+                 : RLX_WGMMA_D32_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
+  else
+    asm volatile(RLX_WGMMA_ASM("m64n64k16", "bf16", RLX_WGMMA_D32_REGS, 32, 33, 34)
+                 : RLX_WGMMA_D32_OPERANDS : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+
 // d += A·B for one k16 step with B 192 × 16 (wgmma n192), both from shared
 // memory: d holds 96 floats per thread, laid out as the n128 form's.
 #define RLX_WGMMA_D96_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
@@ -225,6 +245,14 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 #ifdef RLX_SM90A_DEVICE
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+#endif
+}
+
+// Arrives on named barrier `id` without waiting: with named_barrier_sync by
+// the other `threads` − (these) threads, one warpgroup lets another go on.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 #endif
 }
 

@@ -9,13 +9,10 @@
 // arrives on the stage's `empty` mbarrier once its wgmmas have read it. CTA b
 // walks the slabs from slab b mod (slabs) on, wrapping around.
 //
-// Epilogue: R's rows (prefetched into L2 when the CTA started) copied into
-// the freed stages, bias and R added to the accumulators, each row's mean and
-// variance (two passes over the registers, f32) from the four threads of a
-// quad that hold it, the normalized row times gamma plus beta rounded to T
-// and staged over R's copy, then written with 16-byte stores. R is read
-// before a barrier and Y written after it, by the same CTA for the same rows,
-// so Y may be R.
+// Epilogue (device/residual_ln.cuh, shared with the fused FFN): bias and R
+// (prefetched into L2 when the CTA started, copied into the freed stages)
+// added to the accumulators, each row normalized in registers, times gamma
+// plus beta, staged and written with 16-byte stores. Y may be R.
 #include "rlx/backends/cuda/kernels/gemm_ln_sm90.h"
 
 #include <cuda.h>
@@ -27,8 +24,8 @@
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
 #include "rlx/backends/cuda/device/bulk_copy.cuh"
-#include "rlx/backends/cuda/device/cp_async.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/backends/cuda/device/residual_ln.cuh"
 #include "rlx/backends/cuda/device/smem.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
@@ -47,10 +44,9 @@ template <int NB>
 struct LnShape {
   static constexpr int N = 128 * NB;
   static constexpr int kStageBytes = (1 + NB) * kSlabBytes;
-  static constexpr int kOutStride = N + 8;  // staged Y row, elements: conflict-free fragment writes
   // Stages, 2·kStages mbarriers, bias/gamma/beta as f32, slack to align the stages to 1024 bytes.
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 3 * N * 4 + 1024;
-  static_assert(kBM * kOutStride * 2 <= kStages * kStageBytes, "the staged Y tile reuses the stages");
+  static_assert(residual_ln_stage_bytes<NB>() <= kStages * kStageBytes, "the staged Y tile reuses the stages");
 };
 
 struct LnKernelArgs {
@@ -90,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* s_gamma = s_bias + N;
   float* s_beta = s_gamma + N;
 
-  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, lane = tid & 31;
   const int m0 = static_cast<int>(blockIdx.x) * kBM;
   const int rows = min(kBM, p.M - m0);
   const int nk = (p.K + kBK - 1) / kBK;
@@ -162,83 +158,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma_wait<0>();
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb) pin(acc[nb]);
-  __syncthreads();  // every wgmma has read its stages (reused below); the parameters are staged
+  __syncthreads();  // every wgmma has read its stages (reused by the epilogue); the parameters are staged
 
-  // R's rows (L2-warm) into the first stage region by 16-byte cp.async, in
-  // the staged layout (rows of kOutStride elements), so each thread then
-  // reads its fragments' residuals without a register per load in flight;
-  // each thread later writes its normalized values over the same addresses.
-  constexpr int kChunks = N / 8;
-  const T* R = static_cast<const T*>(p.R);
-  const uint32_t s_tile = smem_u32(smem);
-  for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    const bool ok = r < rows;
-    cp_async_16(s_tile + static_cast<uint32_t>((r * S::kOutStride + c) * 2),
-                R + static_cast<int64_t>(m0 + (ok ? r : 0)) * N + c, ok);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-
-  // Fragment 4j + 2h + e of acc[nb]: row 16·warp + g + 8h of the warpgroup's
-  // 64, column 128·nb + 8j + 2·t4 + e.
-  uint32_t* sY = reinterpret_cast<uint32_t*>(smem);
-  const int g = lane >> 2, t4 = lane & 3;
-  const int row0 = wg * 64 + warp * 16 + g;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    uint32_t* srow = sY + (row0 + 8 * h) * S::kOutStride / 2;
-    float sum = 0.0f;
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int c = 128 * nb + 8 * j + 2 * t4;
-        const float2 res = unpack2<T>(srow[c / 2]);
-        float& x0 = acc[nb][4 * j + 2 * h];
-        float& x1 = acc[nb][4 * j + 2 * h + 1];
-        x0 += s_bias[c] + res.x;
-        x1 += s_bias[c + 1] + res.y;
-        sum += x0 + x1;
-      }
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float mean = sum * (1.0f / N);
-    float sq = 0.0f;
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float d = acc[nb][4 * j + 2 * h + e] - mean;
-          sq = fmaf(d, d, sq);
-        }
-    sq += __shfl_xor_sync(0xffffffffu, sq, 1);
-    sq += __shfl_xor_sync(0xffffffffu, sq, 2);
-    const float rstd = rsqrtf(sq * (1.0f / N) + p.eps);
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int c = 128 * nb + 8 * j + 2 * t4;
-        const float y0 = (acc[nb][4 * j + 2 * h] - mean) * rstd * s_gamma[c] + s_beta[c];
-        const float y1 = (acc[nb][4 * j + 2 * h + 1] - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1];
-        srow[c / 2] = pack2<T>(y0, y1);  // over this thread's own residual pair
-      }
-  }
-  __syncthreads();  // Y is staged
-
-  const T* sYt = reinterpret_cast<const T*>(smem);
-  T* Y = static_cast<T*>(p.Y);
-  for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    if (r < rows)
-      *reinterpret_cast<uint4*>(Y + static_cast<int64_t>(m0 + r) * N + c) =
-          *reinterpret_cast<const uint4*>(sYt + r * S::kOutStride + c);
-  }
+  residual_ln_store<T, NB>(acc, smem, static_cast<const T*>(p.R), static_cast<T*>(p.Y), m0, rows, s_bias, s_gamma,
+                           s_beta, p.eps, tid, 1);
 }
 
 template <typename T>
