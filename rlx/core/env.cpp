@@ -77,6 +77,17 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering: a bias-only projection (f16/bf16, N = 128/256/384, K <= 2048, at least "
        "RLX_CUDA_GEMM_LN_MIN_ROWS rows) and the residual LayerNorm that is its only reader as one sm90 kernel "
        "(MiniLM's attention-out and FFN-down projections and their norms)."},
+      {"RLX_CUDA_FUSE_FFN_LN", EnvType::Bool, "0",
+       "CUDA lowering: a post-LN encoder layer's FFN (up projection with GELU-erf, down projection, residual "
+       "LayerNorm; f16/bf16, hidden 128/256/384, FFN width a multiple of 64 up to 2048, at least "
+       "RLX_CUDA_FFN_LN_MIN_ROWS rows) as one sm90 kernel: the [tokens, FFN width] intermediate never goes to "
+       "memory (MiniLM's FFN). Off until it has been measured on a GPU."},
+      {"RLX_CUDA_FFN_LN_MIN_ROWS", EnvType::Int, "0",
+       "Fewest rows (tokens) for which RLX_CUDA_FUSE_FFN_LN fuses; 0: one wave of the kernel's 128-row CTAs "
+       "(128 x the SM count). Below it the separate kernels are faster."},
+      {"RLX_CUDA_FFN_ORDERED", EnvType::Bool, "1",
+       "The fused FFN kernel's two consumer warpgroups take turns issuing their MMAs, so one's GELU runs beside "
+       "the other's MMAs (0: each issues as soon as its operands are ready)."},
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},

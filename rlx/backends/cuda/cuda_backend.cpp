@@ -49,13 +49,13 @@ struct DeviceContext {
 // the residual LayerNorms fused into the projection before them
 // (gemm_ln_fuses: their output is written into the projection's block) as
 // views, and the inputs of a fused pooling tail (pool_norm_reads), embedding
-// lookup (gather_scale_reads) or projection + attention (qkv_attention_reads)
-// kept live until its last node. Where persistent segments may form, a
-// program whose intermediates add up to at most kNoReuseBytes (a decode
-// step: rows of one token) gives every tensor its own block: the persistent
-// kernel runs the ops of several nodes between two grid barriers, and a
-// block reused within that stretch would be written by one CTA while
-// another still reads it (a barrier per reuse).
+// lookup (gather_scale_reads), projection + attention (qkv_attention_reads)
+// or FFN (ffn_ln_reads) kept live until its last node. Where persistent
+// segments may form, a program whose intermediates add up to at most
+// kNoReuseBytes (a decode step: rows of one token) gives every tensor its
+// own block: the persistent kernel runs the ops of several nodes between two
+// grid barriers, and a block reused within that stretch would be written by
+// one CTA while another still reads it (a barrier per reuse).
 constexpr int64_t kNoReuseBytes = int64_t{64} << 20;
 MemoryPlan plan_cuda_memory(const Graph& g, int device) {
   const auto users = g.users();
@@ -72,6 +72,7 @@ MemoryPlan plan_cuda_memory(const Graph& g, int device) {
     std::vector<NodeId> reads = pool_norm_reads(g, users, id);
     for (NodeId r : gather_scale_reads(g, users, id)) reads.push_back(r);
     for (NodeId r : qkv_attention_reads(g, users, id, device)) reads.push_back(r);
+    for (NodeId r : ffn_ln_reads(g, users, id, device)) reads.push_back(r);
     return reads;
   };
   MemoryPlan plan = plan_memory(g, 256, extra);

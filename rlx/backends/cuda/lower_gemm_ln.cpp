@@ -23,7 +23,7 @@ namespace rlx::cuda {
 // session 45). Longer K is unmeasured and keeps the two kernels.
 constexpr int64_t kGemmLnMaxK = 2048;
 
-bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln) {
+bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, bool at_projection) {
   const Node& n = g.node(ln);
   if (n.op != OpKind::FusedResidualLayerNorm || n.inputs.size() != 4) return false;
   const NodeId p = n.inputs[0], r = n.inputs[1], gamma = n.inputs[2], beta = n.inputs[3];
@@ -56,8 +56,9 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
   // The kernel runs at P's place: what it reads of the norm must exist by then
   // (inputs, params and constants do from the start, and a builder may add a
   // norm's params after P; a State may still be written in between).
-  for (NodeId s : {r, gamma, beta})
-    if (s > p && (!g.node(s).is_leaf() || g.node(s).op == OpKind::State)) return false;
+  if (at_projection)
+    for (NodeId s : {r, gamma, beta})
+      if (s > p && (!g.node(s).is_leaf() || g.node(s).op == OpKind::State)) return false;
   return true;
 }
 

@@ -162,7 +162,7 @@ void register_matmul_lowerings() {
       register_cuda_lowering(
           OpKind::FusedMatMulBiasAct, {t, t, bias, t},
           [](LowerCtx& c, NodeId id) {
-            if (try_lower_gemm_layer_norm(c, id) || try_lower_qkv_attention(c, id)) return;
+            if (try_lower_ffn_ln(c, id) || try_lower_gemm_layer_norm(c, id) || try_lower_qkv_attention(c, id)) return;
             const auto& a = c.node(id).attr<FusedMatMulBiasActAttrs>();
             lower_matmul_like(c, id, false, a.transpose_b, c.node(id).inputs[2], a.act);
           },

@@ -218,9 +218,11 @@ bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<N
 // of the projection's block; it needs at least a wave of the kernel's 128-row
 // CTAs, RLX_CUDA_GEMM_LN_MIN_ROWS), and the lowering of the projection that
 // emits both (false: lower it as usual). gemm_ln_pattern is the graph part
-// alone (dtypes, shapes, K ≤ 512, node order), without the device, the row
+// alone (dtypes, shapes, K ≤ 2048, and with `at_projection` that what the
+// norm reads exists by the projection's place), without the device, the row
 // count and the knobs.
-bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln);
+bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln,
+                     bool at_projection = true);
 bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device);
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
 
@@ -239,6 +241,20 @@ NodeId qkv_attention_of(const Graph& g, const std::vector<std::vector<NodeId>>& 
 std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
                                         int device);
 bool try_lower_qkv_attention(LowerCtx& c, NodeId p);
+
+// A post-LN encoder layer's FFN (up projection with GELU-erf, down
+// projection, residual LayerNorm) as one sm90 kernel (lower_ffn_ln.cpp,
+// kernels/ffn_ln_sm90.h): the norm the up projection `h` is fused with on
+// `device`, or -1 (at least RLX_CUDA_FFN_LN_MIN_ROWS rows); the nodes the
+// kernel, which runs at the norm's place, reads besides the norm's inputs
+// (the up projection's; empty where no such kernel runs); and the lowering
+// of the up projection that schedules it (false: lower it as usual).
+// ffn_ln_pattern is the graph part alone, without the device and the knobs.
+NodeId ffn_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId h);
+NodeId ffn_ln_of(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId h, int device);
+std::vector<NodeId> ffn_ln_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
+                                 int device);
+bool try_lower_ffn_ln(LowerCtx& c, NodeId h);
 
 // An encoder's pooling tail (mask cast, M = 1 batched MatMul, RmsNorm, cast
 // to the output dtype) as one kernel (lower_pool_norm.cpp): the nodes whose
