@@ -50,8 +50,9 @@ NodeId ffn_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& us
 // MiniLM's 256 × 128 the kernel took 195-198 µs a layer against 187 for the
 // two kernels (H100, session 48).
 NodeId ffn_ln_of(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId h, int device) {
+  if (!env_bool("RLX_CUDA_FUSE_FFN_LN")) return -1;  // off by default: skip the pattern
   const NodeId ln = ffn_ln_pattern(g, users, h);
-  if (ln < 0 || !env_bool("RLX_CUDA_FUSE_FFN_LN") || !sm90_ffn_ln_available(device)) return -1;
+  if (ln < 0 || !sm90_ffn_ln_available(device)) return -1;
   const auto& y = g.node(ln).type.shape;
   const int64_t knob = env_int("RLX_CUDA_FFN_LN_MIN_ROWS");
   const int64_t min_rows = knob > 0 ? knob : int64_t{128} * device_props(device).sm_count;

@@ -7,8 +7,7 @@
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/ir/builder.h"
 #include "rlx/models/bert/bert.h"
-#include "rlx/runtime/backend_registry.h"
-#include "rlx/runtime/session.h"
+#include "tests/unit/cuda/pattern_util.h"
 
 using namespace rlx;
 
@@ -16,10 +15,7 @@ namespace {
 
 // (FFNs matched, residual LayerNorms) in `g` lowered at `precision`.
 std::pair<int, int> matches(const Graph& g, DType precision = DType::F16) {
-  register_builtin_backends();
-  CompileOptions o;
-  o.precision = precision;
-  const Graph lowered = Session("cpu").lower(g, o);
+  const Graph lowered = rlx::test::lowered_at(g, precision);
   const auto users = lowered.users();
   int hits = 0, norms = 0;
   for (NodeId i = 0; i < lowered.size(); ++i) {

@@ -6,7 +6,7 @@
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/backend_registry.h"
-#include "rlx/runtime/session.h"
+#include "tests/unit/cuda/pattern_util.h"
 
 using namespace rlx;
 
@@ -43,9 +43,7 @@ bool fuses(const Spec& sp) {
   if (sp.params_after) gb = make_params();
   output("y", layer_norm(p + *res, gb->first, gb->second, 1e-12f));
   if (sp.projection_output) output("p", p);
-  CompileOptions o;
-  o.precision = sp.precision;
-  const Graph lowered = Session("cpu").lower(g, o);
+  const Graph lowered = rlx::test::lowered_at(g, sp.precision);
   const auto users = lowered.users();
   int norms = 0, hits = 0;
   for (NodeId i = 0; i < lowered.size(); ++i) {

@@ -7,9 +7,8 @@
 
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/models/bert/bert.h"
-#include "rlx/runtime/backend_registry.h"
-#include "rlx/runtime/session.h"
 #include "tests/test_util.h"
+#include "tests/unit/cuda/pattern_util.h"
 
 using namespace rlx;
 
@@ -22,11 +21,8 @@ struct Found {
 };
 
 Found find(const bert::BertConfig& cfg, DType precision, Graph* out = nullptr) {
-  register_builtin_backends();
-  CompileOptions o;
-  o.precision = precision;
   // A program is compiled for one binding of the symbolic dims (Executable::program_for).
-  const Graph g = specialize(Session("cpu").lower(bert::build_graph(cfg), o), {{"B", 3}, {"L", 16}});
+  const Graph g = specialize(rlx::test::lowered_at(bert::build_graph(cfg), precision), {{"B", 3}, {"L", 16}});
   const auto users = g.users();
   Found f;
   for (NodeId i = 0; i < g.size(); ++i)

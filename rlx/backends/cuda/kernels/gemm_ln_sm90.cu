@@ -179,8 +179,6 @@ int smem_bytes_of(int nb) {
   return nb == 1 ? LnShape<1>::kSmemBytes : nb == 2 ? LnShape<2>::kSmemBytes : LnShape<3>::kSmemBytes;
 }
 
-bool aligned(const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; }
-
 }  // namespace
 
 const char* sm90_gemm_ln_unsupported(const GemmLnArgs& a) {
@@ -192,10 +190,10 @@ const char* sm90_gemm_ln_unsupported(const GemmLnArgs& a) {
   if (a.M > (int64_t{1} << 31) - kBM || a.K > (int64_t{1} << 30)) return "too large";
   if (a.A == nullptr || a.W == nullptr || a.R == nullptr || a.gamma == nullptr || a.beta == nullptr || a.Y == nullptr)
     return "a required operand is null";
-  if (!aligned(a.A, 16) || !aligned(a.W, 16) || !aligned(a.R, 16) || !aligned(a.Y, 16))
+  if (!sm90_aligned(a.A, 16) || !sm90_aligned(a.W, 16) || !sm90_aligned(a.R, 16) || !sm90_aligned(a.Y, 16))
     return "A, W, R or Y is not 16-byte aligned";
   const uintptr_t pe = a.param_dtype == DType::F32 ? 4 : 2;
-  if (!aligned(a.gamma, pe) || !aligned(a.beta, pe) || (a.bias != nullptr && !aligned(a.bias, 2)))
+  if (!sm90_aligned(a.gamma, pe) || !sm90_aligned(a.beta, pe) || (a.bias != nullptr && !sm90_aligned(a.bias, 2)))
     return "bias, gamma or beta is misaligned";
   return nullptr;
 }
@@ -219,17 +217,9 @@ void launch_sm90_gemm_ln(const GemmLnArgs& a, cudaStream_t stream) {
   CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, a.N, a.K, a.K, 128, what);
   LnKernelArgs k{a.bias, a.R, a.gamma, a.beta, a.Y, static_cast<int>(a.M), static_cast<int>(a.K), a.eps,
                  a.param_dtype == DType::F32 ? 1 : 0};
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.M + kBM - 1) / kBM));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes_of(nb));
-  cfg.stream = stream;
   void* args[] = {&map_a, &map_w, &k};
-  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, nb), args);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
-  }
+  sm90_launch(kernel_for(a.dtype, nb), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads, smem_bytes_of(nb),
+              stream, args, what);
 }
 
 }  // namespace rlx::cuda

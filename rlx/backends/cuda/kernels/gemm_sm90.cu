@@ -408,6 +408,22 @@ bool sm90_kernel_loads(const void* kernel, int smem_bytes, int threads) {
   return ok;
 }
 
+bool sm90_aligned(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
+
+void sm90_launch(const void* kernel, unsigned grid, int threads, int smem_bytes, cudaStream_t stream, void** args,
+                 const std::string& what) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  cfg.stream = stream;
+  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel, args);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
+  }
+}
+
 CUtensorMap sm90_slab_map(DType dtype, const void* p, int64_t rows, int64_t cols, int64_t ld, int box_rows,
                           const std::string& what) {
   CUtensorMap m;

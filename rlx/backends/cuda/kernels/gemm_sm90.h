@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -56,6 +57,13 @@ class Sm90Availability {
   std::mutex mu_;
   std::map<int, bool> known_;
 };
+// whether address p is a multiple of `bytes` (a power of two);
+bool sm90_aligned(const void* p, uintptr_t bytes);
+// `kernel` launched as `grid` CTAs of `threads` threads with smem_bytes of
+// dynamic shared memory and `args` on `stream`; throws DeviceError naming
+// `what` if the launch fails (the error is cleared, not left sticky);
+void sm90_launch(const void* kernel, unsigned grid, int threads, int smem_bytes, cudaStream_t stream, void** args,
+                 const std::string& what);
 // the TMA map of a row-major f16/bf16 [rows, cols] operand (leading dimension
 // ld elements) read as 64-column × box_rows slabs with the 128-byte swizzle,
 // out-of-bounds elements zero; throws DeviceError naming `what`.

@@ -331,8 +331,6 @@ const void* kernel_for(DType t, int D, int kt) {
   return t == DType::F16 ? kernel_for<__half>(D, kt) : kernel_for<__nv_bfloat16>(D, kt);
 }
 
-bool aligned(const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; }
-
 }  // namespace
 
 int64_t sm90_qkv_attention_ctas(const QkvAttentionArgs& a) {
@@ -355,8 +353,9 @@ const char* sm90_qkv_attention_unsupported(const QkvAttentionArgs& a) {
       a.B * (cols / kCols) > (int64_t{1} << 31) - 1)
     return "too large";
   if (a.X == nullptr || a.W == nullptr || a.out == nullptr) return "a required operand is null";
-  if (!aligned(a.X, 16) || !aligned(a.W, 16) || !aligned(a.out, 16)) return "X, W or out is not 16-byte aligned";
-  if (a.bias != nullptr && !aligned(a.bias, 4)) return "the bias is not 4-byte aligned";
+  if (!sm90_aligned(a.X, 16) || !sm90_aligned(a.W, 16) || !sm90_aligned(a.out, 16))
+    return "X, W or out is not 16-byte aligned";
+  if (a.bias != nullptr && !sm90_aligned(a.bias, 4)) return "the bias is not 4-byte aligned";
   return nullptr;
 }
 
@@ -381,17 +380,9 @@ void launch_sm90_qkv_attention(const QkvAttentionArgs& a, cudaStream_t stream) {
   const int groups = a.H * a.D / kCols, seqs = kRows / a.L;
   QkvKernelArgs k{a.bias, a.key_mask, a.out, static_cast<int>(a.q_row), static_cast<int>(a.k_row),
                   static_cast<int>(a.v_row), a.L, a.K, groups, seqs, a.B * a.L, a.scale * kLog2e};
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(sm90_qkv_attention_ctas(a)));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(kSmemBytes);
-  cfg.stream = stream;
   void* args[] = {&map_x, &map_w, &k};
-  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, a.D, key_tile(a.D, a.L)), args);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
-  }
+  sm90_launch(kernel_for(a.dtype, a.D, key_tile(a.D, a.L)), static_cast<unsigned>(sm90_qkv_attention_ctas(a)),
+              kThreads, kSmemBytes, stream, args, what);
 }
 
 }  // namespace rlx::cuda
