@@ -61,7 +61,7 @@ struct FfnShape {
   static constexpr int N = 128 * NB;
   static constexpr int kXBytes = kBM * N * 2;
   static constexpr int kRingBytes = kSlots * kItemBytes;
-  // X, the ring, kSlots + 1 mbarriers, kSlots counts, b1, b2, gamma, beta as f32, slack to align to 1024 bytes.
+  // X, the ring, kSlots + 1 mbarriers, b1, b2, gamma, beta as f32, kSlots counts, slack to align to 1024 bytes.
   static constexpr int kSmemBytes = kXBytes + kRingBytes + (kSlots + 1) * 8 + (kSlots + kMaxF + 3 * N) * 4 + 1024;
   static_assert(residual_ln_stage_bytes<NB>() <= kXBytes + kRingBytes, "the staged Y tile reuses X and the ring");
 };
@@ -104,11 +104,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* ring = smem + S::kXBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + S::kRingBytes);
   uint64_t* xfull = full + kSlots;
-  unsigned* released = reinterpret_cast<unsigned*>(xfull + 1);  // per slot: warps done with its item
-  float* s_b1 = reinterpret_cast<float*>(released + kSlots);
+  float* s_b1 = reinterpret_cast<float*>(xfull + 1);  // 8-byte aligned: read as float2
   float* s_b2 = s_b1 + kMaxF;
   float* s_gamma = s_b2 + N;
   float* s_beta = s_gamma + N;
+  unsigned* released = reinterpret_cast<unsigned*>(s_beta + N);  // per slot: warps done with its item
 
   const int tid = static_cast<int>(threadIdx.x), w = tid >> 7, lane = tid & 31, t4 = lane & 3;
   const int m0 = static_cast<int>(blockIdx.x) * kBM;
@@ -255,8 +255,6 @@ int smem_bytes_of(int nb) {
   return nb == 1 ? FfnShape<1>::kSmemBytes : nb == 2 ? FfnShape<2>::kSmemBytes : FfnShape<3>::kSmemBytes;
 }
 
-bool aligned(const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; }
-
 }  // namespace
 
 const char* sm90_ffn_ln_unsupported(const FfnLnArgs& a) {
@@ -269,11 +267,12 @@ const char* sm90_ffn_ln_unsupported(const FfnLnArgs& a) {
   if (a.X == nullptr || a.W1 == nullptr || a.W2 == nullptr || a.R == nullptr || a.gamma == nullptr ||
       a.beta == nullptr || a.Y == nullptr)
     return "a required operand is null";
-  if (!aligned(a.X, 16) || !aligned(a.W1, 16) || !aligned(a.W2, 16) || !aligned(a.R, 16) || !aligned(a.Y, 16))
+  if (!sm90_aligned(a.X, 16) || !sm90_aligned(a.W1, 16) || !sm90_aligned(a.W2, 16) || !sm90_aligned(a.R, 16) ||
+      !sm90_aligned(a.Y, 16))
     return "X, W1, W2, R or Y is not 16-byte aligned";
   const uintptr_t pe = a.param_dtype == DType::F32 ? 4 : 2;
-  if (!aligned(a.gamma, pe) || !aligned(a.beta, pe) || (a.b1 != nullptr && !aligned(a.b1, 2)) ||
-      (a.b2 != nullptr && !aligned(a.b2, 2)))
+  if (!sm90_aligned(a.gamma, pe) || !sm90_aligned(a.beta, pe) || (a.b1 != nullptr && !sm90_aligned(a.b1, 2)) ||
+      (a.b2 != nullptr && !sm90_aligned(a.b2, 2)))
     return "b1, b2, gamma or beta is misaligned";
   return nullptr;
 }
@@ -299,17 +298,9 @@ void launch_sm90_ffn_ln(const FfnLnArgs& a, cudaStream_t stream) {
   CUtensorMap map_w2 = sm90_slab_map(a.dtype, a.W2, a.N, a.F, a.F, 128, what);
   FfnKernelArgs k{a.b1, a.b2, a.R, a.gamma, a.beta, a.Y, static_cast<int>(a.M), static_cast<int>(a.F), a.eps,
                   a.param_dtype == DType::F32 ? 1 : 0, a.ordered ? 1 : 0};
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.M + kBM - 1) / kBM));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes_of(nb));
-  cfg.stream = stream;
   void* args[] = {&map_x, &map_w1, &map_w2, &k};
-  const cudaError_t err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, nb), args);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
-  }
+  sm90_launch(kernel_for(a.dtype, nb), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads, smem_bytes_of(nb),
+              stream, args, what);
 }
 
 }  // namespace rlx::cuda
