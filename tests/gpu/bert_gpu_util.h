@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "rlx/ir/graph.h"
+#include "rlx/models/bert/bert.h"
 #include "rlx/runtime/session.h"
+#include "tests/test_util.h"
 
 namespace rlx::test {
 
@@ -62,6 +64,60 @@ inline void expect_rows_close(const Tensor& ref, Tensor got, int64_t H, double m
       dot += x * y, na += x * x, nb += y * y;
     }
     EXPECT_GE(dot / std::sqrt(na * nb), min_cos) << "row " << b;
+  }
+}
+
+// A two-layer BERT of the given widths (vocabulary 1000), five right-padded
+// rows of 40 tokens (row b keeps 40 − 3b; from `input_seed`) and, as the
+// reference, its pooled embeddings on the CPU in f32 with the weights of
+// `weight_seed` (compile_random_bert).
+struct SmallBert {
+  bert::BertConfig cfg;
+  Graph graph;
+  std::vector<Tensor> inputs;
+  Tensor ref;
+};
+inline SmallBert small_bert(int64_t hidden, int64_t heads, int64_t intermediate, uint32_t input_seed,
+                            uint32_t weight_seed) {
+  SmallBert b;
+  b.cfg.hidden = hidden;
+  b.cfg.heads = heads;
+  b.cfg.layers = 2;
+  b.cfg.intermediate = intermediate;
+  b.cfg.vocab_size = 1000;
+  b.graph = bert::build_graph(b.cfg);
+  const int64_t B = 5, L = 40;
+  b.inputs = bert_inputs(B, L, 1000, input_seed, [&](int64_t r) { return L - 3 * r; });
+  b.ref = compile_random_bert(b.graph, "cpu", DType::F32, weight_seed)->run(b.inputs)[0];
+  return b;
+}
+
+// How many times `what` occurs in a dispatch report.
+inline size_t count_in(const std::string& report, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = report.find(what); at != std::string::npos; at = report.find(what, at + 1)) ++n;
+  return n;
+}
+
+// `b` compiled on CUDA in f16 (weights of `weight_seed`, as its reference's)
+// with `knob` set to 1 and to 0: its pooled embeddings within cosine 0.999 of
+// the reference each time, and `marker` in the dispatch report at least
+// `min_count` times with the knob on (a report may list a thunk more than
+// once), never with it off.
+inline void expect_knob_fuses_bert(const SmallBert& b, uint32_t weight_seed, const char* knob,
+                                   const std::string& marker, size_t min_count) {
+  for (const char* on : {"1", "0"}) {
+    SCOPED_TRACE(testing::Message() << knob << "=" << on);
+    ScopedEnv env(knob, on);
+    auto exe = compile_random_bert(b.graph, "cuda", DType::F16, weight_seed);
+    const Tensor got = exe->run(b.inputs)[0];
+    const std::string report = exe->dispatch_report();
+    if (std::string(on) == "1") {
+      EXPECT_GE(count_in(report, marker), min_count) << report;
+    } else {
+      EXPECT_EQ(count_in(report, marker), 0u) << report;
+    }
+    expect_rows_close(b.ref, got, b.cfg.hidden, 0.999);
   }
 }
 

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "rlx/core/half.h"
 #include "rlx/ir/graph.h"
 #include "rlx/runtime/session.h"
 
@@ -29,6 +31,16 @@ inline std::vector<Tensor> run_graph(const Graph& g, const std::string& device, 
   for (Tensor& t : out)
     if (t.dtype() != DType::F32) t = t.to(DType::F32);
   return out;
+}
+
+// An f32 tensor of uniform values in [lo, hi) from `r`, each rounded to
+// bf16 (so f16 and bf16 runs read the CPU reference's values exactly).
+template <typename Rng>
+Tensor bf16_exact_uniform(std::vector<int64_t> shape, float lo, float hi, Rng& r) {
+  Tensor t = Tensor::empty(DType::F32, std::move(shape));
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_f32(f32_to_bf16(u(r)));
+  return t;
 }
 
 // Every element of every output within tol·(1 + |ref|) of `ref`'s (f32 both).

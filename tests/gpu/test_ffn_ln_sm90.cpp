@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "rlx/backends/cuda/kernels/ffn_ln_sm90.h"
-#include "rlx/models/bert/bert.h"
 #include "rlx/runtime/backend_registry.h"
 #include "tests/gpu/bert_gpu_util.h"
 #include "tests/gpu/sm90_test_util.h"
@@ -178,28 +177,19 @@ TEST(FfnLnSm90, MatchesFloat64) {
 TEST(FfnLnSm90, BertLayersMatchCpu) {
   SKIP_WITHOUT_KERNEL();
   register_builtin_backends();
-  bert::BertConfig cfg;
-  cfg.hidden = 384;
-  cfg.heads = 12;
-  cfg.layers = 2;
-  cfg.intermediate = 1536;
-  cfg.vocab_size = 1000;
-  const Graph g = bert::build_graph(cfg);
-  const int64_t B = 5, L = 40;
-  const std::vector<Tensor> in = rlx::test::bert_inputs(B, L, 1000, 11, [&](int64_t b) { return L - 3 * b; });
-  const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 3)->run(in)[0];
+  const rlx::test::SmallBert b = rlx::test::small_bert(384, 12, 1536, 11, 3);
   const std::pair<const char*, const char*> settings[] = {{"1", "1"}, {"1", "0"}, {"0", "1"}};
   for (DType dt : {DType::F16, DType::BF16})
     for (const auto& [fuse, min_rows] : settings) {
       SCOPED_TRACE(testing::Message() << dtype_name(dt) << " RLX_CUDA_FUSE_FFN_LN=" << fuse
                                       << " RLX_CUDA_FFN_LN_MIN_ROWS=" << min_rows);
       ScopedEnv env("RLX_CUDA_FUSE_FFN_LN", fuse), env_rows("RLX_CUDA_FFN_LN_MIN_ROWS", min_rows);
-      auto exe = rlx::test::compile_random_bert(g, "cuda", dt, 3);
-      const Tensor got = exe->run(in)[0];
+      auto exe = rlx::test::compile_random_bert(b.graph, "cuda", dt, 3);
+      const Tensor got = exe->run(b.inputs)[0];
       const std::string report = exe->dispatch_report();
       const bool fused = report.find("sm90 ffn (up + gelu-erf + down)") != std::string::npos;
       EXPECT_EQ(fused, std::string(fuse) == "1" && std::string(min_rows) == "1") << report;
-      rlx::test::expect_rows_close(ref, got, cfg.hidden, 0.999);
+      rlx::test::expect_rows_close(b.ref, got, b.cfg.hidden, 0.999);
     }
 }
 

@@ -22,7 +22,6 @@
 #include "rlx/backends/cuda/kernels/gemm_ln_sm90.h"
 #include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
-#include "rlx/models/bert/bert.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
 #include "tests/gpu/bert_gpu_util.h"
@@ -166,10 +165,7 @@ TEST(GemmLnSm90, LoweringFusesProjectionAndNormAndMatchesCpu) {
     output("y", y);
     output("z", y + res);
     auto rnd = [](std::vector<int64_t> shape, float lo, float hi) {
-      Tensor t = Tensor::empty(DType::F32, std::move(shape));
-      std::uniform_real_distribution<float> u(lo, hi);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_f32(f32_to_bf16(u(rng())));
-      return t;
+      return rlx::test::bf16_exact_uniform(std::move(shape), lo, hi, rng());
     };
     const Tensor tx = rnd({M, K}, -1, 1), tr = rnd({M, N}, -1, 1), tw = rnd({N, K}, -0.1f, 0.1f),
                  tb = rnd({N}, -0.5f, 0.5f), tg = rnd({N}, 0.5f, 1.5f), tbeta = rnd({N}, -0.5f, 0.5f);
@@ -200,35 +196,9 @@ TEST(GemmLnSm90, LoweringFusesProjectionAndNormAndMatchesCpu) {
 TEST(GemmLnSm90, BertLayersMatchCpu) {
   SKIP_WITHOUT_KERNEL();
   register_builtin_backends();
-  bert::BertConfig cfg;
-  cfg.hidden = 384;
-  cfg.heads = 6;
-  cfg.layers = 2;
-  cfg.intermediate = 512;
-  cfg.vocab_size = 1000;
-  const Graph g = bert::build_graph(cfg);
-  const int64_t B = 5, L = 40;
-  const std::vector<Tensor> in =
-      rlx::test::bert_inputs(B, L, 1000, 11, [&](int64_t b) { return L - 3 * b; });
-  const Tensor ref = rlx::test::compile_random_bert(g, "cpu", DType::F32, 3)->run(in)[0];
+  const rlx::test::SmallBert b = rlx::test::small_bert(384, 6, 512, 11, 3);
   ScopedEnv env_rows("RLX_CUDA_GEMM_LN_MIN_ROWS", "1");  // 200 rows: fused only below the default wave
-  for (const char* fuse : {"1", "0"}) {
-    SCOPED_TRACE(testing::Message() << "RLX_CUDA_FUSE_GEMM_LN=" << fuse);
-    ScopedEnv env("RLX_CUDA_FUSE_GEMM_LN", fuse);
-    auto exe = rlx::test::compile_random_bert(g, "cuda", DType::F16, 3);
-    const Tensor got = exe->run(in)[0];
-    const std::string report = exe->dispatch_report();
-    size_t fused = 0;
-    for (size_t at = report.find("sm90 gemm + residual layer_norm"); at != std::string::npos;
-         at = report.find("sm90 gemm + residual layer_norm", at + 1))
-      ++fused;
-    if (std::string(fuse) == "1") {
-      EXPECT_GE(fused, 4u) << report;  // two norms per layer (the report may list a thunk more than once)
-    } else {
-      EXPECT_EQ(fused, 0u) << report;
-    }
-    rlx::test::expect_rows_close(ref, got, cfg.hidden, 0.999);
-  }
+  rlx::test::expect_knob_fuses_bert(b, 3, "RLX_CUDA_FUSE_GEMM_LN", "sm90 gemm + residual layer_norm", 4);
 }
 
 TEST(GemmLnSm90, RefusesWhatItCannotRun) {

@@ -236,7 +236,8 @@ GemmEngine::~GemmEngine() {
 
 std::string GemmEngine::describe(const GemmArgs& a) {
   return str("gemm ", dtype_name(a.dtype), " M=", a.M, " N=", a.N, " K=", a.K, " batch=", a.batch, " ta=", a.trans_a,
-             " tb=", a.trans_b, " bias=", a.bias != nullptr, " act=", activation_name(a.act));
+             " tb=", a.trans_b, " bias=", a.bias != nullptr, a.residual ? " +residual" : "", " act=",
+             activation_name(a.act));
 }
 
 GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
@@ -245,7 +246,7 @@ GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
              a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",", a.stride_c, ",", a.batch, ",",
              a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",", alignment(a.A, a.stride_a, e),
              ",", alignment(a.B, a.stride_b, e), ",", alignment(a.C, a.stride_c, e),
-             ",", a.bias ? alignment(a.bias, 0, e) : 0u);
+             ",", a.bias ? alignment(a.bias, 0, e) : 0u, ",", a.residual ? alignment(a.residual, a.stride_c, e) : 0u);
 }
 
 GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
@@ -296,11 +297,12 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
   RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = workspace_bytes_;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  uint32_t al_a = alignment(a.B, a.stride_b, e), al_b = alignment(a.A, a.stride_a, e), al_c = alignment(a.C, a.stride_c, e);
+  uint32_t al_a = alignment(a.B, a.stride_b, e), al_b = alignment(a.A, a.stride_a, e), al_d = alignment(a.C, a.stride_c, e);
+  uint32_t al_c = a.residual ? alignment(a.residual, a.stride_c, e) : al_d;  // cuBLASLt's C input
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
   cublasLtMatmulHeuristicResult_t results[kMaxCandidates]{};
   int found = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, kMaxCandidates,
@@ -341,7 +343,8 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
 bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   const std::string shape = str(static_cast<int>(a.dtype), ",", a.trans_a, a.trans_b, ",", a.M, ",", a.N, ",", a.K,
                                 ",", a.lda, ",", a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",", a.stride_c,
-                                ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32);
+                                ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32,
+                                ",", a.residual != nullptr);
   if (auto it = tuned_.find(shape); it != tuned_.end()) {
     for (const GemmAlgo& g : p.infos)
       if (g.config == it->second) {
@@ -356,19 +359,22 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   Scratch A(static_cast<size_t>(extent(a_rows, a.lda, a.stride_a, a.batch) * e));
   Scratch B(static_cast<size_t>(extent(b_rows, a.ldb, a.stride_b, a.batch) * e));
   Scratch C(static_cast<size_t>(extent(a.M, a.ldc, a.stride_c, a.batch) * e));
+  Scratch R(a.residual ? C.bytes : 1);
   Scratch bias(static_cast<size_t>((a.bias ? a.N : 1) * e));
   Scratch ws(workspace_bytes_);
-  if (!A.p || !B.p || !C.p || !bias.p || !ws.p) return false;
+  if (!A.p || !B.p || !C.p || !R.p || !bias.p || !ws.p) return false;
   A.fill(a.dtype);
   B.fill(a.dtype);
   bias.fill(a.dtype);
+  if (a.residual) R.fill(a.dtype);
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof bias.p));
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = a.residual ? 1.0f : 0.0f;
+  const void* c_in = a.residual ? R.p : C.p;
   std::vector<std::function<bool(cudaStream_t)>> launch;
   for (size_t r = 0; r < p.algos.size(); ++r)
     launch.push_back([&, r](cudaStream_t st) {
-      return cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, C.p, p.c, C.p, p.c, &p.algos[r], ws.p,
+      return cublasLtMatmul(handle_, p.desc, &alpha, B.p, p.a, A.p, p.b, &beta, c_in, p.c, C.p, p.c, &p.algos[r], ws.p,
                             workspace_bytes_, st) == CUBLAS_STATUS_SUCCESS;
     });
   const size_t n = launch.size();
@@ -471,10 +477,11 @@ void GemmEngine::run_candidate(const GemmArgs& a, int rank, cudaStream_t stream)
             " does not exist (", p.algos.size(), " candidates)");
   // The bias pointer lives in the shared descriptor: set and use it under the lock.
   std::lock_guard lock(mu_);
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = a.residual ? 1.0f : 0.0f;
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
-  RLX_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a.B, p.a, a.A, p.b, &beta, a.C, p.c, a.C, p.c,
+  RLX_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a.B, p.a, a.A, p.b, &beta, a.residual ? a.residual : a.C,
+                                  p.c, a.C, p.c,
                                   &p.algos[static_cast<size_t>(rank)], workspace_, workspace_bytes_, stream));
 }
 

@@ -40,6 +40,10 @@ struct GemmArgs {
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
   const void* bias = nullptr;  // [N] or null
+  // [M, N] (leading dimension ldc, batch stride stride_c) or null: added to the
+  // product and bias before `act` (cuBLASLt's C input with beta = 1; C is then
+  // the output D). rlx's sm90 kernels refuse it.
+  const void* residual = nullptr;
   Activation act = Activation::None;  // None, Relu or GeluTanh (cuBLASLt's GELU is the tanh form)
   bool allow_tf32 = false;
 };

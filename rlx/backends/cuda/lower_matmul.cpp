@@ -4,11 +4,13 @@
 // Epilogues cuBLASLt lacks (GELU-erf, SiLU) run as an in-place unary kernel.
 // rlx's Hopper GEMM (kernels/gemm_sm90.h), which fuses any activation, takes
 // a single GEMM instead where it was timed faster (GemmEngine::prefer_sm90).
+// A residual norm's other term is added by cuBLASLt (try_fold_gemm_residual).
 #include <numeric>
 
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/backends/cuda/lowering.h"
+#include "rlx/core/env.h"
 
 namespace rlx::cuda {
 namespace {
@@ -38,7 +40,9 @@ bool flat_stride(const std::vector<int64_t>& st, const std::vector<int64_t>& out
   return true;
 }
 
-void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Activation act) {
+// `residual`: what try_fold_gemm_residual returned (the output's layout), added by every call.
+void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Activation act,
+                       const void* residual = nullptr) {
   const Node& n = c.node(id);
   const auto a_dims = c.dims(n.inputs[0]);
   const auto b_dims = c.dims(n.inputs[1]);
@@ -105,7 +109,13 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
       calls.push_back(g);
     }
   }
-  // rlx's Hopper GEMM fuses any activation (cuBLASLt's epilogue lacks GELU-erf).
+  if (residual != nullptr) {
+    RLX_CHECK(act == Activation::None, "a folded residual is added after the product, not after an activation");
+    for (GemmArgs& call : calls)
+      call.residual = static_cast<const char*>(residual) + (static_cast<char*>(call.C) - static_cast<char*>(c.ptr(id)));
+  }
+  // rlx's Hopper GEMM fuses any activation (cuBLASLt's epilogue lacks GELU-erf);
+  // it refuses a residual, which cuBLASLt then adds.
   std::string sm90_note;
   if (calls.size() == 1 && (bias < 0 || bias_ok)) {
     if (const auto kernel = c.gemm.prefer_sm90(calls[0], act, &sm90_note)) {
@@ -149,12 +159,51 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
 
 }  // namespace
 
+NodeId residual_norm_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p) {
+  const Node& mm = g.node(p);
+  if (mm.op == OpKind::FusedMatMulBiasAct) {
+    if (mm.attr<FusedMatMulBiasActAttrs>().act != Activation::None) return -1;
+  } else if (mm.op != OpKind::MatMul) {
+    return -1;
+  }
+  const auto& us = users[static_cast<size_t>(p)];
+  if (us.size() != 1 || is_graph_output(g, p)) return -1;
+  const NodeId norm = us[0];
+  const Node& n = g.node(norm);
+  if (n.op != OpKind::FusedResidualLayerNorm && n.op != OpKind::FusedResidualRmsNorm) return -1;
+  if ((n.inputs[0] == p) == (n.inputs[1] == p)) return -1;  // P is one term, once
+  const NodeId r = n.inputs[0] == p ? n.inputs[1] : n.inputs[0];
+  const DType t = mm.type.dtype;
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return -1;
+  if (g.node(r).type.dtype != t || n.type.dtype != t) return -1;
+  if (!is_static(mm.type.shape) || !is_static(g.node(r).type.shape) ||
+      static_dims(g.node(r).type.shape) != static_dims(mm.type.shape))
+    return -1;
+  // The GEMM reads R at its own place: R must exist by then (a State may be written in between).
+  if (r > p && (!g.node(r).is_leaf() || g.node(r).op == OpKind::State)) return -1;
+  return norm;
+}
+
+const void* try_fold_gemm_residual(LowerCtx& c, NodeId p) {
+  if (!env_bool("RLX_CUDA_GEMM_RESIDUAL")) return nullptr;
+  const NodeId norm = residual_norm_pattern(c.graph, c.all_users(), p);
+  if (norm < 0 || c.absorbed(norm) || c.folded_residual(norm)) return nullptr;
+  const size_t x_input = c.node(norm).inputs[0] == p ? 0 : 1;
+  const char* out = static_cast<const char*>(c.ptr(p));
+  const char* r = static_cast<const char*>(c.in_ptr(norm, 1 - x_input));
+  const int64_t bytes = static_numel(c.type(p).shape) * dtype_size(c.type(p).dtype);
+  // cuBLASLt reads C and writes D in place only over the same layout: no partial overlap.
+  if (r != out && r < out + bytes && out < r + bytes) return nullptr;
+  c.fold_residual(norm, x_input);
+  return r;
+}
+
 void register_matmul_lowerings() {
   register_cuda_float_lowering(
       OpKind::MatMul, {DType::F32, DType::F32, DType::F32},
       [](LowerCtx& c, NodeId id) {
         const auto& a = c.node(id).attr<MatMulAttrs>();
-        lower_matmul_like(c, id, a.transpose_a, a.transpose_b, -1, Activation::None);
+        lower_matmul_like(c, id, a.transpose_a, a.transpose_b, -1, Activation::None, try_fold_gemm_residual(c, id));
       },
       "cuBLASLt matmul");
   for (DType bias : {DType::F32, DType::F16, DType::BF16}) {
@@ -164,7 +213,8 @@ void register_matmul_lowerings() {
           [](LowerCtx& c, NodeId id) {
             if (try_lower_ffn_ln(c, id) || try_lower_gemm_layer_norm(c, id) || try_lower_qkv_attention(c, id)) return;
             const auto& a = c.node(id).attr<FusedMatMulBiasActAttrs>();
-            lower_matmul_like(c, id, false, a.transpose_b, c.node(id).inputs[2], a.act);
+            lower_matmul_like(c, id, false, a.transpose_b, c.node(id).inputs[2], a.act,
+                              try_fold_gemm_residual(c, id));
           },
           str("cuBLASLt matmul+bias+act [", dtype_name(t), "]"));
     }

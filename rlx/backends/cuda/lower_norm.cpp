@@ -185,23 +185,27 @@ std::shared_ptr<const PersistentOps> persistent_norm(PKind kind, DType xt, DType
 
 void lower_norm(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
-  const bool residual = n.op == OpKind::FusedResidualLayerNorm || n.op == OpKind::FusedResidualRmsNorm;
+  const bool two_terms = n.op == OpKind::FusedResidualLayerNorm || n.op == OpKind::FusedResidualRmsNorm;
   const bool layer = n.op == OpKind::LayerNorm || n.op == OpKind::FusedResidualLayerNorm;
-  const size_t p = residual ? 2 : 1;  // index of gamma
+  const size_t p = two_terms ? 2 : 1;  // index of gamma
   const DType xt = n.type.dtype, pt = c.type(n.inputs[p]).dtype;
   const int64_t cols = n.type.shape.back().value;
   const int64_t rows = static_numel(n.type.shape) / std::max<int64_t>(cols, 1);
   const float eps = n.attr<NormAttrs>().eps;
-  const void* x = c.in_ptr(id, 0);
+  // A GEMM that produced one term may have added the other (try_fold_gemm_residual).
+  const std::optional<size_t> folded = two_terms ? c.folded_residual(id) : std::nullopt;
+  const bool residual = two_terms && !folded;
+  const void* x = c.in_ptr(id, folded ? *folded : 0);
   const void* r = residual ? c.in_ptr(id, 1) : nullptr;
   const void* gamma = c.in_ptr(id, p);
   const void* beta = layer ? c.in_ptr(id, p + 1) : nullptr;
   void* y = c.ptr(id);
+  const std::string sum = residual ? " +residual" : folded ? str(" (residual added by %", n.inputs[*folded], ")") : "";
   if (layer) {
-    c.add(id, str("layer_norm ", dtype_name(xt), residual ? " +residual" : ""),
+    c.add(id, str("layer_norm ", dtype_name(xt), sum),
           [=](cudaStream_t s) { launch_layer_norm(xt, pt, x, r, gamma, beta, y, nullptr, rows, cols, eps, s); });
   } else {
-    c.add(id, str("rms_norm ", dtype_name(xt), residual ? " +residual" : ""),
+    c.add(id, str("rms_norm ", dtype_name(xt), sum),
           [=](cudaStream_t s) { launch_rms_norm(xt, pt, x, r, gamma, y, nullptr, rows, cols, eps, s); },
           persistent_norm(PKind::RmsNorm, xt, pt, x, r, gamma, nullptr, y, nullptr, rows, cols, eps));
   }

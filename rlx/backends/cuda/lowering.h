@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rlx/backends/cuda/cublaslt.h"
@@ -150,6 +151,14 @@ class LowerCtx {
   // covers: add_at(at, ...) appends it right after node `at` is lowered.
   void absorb(NodeId id) { absorbed_.push_back(id); }
   bool absorbed(NodeId id) const { return std::find(absorbed_.begin(), absorbed_.end(), id) != absorbed_.end(); }
+  // A GEMM that adds the residual of the residual norm `norm` itself
+  // (try_fold_gemm_residual) marks it: the norm then normalizes its input
+  // `x_input` (the GEMM's output, which holds the sum) alone.
+  void fold_residual(NodeId norm, size_t x_input) { folded_residuals_[norm] = x_input; }
+  std::optional<size_t> folded_residual(NodeId norm) const {
+    const auto it = folded_residuals_.find(norm);
+    return it == folded_residuals_.end() ? std::nullopt : std::optional<size_t>(it->second);
+  }
   void add_at(NodeId at, NodeId id, std::string kernel, std::function<void(cudaStream_t)> launch,
               std::shared_ptr<const std::vector<PersistentOp>> persistent = nullptr) {
     deferred_.push_back({at, Thunk{id, std::move(kernel), std::move(launch), std::move(persistent)}});
@@ -195,6 +204,7 @@ class LowerCtx {
   std::vector<PersistentSlot> persistent_slots_;
   std::map<std::string, std::any> shared_;
   std::vector<NodeId> absorbed_;
+  std::map<NodeId, size_t> folded_residuals_;
   std::vector<std::pair<NodeId, Thunk>> deferred_;
   std::vector<std::vector<NodeId>> users_;
 };
@@ -225,6 +235,19 @@ bool gemm_ln_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& use
                      bool at_projection = true);
 bool gemm_ln_fuses(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId ln, int device);
 bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id);
+
+// A GEMM (MatMul, or FusedMatMulBiasAct without activation) whose only reader
+// is a FusedResidualLayerNorm / FusedResidualRmsNorm of its output P and
+// another term R (lower_matmul.cpp): cuBLASLt adds R in its epilogue (its C
+// input with beta = 1, rounding once), and the norm then reads P alone,
+// where it read P and R (BERT-base's two norms a layer, N = 768, are
+// memory-bound: a third less traffic). residual_norm_pattern is the graph
+// part (the norm, or -1): dtypes and shapes equal, R computed before P or a
+// constant or input. try_fold_gemm_residual applies it at P's lowering
+// (RLX_CUDA_GEMM_RESIDUAL) and returns the residual to pass to the GEMM, or
+// null.
+NodeId residual_norm_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p);
+const void* try_fold_gemm_residual(LowerCtx& c, NodeId p);
 
 // An encoder's attention over Q, K and V that are Narrows of one bias-only
 // FusedMatMulBiasAct, as one sm90 kernel (lower_attention.cpp,

@@ -458,6 +458,7 @@ const char* sm90_gemm_unsupported(const GemmArgs& a) {
   if (a.dtype != DType::F16 && a.dtype != DType::BF16) return "dtype is not f16/bf16";
   if (a.trans_a || !a.trans_b) return "needs A [M, K] and B [N, K] (trans_a = false, trans_b = true)";
   if (a.batch != 1) return "batched";
+  if (a.residual != nullptr) return "a residual input (cuBLASLt's C) is not supported";
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return "empty";
   if ((a.M + kBM - 1) / kBM > 65535 || a.M > (int64_t{1} << 31) - kBM || a.N > (int64_t{1} << 30) ||
       a.K > (int64_t{1} << 30))
