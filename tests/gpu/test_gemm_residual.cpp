@@ -176,14 +176,13 @@ TEST(GemmResidual, LoweringFoldsTheResidualAndMatchesCpu) {
     auto x = input(g, "x", DType::F32, {M, K});
     auto r = input(g, "r", DType::F32, {M, N});
     auto w = param(g, "w", DType::F32, {N, K});
-    auto b = param(g, "b", DType::F32, {N});
     auto gamma = param(g, "gamma", DType::F32, {N});
-    auto beta = param(g, "beta", DType::F32, {N});
     auto res = r * r + r;  // computed before the projection, as a layer's input is
     Value p = matmul(x, w, MatMulAttrs{false, true});
-    if (f.bias) p = p + b;
+    if (f.bias) p = p + param(g, "b", DType::F32, {N});
     const Value sum = f.residual_first ? res + p : p + res;
-    auto y = f.rms ? rms_norm(sum, gamma, 1e-6f) : layer_norm(sum, gamma, beta, 1e-12f);
+    auto y = f.rms ? rms_norm(sum, gamma, 1e-6f)
+                   : layer_norm(sum, gamma, param(g, "beta", DType::F32, {N}), 1e-12f);
     output("y", y);
     output("z", y + res);  // the residual stays needed after the norm
     auto rnd = [](std::vector<int64_t> shape, float lo, float hi) {
