@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Session 49 call 3: the fixed lowering test (call 2's declared a bias and beta it did not always use)
+# and the tests that moved to the shared BERT helper, with RLX_CUDA_GEMM_RESIDUAL now off by default.
+cd "$(dirname "$0")/../../../.."
+source scripts/carried_call.sh build/carry-s49c/s49c.tar.xz "${1:?OUT}"
+timeout 150 $R/rlx_gpu_tests --gtest_filter='GemmResidual*:GemmLn*:FfnLn*:FusionGpu*:Bert*:Calibration*' \
+  > "$L/tests-focus.log" 2>&1
+echo "focus rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$L/tests-focus.log" | tr '\n' ' ')"
+pack
