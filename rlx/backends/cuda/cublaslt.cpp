@@ -297,7 +297,8 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
   RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = workspace_bytes_;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  uint32_t al_a = alignment(a.B, a.stride_b, e), al_b = alignment(a.A, a.stride_a, e), al_d = alignment(a.C, a.stride_c, e);
+  uint32_t al_a = alignment(a.B, a.stride_b, e), al_b = alignment(a.A, a.stride_a, e);
+  uint32_t al_d = alignment(a.C, a.stride_c, e);
   uint32_t al_c = a.residual ? alignment(a.residual, a.stride_c, e) : al_d;  // cuBLASLt's C input
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
