@@ -15,17 +15,7 @@ namespace {
 
 // (FFNs matched, residual LayerNorms) in `g` lowered at `precision`.
 std::pair<int, int> matches(const Graph& g, DType precision = DType::F16) {
-  const Graph lowered = rlx::test::lowered_at(g, precision);
-  const auto users = lowered.users();
-  int hits = 0, norms = 0;
-  for (NodeId i = 0; i < lowered.size(); ++i) {
-    norms += lowered.node(i).op == OpKind::FusedResidualLayerNorm;
-    const NodeId ln = cuda::ffn_ln_pattern(lowered, users, i);
-    if (ln < 0) continue;
-    ++hits;
-    EXPECT_EQ(lowered.node(ln).op, OpKind::FusedResidualLayerNorm);
-  }
-  return {hits, norms};
+  return rlx::test::pattern_matches(g, precision, cuda::ffn_ln_pattern, {OpKind::FusedResidualLayerNorm});
 }
 
 struct Spec {

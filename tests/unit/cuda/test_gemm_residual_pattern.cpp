@@ -3,6 +3,8 @@
 // decision, on graphs after the compile passes (fusion, precision policy). No GPU.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/ir/builder.h"
 #include "tests/unit/cuda/pattern_util.h"
@@ -49,19 +51,14 @@ Found find(const Spec& sp) {
   const Value sum = sp.self_sum ? p + p : sp.projection_first ? p + *res : *res + p;
   output("y", sp.rms ? rms_norm(sum, gamma, 1e-6f) : layer_norm(sum, gamma, beta, 1e-12f));
   if (sp.projection_output) output("p", p);
-  const Graph lowered = rlx::test::lowered_at(g, sp.precision);
-  const auto users = lowered.users();
   Found f;
-  for (NodeId i = 0; i < lowered.size(); ++i) {
-    const OpKind op = lowered.node(i).op;
-    f.norms += op == OpKind::FusedResidualLayerNorm || op == OpKind::FusedResidualRmsNorm;
-    const NodeId norm = cuda::residual_norm_pattern(lowered, users, i);
-    if (norm < 0) continue;
-    ++f.hits;
-    const auto& in = lowered.node(norm).inputs;
-    EXPECT_TRUE(in[0] == i || in[1] == i) << "the norm found reads the GEMM";
-    f.other_term_is_not_the_projection = in[0] != in[1];
-  }
+  std::tie(f.hits, f.norms) = rlx::test::pattern_matches(
+      g, sp.precision, cuda::residual_norm_pattern,
+      {OpKind::FusedResidualLayerNorm, OpKind::FusedResidualRmsNorm}, [&](const Graph& lowered, NodeId i, NodeId norm) {
+        const auto& in = lowered.node(norm).inputs;
+        EXPECT_TRUE(in[0] == i || in[1] == i) << "the norm found reads the GEMM";
+        f.other_term_is_not_the_projection = in[0] != in[1];
+      });
   return f;
 }
 

@@ -15,17 +15,7 @@ namespace {
 
 // (projections matched, attentions) in `g` lowered at `precision`.
 std::pair<int, int> matches(const Graph& g, DType precision = DType::F16) {
-  const Graph lowered = rlx::test::lowered_at(g, precision);
-  const auto users = lowered.users();
-  int hits = 0, attentions = 0;
-  for (NodeId i = 0; i < lowered.size(); ++i) {
-    attentions += lowered.node(i).op == OpKind::Attention;
-    const NodeId a = cuda::qkv_attention_pattern(lowered, users, i);
-    if (a < 0) continue;
-    ++hits;
-    EXPECT_EQ(lowered.node(a).op, OpKind::Attention);
-  }
-  return {hits, attentions};
+  return rlx::test::pattern_matches(g, precision, cuda::qkv_attention_pattern, {OpKind::Attention});
 }
 
 struct Spec {
