@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "rlx/backends/cuda/device/cp_async.cuh"
 #include "rlx/backends/cuda/device/smem.cuh"
@@ -23,6 +24,18 @@
 namespace rlx::cuda::dev {
 
 constexpr int kResidualLnThreads = 256;  // the two consumer warpgroups
+
+// Host side: pick(std::integral_constant<int, NB>{}) for the column-block
+// count NB = nb (1, 2 or 3) of a launch, so each kernel maps nb to its
+// instantiations in one place.
+template <typename Pick>
+auto by_column_blocks(int nb, Pick pick) {
+  switch (nb) {
+    case 1: return pick(std::integral_constant<int, 1>{});
+    case 2: return pick(std::integral_constant<int, 2>{});
+    default: return pick(std::integral_constant<int, 3>{});
+  }
+}
 
 // Shared memory `stage` needs (the caller reuses its operand stages).
 template <int NB>

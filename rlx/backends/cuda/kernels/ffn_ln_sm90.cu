@@ -240,19 +240,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                            s_beta, p.eps, tid, kEpilogueBar);
 }
 
-template <typename T>
-const void* kernel_for(int nb) {
-  switch (nb) {
-    case 1: return reinterpret_cast<const void*>(ffn_ln_kernel<T, 1>);
-    case 2: return reinterpret_cast<const void*>(ffn_ln_kernel<T, 2>);
-    default: return reinterpret_cast<const void*>(ffn_ln_kernel<T, 3>);
-  }
-}
 const void* kernel_for(DType t, int nb) {
-  return t == DType::F16 ? kernel_for<__half>(nb) : kernel_for<__nv_bfloat16>(nb);
+  return by_column_blocks(nb, [t](auto c) {
+    return t == DType::F16 ? reinterpret_cast<const void*>(ffn_ln_kernel<__half, c.value>)
+                           : reinterpret_cast<const void*>(ffn_ln_kernel<__nv_bfloat16, c.value>);
+  });
 }
 int smem_bytes_of(int nb) {
-  return nb == 1 ? FfnShape<1>::kSmemBytes : nb == 2 ? FfnShape<2>::kSmemBytes : FfnShape<3>::kSmemBytes;
+  return by_column_blocks(nb, [](auto c) { return FfnShape<c.value>::kSmemBytes; });
 }
 
 }  // namespace
