@@ -1,7 +1,9 @@
 #include "rlx/backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -37,6 +39,49 @@ class CpuBuffer final : public Buffer {
   void* data_;
 };
 
+// A program's arena holds one run's intermediates only, so programs borrow one
+// for the length of a run. An Executable specialized for many shapes (text
+// embedded at its exact lengths) would otherwise keep an arena per cached
+// specialization, each first touched page by page: 700 MB resident and 9% of
+// the time in page faults for 2,000 sentences of MiniLM.
+class ArenaPool {
+ public:
+  static ArenaPool& global() {
+    static ArenaPool pool;
+    return pool;
+  }
+  // The smallest free arena of at least `bytes`, or a new one.
+  std::unique_ptr<CpuBuffer> take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if ((*it)->size() >= bytes && (best == free_.end() || (*it)->size() < (*best)->size())) best = it;
+      if (best != free_.end()) {
+        std::unique_ptr<CpuBuffer> b = std::move(*best);
+        free_.erase(best);
+        return b;
+      }
+    }
+    return std::make_unique<CpuBuffer>(bytes);
+  }
+  // Back to the pool, which keeps the kMaxFree largest.
+  void give(std::unique_ptr<CpuBuffer> b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(b));
+    if (free_.size() > kMaxFree) {
+      auto smallest = std::min_element(free_.begin(), free_.end(),
+                                       [](const auto& x, const auto& y) { return x->size() < y->size(); });
+      free_.erase(smallest);
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxFree = 4;  // concurrent runs of different programs each hold one
+  std::mutex mu_;
+  std::vector<std::unique_ptr<CpuBuffer>> free_;
+};
+
 struct Step {
   NodeId id;
   const KernelEntry* kernel;
@@ -46,20 +91,22 @@ class CpuProgram final : public Program {
  public:
   CpuProgram(const Graph& g, const BoundBuffers& buffers) : graph_(g), plan_(plan_memory(g, 64)) {
     if (verbose()) std::cerr << plan_.to_string(graph_);
-    arena_ = std::make_unique<CpuBuffer>(static_cast<size_t>(std::max<int64_t>(plan_.arena_bytes, 1)));
     ptrs_.resize(static_cast<size_t>(g.size()), nullptr);
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       const auto& slot = plan_.slots[static_cast<size_t>(i)];
       switch (slot.placement) {
-        case Placement::Arena: ptrs_[static_cast<size_t>(i)] = static_cast<char*>(arena_->data()) + slot.offset; break;
+        case Placement::Arena: arena_offsets_.emplace_back(i, slot.offset); break;
         case Placement::Param: ptrs_[static_cast<size_t>(i)] = buffers.params.at(n.attr<LeafAttrs>().name)->data(); break;
         case Placement::State: ptrs_[static_cast<size_t>(i)] = buffers.states.at(n.attr<LeafAttrs>().name)->data(); break;
         case Placement::Constant:
           ptrs_[static_cast<size_t>(i)] = const_cast<void*>(n.attr<ConstantAttrs>().value.raw());
           break;
         case Placement::View:
-          ptrs_[static_cast<size_t>(i)] = static_cast<char*>(ptrs_[static_cast<size_t>(slot.root)]) + slot.offset;
+          if (plan_.slots[static_cast<size_t>(slot.root)].placement == Placement::Arena)
+            arena_offsets_.emplace_back(i, plan_.slots[static_cast<size_t>(slot.root)].offset + slot.offset);
+          else
+            ptrs_[static_cast<size_t>(i)] = static_cast<char*>(ptrs_[static_cast<size_t>(slot.root)]) + slot.offset;
           break;
       }
       if (n.is_leaf()) continue;
@@ -73,6 +120,9 @@ class CpuProgram final : public Program {
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    Arena arena(static_cast<size_t>(std::max<int64_t>(plan_.arena_bytes, 1)));
+    for (const auto& [id, offset] : arena_offsets_)
+      ptrs_[static_cast<size_t>(id)] = static_cast<char*>(arena.data()) + offset;
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].nbytes() > 0)  // an empty tensor may have no storage at all
         std::memcpy(ptrs_[static_cast<size_t>(inputs_[i])], inputs[i].raw(), inputs[i].nbytes());
@@ -114,9 +164,22 @@ class CpuProgram final : public Program {
 
  private:
   Graph graph_;
+  // The arena of one run, back to the pool however the run ends.
+  class Arena {
+   public:
+    explicit Arena(size_t bytes) : buffer_(ArenaPool::global().take(bytes)) {}
+    ~Arena() { ArenaPool::global().give(std::move(buffer_)); }
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    void* data() { return buffer_->data(); }
+
+   private:
+    std::unique_ptr<CpuBuffer> buffer_;
+  };
+
   MemoryPlan plan_;
-  std::unique_ptr<CpuBuffer> arena_;
-  std::vector<void*> ptrs_;
+  std::vector<std::pair<NodeId, int64_t>> arena_offsets_;  // nodes in the arena (views included), byte offsets
+  std::vector<void*> ptrs_;  // arena nodes' pointers are set at each run
   std::vector<Step> steps_;
   std::vector<NodeId> inputs_;
   std::vector<double> times_us_;

@@ -1,8 +1,11 @@
 // Runtime behaviour on the CPU backend: typed I/O, bad input errors, params,
-// state persistence, the specialization cache and the dispatch report.
+// state persistence, the specialization cache, scratch shared between
+// programs and the dispatch report.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
+#include <thread>
 
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
@@ -132,4 +135,52 @@ TEST(Runtime, HalfPolicyRunsAndReturnsF32) {
   auto y = exe->run({Tensor::from(std::vector<float>{1, 0, 2, 0, 1, 1}, {2, 3})})[0];
   EXPECT_EQ(y.dtype(), DType::F32);
   EXPECT_NEAR(y.data<float>()[0], 11.5f, 0.1f);
+}
+
+// CPU programs borrow their arena from a shared pool for each run, so one run's
+// leftovers are the next one's starting memory, and concurrent runs must each
+// hold their own. Two Executables on two threads, each cycling through batch
+// sizes (new specializations, larger and smaller arenas, B = 1 making the
+// narrow a view into the arena), against a float64 host reference.
+TEST(Runtime, ProgramsShareScratchAcrossShapesAndThreads) {
+  auto worker = [](unsigned seed, std::string* failure) {
+    Graph g;
+    auto x = input(g, "x", DType::F32, {"B", 4});
+    auto w = param(g, "w", DType::F32, {4, 4});
+    auto b = param(g, "b", DType::F32, {4});
+    output("y", narrow(relu(matmul(x, w) + b), 1, 1, 2) * scalar(g, 2.0f) - narrow(x, 1, 0, 2));
+    Session s("cpu");
+    auto exe = s.compile(g);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> wv(16), bv(4);
+    for (float& v : wv) v = u(rng);
+    for (float& v : bv) v = u(rng);
+    exe->set_param("w", Tensor::from(wv, {4, 4}));
+    exe->set_param("b", Tensor::from(bv, {4}));
+    for (int it = 0; it < 200; ++it) {
+      const int64_t B = std::vector<int64_t>{4096, 1, 17, 3, 2048}[static_cast<size_t>(it) % 5];
+      std::vector<float> xv(static_cast<size_t>(B) * 4);
+      for (float& v : xv) v = u(rng);
+      const Tensor y = exe->run({Tensor::from(xv, {B, 4})})[0];
+      for (int64_t r = 0; r < B; ++r)
+        for (int64_t c = 0; c < 2; ++c) {
+          double h = bv[static_cast<size_t>(c + 1)];
+          for (int64_t k = 0; k < 4; ++k)
+            h += double{xv[static_cast<size_t>(r * 4 + k)]} * wv[static_cast<size_t>(k * 4 + c + 1)];
+          const double want = 2.0 * std::max(h, 0.0) - xv[static_cast<size_t>(r * 4 + c)];
+          const double got = y.data<float>()[r * 2 + c];
+          if (std::abs(got - want) > 1e-5) {
+            *failure = str("seed ", seed, " run ", it, " B=", B, " [", r, ", ", c, "]: ", got, " want ", want);
+            return;
+          }
+        }
+    }
+  };
+  std::string f1, f2;
+  std::thread t1(worker, 1u, &f1), t2(worker, 2u, &f2);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(f1, "");
+  EXPECT_EQ(f2, "");
 }
