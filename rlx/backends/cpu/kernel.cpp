@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 
+#include "rlx/backends/cpu/kernels/gemm.h"  // RLX_CPU_MULTIVERSION
 #include "rlx/core/half.h"
 #include "rlx/ir/shape.h"
 
@@ -23,6 +25,25 @@ KernelArgs::KernelArgs(const Graph& g, NodeId nid, std::vector<const void*> in, 
 
 int64_t KernelArgs::in_numel(size_t i) const { return shape_numel(in_dims_[i]); }
 int64_t KernelArgs::out_numel() const { return shape_numel(out_dims_); }
+
+// Without branches, so the loops vectorize (a clone per ISA).
+RLX_CPU_MULTIVERSION
+void bf16_to_f32_n(const uint16_t* __restrict s, float* __restrict dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t x = static_cast<uint32_t>(s[i]) << 16;
+    std::memcpy(dst + i, &x, 4);
+  }
+}
+
+RLX_CPU_MULTIVERSION
+void f32_to_bf16_n(const float* __restrict s, uint16_t* __restrict dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, s + i, 4);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet_nan = (x >> 16) | 0x40u;
+    dst[i] = static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  }
+}
 
 namespace {
 
@@ -45,11 +66,7 @@ void f16_to_f32_n(const uint16_t* s, float* dst, int64_t n) {
 void to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::F16: return f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
-    case DType::BF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
+    case DType::BF16: return bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
     case DType::F64: {
       auto* s = static_cast<const double*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
@@ -66,11 +83,7 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
       return;
     }
-    case DType::BF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
-      return;
-    }
+    case DType::BF16: return f32_to_bf16_n(src, static_cast<uint16_t*>(dst), n);
     case DType::F64: {
       auto* d = static_cast<double*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = src[i];

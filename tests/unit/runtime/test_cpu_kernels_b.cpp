@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -340,6 +341,79 @@ TEST(CpuKernelsB, GemmSerialStrided) {
       got.push_back(C[static_cast<size_t>(m * (N + 5) + n)]);
     }
   expect_close(Tensor::from(got, {M, N}), ref, matmul_tol(DType::F32, K), "gemm_serial strided");
+}
+
+// The AMX bf16 kernel alone: every shape class of its 32 × 32 blocks (M, N, K
+// below, at and past a block; K = 1), both B layouts, bias and activation,
+// against float64 on the bf16 inputs, with C's rows past M left untouched.
+TEST(CpuKernelsB, GemmBf16AmxMatchesFloat64) {
+  if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or RLX_CPU_AMX=0)";
+  auto& pool = cpu::ThreadPool::global();
+  uint32_t seed = 80;
+  for (int64_t M : {1, 31, 32, 33, 97})
+    for (int64_t K : {1, 31, 32, 33, 300})
+      for (int64_t N : {1, 17, 32, 45, 300})
+        for (bool tb : {false, true}) {
+          const bool fused = (M + K + N) % 2 == 1;  // half the shapes with bias + GELU
+          auto A = random_tensor(DType::BF16, {M, K}, ++seed);
+          auto B = random_tensor(DType::BF16, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, ++seed);
+          auto bias = random_values(static_cast<size_t>(N), ++seed);
+          std::vector<uint16_t> C(static_cast<size_t>((M + 1) * N), 0x7fc1);  // a NaN sentinel row past M
+          cpu::GemmBf16Problem p;
+          p.M = M;
+          p.N = N;
+          p.K = K;
+          p.lda = K;
+          p.trans_b = tb;
+          p.a = static_cast<const uint16_t*>(A.t.raw());
+          p.b = static_cast<const uint16_t*>(B.t.raw());
+          p.c = C.data();
+          p.bias = fused ? bias.data() : nullptr;
+          p.act = fused ? Activation::GeluErf : Activation::None;
+          cpu::gemm_bf16_amx(pool, p);
+          std::vector<double> bias_d(bias.begin(), bias.end());
+          auto ref = matmul_ref(A.v, {M, K}, B.v, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, false,
+                                tb, fused ? &bias_d : nullptr, p.act, nullptr);
+          Tensor got = Tensor::empty(DType::BF16, {M, N});
+          std::memcpy(got.raw_mut(), C.data(), static_cast<size_t>(M * N) * 2);
+          const std::string what = str("amx M=", M, " K=", K, " N=", N, " tb=", tb, fused ? " bias+gelu" : "");
+          expect_close(got, ref, tol_for(DType::BF16), what);
+          for (int64_t n = 0; n < N; ++n) ASSERT_EQ(C[static_cast<size_t>(M * N + n)], 0x7fc1) << what;
+        }
+}
+
+// A bf16 graph's matmuls take the AMX kernel where it runs and the f32 kernel
+// on staged operands with RLX_CPU_AMX=0; both round one f32 sum, so they may
+// differ by one bf16 step where the sums straddle a rounding boundary.
+TEST(CpuKernelsB, Bf16MatMulAmxAgreesWithStagedPath) {
+  if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or RLX_CPU_AMX=0)";
+  const int64_t B = 3, M = 41, K = 200, N = 70;
+  auto X = random_tensor(DType::BF16, {B, M, K}, 90);
+  auto W = random_tensor(DType::BF16, {N, K}, 91, -0.2f, 0.2f);
+  auto C = random_tensor(DType::F32, {N}, 92);
+  Graph g;
+  auto x = input(g, "x", DType::BF16, shape_of({B, M, K}));
+  auto w = input(g, "w", DType::BF16, shape_of({N, K}));
+  auto c = input(g, "c", DType::F32, shape_of({N}));
+  output("y", matmul_bias_act(x, w, c, Activation::GeluErf, true));
+  const Tensor amx = run1(g, {X.t, W.t, C.t});
+  Tensor staged;
+  {
+    ScopedEnv env("RLX_CPU_AMX", "0");
+    staged = run1(g, {X.t, W.t, C.t});
+  }
+  auto ref = matmul_ref(X.v, {B, M, K}, W.v, {N, K}, false, true, &C.v, Activation::GeluErf, nullptr);
+  expect_close(amx, ref, tol_for(DType::BF16), "amx");
+  expect_close(staged, ref, tol_for(DType::BF16), "staged");
+  const auto* a = static_cast<const uint16_t*>(amx.raw());
+  const auto* s = static_cast<const uint16_t*>(staged.raw());
+  int steps_apart = 0;
+  for (int64_t i = 0; i < amx.numel(); ++i) {
+    const int d = std::abs(static_cast<int>(a[i]) - static_cast<int>(s[i]));
+    ASSERT_LE(d, 1) << "element " << i << ": " << a[i] << " against " << s[i];
+    steps_apart += d;
+  }
+  EXPECT_LT(steps_apart, amx.numel() / 100) << "AMX and staged bf16 results should almost always be equal";
 }
 
 // ---------------------------------------------------------------- norms

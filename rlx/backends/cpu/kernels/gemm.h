@@ -60,6 +60,29 @@ struct GemmScratch {
 void gemm_serial(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                  int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, GemmScratch& scratch);
 
+// C[M, N] (bf16, contiguous) = act(A · B + bias) rounded once, A bf16 [M, K]
+// with row stride lda, B bf16 [K, N], or [N, K] when trans_b; bf16 as raw bits.
+struct GemmBf16Problem {
+  int64_t M = 0, N = 0, K = 0, lda = 0;
+  bool trans_b = false;
+  const uint16_t* a = nullptr;
+  const uint16_t* b = nullptr;
+  uint16_t* c = nullptr;
+  const float* bias = nullptr;  // [N] or null
+  Activation act = Activation::None;
+};
+
+// Whether gemm_bf16_amx can run: RLX_CPU_AMX is on, the CPU has AMX-TILE and
+// AMX-BF16, and Linux granted this process the tile state.
+bool amx_bf16_available();
+// On AMX tiles (gemm_amx.cpp), f32 accumulation; throws if not available.
+void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p);
+
+// bf16 (raw bits) ↔ f32, n elements; round to nearest even, NaN kept quiet
+// (the bits of bf16_to_f32 / f32_to_bf16 in rlx/core/half.h), vectorized.
+void bf16_to_f32_n(const uint16_t* s, float* dst, int64_t n);
+void f32_to_bf16_n(const float* s, uint16_t* dst, int64_t n);
+
 // c[j] = act(c[j] + bias[j]) for j in [0, n); bias may be null.
 void bias_act_row(float* c, const float* bias, int64_t n, Activation act);
 

@@ -38,7 +38,32 @@ std::vector<int64_t> batch_offsets(const std::vector<int64_t>& out_batch, const 
   return offs;
 }
 
+// bf16 A · B with B shared by every batch, on AMX tiles: no f32 staging of
+// the operands. False where it does not apply or AMX is not available.
+bool try_matmul_amx(KernelArgs& args, bool ta, bool tb, const float* bias, Activation act) {
+  if (ta || args.in_dtype(0) != DType::BF16 || args.in_dtype(1) != DType::BF16 || args.out_dtype() != DType::BF16 ||
+      args.in_dims(1).size() != 2 || !amx_bf16_available())
+    return false;
+  const auto& ad = args.in_dims(0);
+  const auto& od = args.out_dims();
+  GemmBf16Problem p;
+  p.N = od.back();
+  p.K = ad.back();
+  p.M = 1;
+  for (size_t i = 0; i + 1 < od.size(); ++i) p.M *= od[i];
+  p.lda = p.K;
+  p.trans_b = tb;
+  p.a = static_cast<const uint16_t*>(args.in_raw(0));
+  p.b = static_cast<const uint16_t*>(args.in_raw(1));
+  p.c = static_cast<uint16_t*>(args.out_raw());  // written as bf16: no f32 staging
+  p.bias = bias;
+  p.act = act;
+  gemm_bf16_amx(args.pool, p);
+  return true;
+}
+
 void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activation act) {
+  if (try_matmul_amx(args, ta, tb, bias, act)) return;
   const auto& ad = args.in_dims(0);
   const auto& bd = args.in_dims(1);
   const auto& od = args.out_dims();
@@ -90,13 +115,13 @@ void matmul_bias_act_kernel(KernelArgs& args) {
 
 void register_matmul_kernels() {
   register_cpu_float_kernel(OpKind::MatMul, {DType::F32, DType::F32, DType::F32}, matmul_kernel,
-                            "matmul (blocked / OpenBLAS)");
+                            "matmul (blocked / OpenBLAS; bf16 on AMX tiles where available)");
   // The bias may be stored in another float type than A and B.
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (DType bias : {DType::F32, DType::F16, DType::BF16})
       register_cpu_kernel(OpKind::FusedMatMulBiasAct, {t, t, bias, t}, matmul_bias_act_kernel,
-                          str("matmul+bias+act (blocked / OpenBLAS) [", dtype_name(t), ", bias ", dtype_name(bias),
-                              t == DType::F32 ? "" : "; f32 compute", "]"));
+                          str("matmul+bias+act (blocked / OpenBLAS", t == DType::BF16 ? " / AMX" : "", ") [",
+                              dtype_name(t), ", bias ", dtype_name(bias), t == DType::F32 ? "" : "; f32 compute", "]"));
 }
 
 }  // namespace rlx::cpu
