@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 50 call 1: main after de272fb (session 49's unrun commits, and the LN kernels' column-block
-# dispatch through one helper, by_column_blocks) on whatever GPU is lent:
+# Session 50 call 1: main at fe0e992 (session 49's unrun commits, the LN kernels' column-block dispatch
+# through one helper, the CPU arena pool and AMX bf16 matmuls) on whatever GPU is lent:
 # the full GPU suite and CUDA conformance, the encoders beside the PyTorch peer (issue 5), synthetic
 # Gemma decode (issue 6), the fused GEMVs beside torch f16 (issue 4). Archive, not in git:
 #   B=build/sm90; scripts/carry_binaries.sh build/carry-s50a/s50a.tar.xz $B/tests/rlx_gpu_tests \
