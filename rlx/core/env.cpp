@@ -22,7 +22,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "with it the built-in kernel runs them)."},
       {"RLX_CPU_AMX", EnvType::Bool, "1",
        "bf16 matmuls on the CPU backend (weights shared across the batch) on Intel AMX tiles where the CPU and Linux "
-       "allow them (f32 accumulation); 0: staged to f32 and run on the f32 kernel."},
+       "allow them (f32 accumulation; a param weight is repacked for the tiles once and kept, about its size again, "
+       "until it is next set); 0: staged to f32 and run on the f32 kernel."},
       {"RLX_CPU_GEMV_Q8", EnvType::Bool, "1",
        "CPU quantized GEMV with 1-8 activation rows and weights of any GGUF quant type but Q8_0, Q8_1 and Q8_K: "
        "re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error <= "

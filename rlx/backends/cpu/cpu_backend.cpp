@@ -26,17 +26,24 @@ class CpuBuffer final : public Buffer {
   void* data() override { return data_; }
   void upload(const void* src, size_t bytes, size_t offset) override {
     RLX_CHECK(offset + bytes <= bytes_, "cpu buffer upload of ", bytes, " bytes at ", offset, " overflows ", bytes_);
+    cache_.clear();
     if (bytes) std::memcpy(static_cast<char*>(data_) + offset, src, bytes);
   }
   void download(void* dst, size_t bytes, size_t offset) const override {
     RLX_CHECK(offset + bytes <= bytes_, "cpu buffer download of ", bytes, " bytes at ", offset, " overflows ", bytes_);
     if (bytes) std::memcpy(dst, static_cast<const char*>(data_) + offset, bytes);
   }
-  void fill_zero() override { std::memset(data_, 0, bytes_); }
+  void fill_zero() override {
+    cache_.clear();
+    std::memset(data_, 0, bytes_);
+  }
+  // Derived from a param's value; params are written only through upload and fill_zero.
+  ParamCache& cache() { return cache_; }
 
  private:
   size_t bytes_;
   void* data_;
+  ParamCache cache_;
 };
 
 // A program's arena holds one run's intermediates only, so programs borrow one
@@ -85,6 +92,7 @@ class ArenaPool {
 struct Step {
   NodeId id;
   const KernelEntry* kernel;
+  std::vector<ParamCache*> param_caches;  // per input; empty when no input is a param
 };
 
 class CpuProgram final : public Program {
@@ -92,12 +100,18 @@ class CpuProgram final : public Program {
   CpuProgram(const Graph& g, const BoundBuffers& buffers) : graph_(g), plan_(plan_memory(g, 64)) {
     if (verbose()) std::cerr << plan_.to_string(graph_);
     ptrs_.resize(static_cast<size_t>(g.size()), nullptr);
+    std::vector<ParamCache*> param_caches(static_cast<size_t>(g.size()), nullptr);
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       const auto& slot = plan_.slots[static_cast<size_t>(i)];
       switch (slot.placement) {
         case Placement::Arena: arena_offsets_.emplace_back(i, slot.offset); break;
-        case Placement::Param: ptrs_[static_cast<size_t>(i)] = buffers.params.at(n.attr<LeafAttrs>().name)->data(); break;
+        case Placement::Param: {
+          Buffer& b = *buffers.params.at(n.attr<LeafAttrs>().name);
+          ptrs_[static_cast<size_t>(i)] = b.data();
+          if (auto* cpu = dynamic_cast<CpuBuffer*>(&b)) param_caches[static_cast<size_t>(i)] = &cpu->cache();
+          break;
+        }
         case Placement::State: ptrs_[static_cast<size_t>(i)] = buffers.states.at(n.attr<LeafAttrs>().name)->data(); break;
         case Placement::Constant:
           ptrs_[static_cast<size_t>(i)] = const_cast<void*>(n.attr<ConstantAttrs>().value.raw());
@@ -113,7 +127,13 @@ class CpuProgram final : public Program {
       const KernelEntry* k = KernelRegistry::global().find(kCpuBackend, g, i);
       if (!k) throw Unsupported(str("cpu: ", g.describe(i), ": no kernel for ",
                                     signature_to_string(KernelRegistry::signature(g, i))));
-      steps_.push_back(Step{i, k});
+      Step step{i, k, {}};
+      for (size_t j = 0; j < n.inputs.size(); ++j)
+        if (ParamCache* c = param_caches[static_cast<size_t>(n.inputs[j])]) {
+          step.param_caches.resize(n.inputs.size(), nullptr);
+          step.param_caches[j] = c;
+        }
+      steps_.push_back(std::move(step));
     }
     for (NodeId id : g.leaves(OpKind::Input)) inputs_.push_back(id);
     times_us_.assign(steps_.size(), 0.0);
@@ -134,6 +154,7 @@ class CpuProgram final : public Program {
       std::vector<const void*> ins;
       for (NodeId in : n.inputs) ins.push_back(ptrs_[static_cast<size_t>(in)]);
       KernelArgs args(graph_, step.id, std::move(ins), ptrs_[static_cast<size_t>(step.id)], pool);
+      if (!step.param_caches.empty()) args.set_param_caches(&step.param_caches);
       auto t0 = std::chrono::steady_clock::now();
       std::any_cast<const CpuKernel&>(step.kernel->impl)(args);
       args.finish();

@@ -144,6 +144,19 @@ float* KernelArgs::out_f32() {
   return out_scratch_.data();
 }
 
+std::shared_ptr<const void> ParamCache::get(const std::string& key,
+                                            const std::function<std::shared_ptr<const void>()>& make) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& entry = entries_[key];
+  if (!entry) entry = make();
+  return entry;
+}
+
+void ParamCache::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.clear();
+}
+
 void KernelArgs::finish() {
   if (!out_staged_) return;
   const DType t = out_dtype();

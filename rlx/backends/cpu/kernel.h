@@ -4,9 +4,11 @@
 // dispatcher converts the output back after the kernel returns.
 #pragma once
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
-#include <memory>
 #include <vector>
 
 #include "rlx/backends/cpu/thread_pool.h"
@@ -15,6 +17,20 @@
 #include "rlx/runtime/kernel_registry.h"
 
 namespace rlx::cpu {
+
+// What kernels derive from a param's value (a weight packed for a GEMM
+// kernel), kept with the param's buffer, shared by every program of its
+// Executable, and dropped whenever the param is written.
+class ParamCache {
+ public:
+  // The entry under `key`, made by make() on first use.
+  std::shared_ptr<const void> get(const std::string& key, const std::function<std::shared_ptr<const void>()>& make);
+  void clear();
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const void>> entries_;
+};
 
 class KernelArgs {
  public:
@@ -62,6 +78,13 @@ class KernelArgs {
     else return out<T>();
   }
 
+  // The cache of input i's param buffer; null when input i is not a param.
+  ParamCache* param_cache(size_t i) const {
+    return param_caches_ && i < param_caches_->size() ? (*param_caches_)[i] : nullptr;
+  }
+  // Set by the program: one entry per input (null where it is not a param).
+  void set_param_caches(const std::vector<ParamCache*>* caches) { param_caches_ = caches; }
+
   // "node %3 (Softmax 'x')" for error messages.
   std::string where() const { return graph.describe(id); }
 
@@ -75,6 +98,7 @@ class KernelArgs {
   std::vector<std::unique_ptr<float[]>> in_partial_;  // in_f32_rows (not zero-filled)
   std::vector<float> out_scratch_;
   bool out_staged_ = false;
+  const std::vector<ParamCache*>* param_caches_ = nullptr;
 };
 
 using CpuKernel = std::function<void(KernelArgs&)>;

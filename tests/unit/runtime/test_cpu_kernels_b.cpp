@@ -416,6 +416,31 @@ TEST(CpuKernelsB, Bf16MatMulAmxAgreesWithStagedPath) {
   EXPECT_LT(steps_apart, amx.numel() / 100) << "AMX and staged bf16 results should almost always be equal";
 }
 
+// A bf16 weight is packed for the AMX kernel once and kept with the param;
+// setting the param again must drop the packed copy. Two shapes of one
+// Executable share it; each run against float64 on the weights of the time.
+TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
+  if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or RLX_CPU_AMX=0)";
+  const int64_t K = 96, N = 40;
+  Graph g;
+  auto x = input(g, "x", DType::BF16, {"M", K});
+  auto w = param(g, "w", DType::BF16, shape_of({N, K}));
+  output("y", matmul(x, w, MatMulAttrs{false, true}));
+  Session s("cpu");
+  auto exe = s.compile(g);
+  uint32_t seed = 100;
+  for (int version = 0; version < 3; ++version) {
+    auto W = random_tensor(DType::BF16, {N, K}, ++seed);
+    exe->set_param("w", W.t);
+    for (int64_t M : {7, 70, 7}) {
+      auto X = random_tensor(DType::BF16, {M, K}, ++seed);
+      const Tensor y = exe->run({X.t})[0];
+      auto ref = matmul_ref(X.v, {M, K}, W.v, {N, K}, false, true, nullptr, Activation::None, nullptr);
+      expect_close(y, ref, tol_for(DType::BF16), str("weights version ", version, " M=", M));
+    }
+  }
+}
+
 // ---------------------------------------------------------------- norms
 
 std::vector<double> norm_ref(const std::vector<double>& x, const std::vector<double>* res, const std::vector<double>& g,

@@ -70,6 +70,7 @@ struct GemmBf16Problem {
   uint16_t* c = nullptr;
   const float* bias = nullptr;  // [N] or null
   Activation act = Activation::None;
+  const uint16_t* b_packed = nullptr;  // B as amx_pack_b packs it, or null: packed by the call
 };
 
 // Whether gemm_bf16_amx can run: RLX_CPU_AMX is on, the CPU has AMX-TILE and
@@ -77,6 +78,8 @@ struct GemmBf16Problem {
 bool amx_bf16_available();
 // On AMX tiles (gemm_amx.cpp), f32 accumulation; throws if not available.
 void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p);
+// p.b in the tiles' layout, for p.b_packed (weights packed once and kept).
+std::vector<uint16_t> amx_pack_b(ThreadPool& pool, const GemmBf16Problem& p);
 
 // bf16 (raw bits) ↔ f32, n elements; round to nearest even, NaN kept quiet
 // (the bits of bf16_to_f32 / f32_to_bf16 in rlx/core/half.h), vectorized.

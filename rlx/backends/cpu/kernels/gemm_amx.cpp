@@ -9,7 +9,8 @@
 // 16-31, two B's columns 0-15 and 16-31; each 32-deep step loads four tiles
 // for four products.
 //
-// B is packed to VNNI once per call, in parallel (zero-padded past N and K).
+// B is packed to VNNI (zero-padded past N and K) in parallel: once per call,
+// or, for a param, once until the param is next written (its ParamCache).
 // A task owns 32-row blocks of A: it copies a block into a zero-padded
 // [32][K rounded up to 32] buffer (tails need no other path), sweeps every
 // 32-column block of C, adds bias to the f32 block, applies the activation
@@ -146,9 +147,7 @@ bool amx_bf16_available() {
   return usable && env_bool("RLX_CPU_AMX");
 }
 
-void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p) {
-  RLX_CHECK(amx_bf16_available(), "gemm_bf16_amx: AMX-BF16 is not usable here");
-  if (p.M <= 0 || p.N <= 0) return;
+std::vector<uint16_t> amx_pack_b(ThreadPool& pool, const GemmBf16Problem& p) {
   const int64_t steps = round_up(std::max<int64_t>(p.K, 1), kStep) / kStep, blocks = round_up(p.N, kStep) / kStep;
   std::vector<uint16_t> bp(static_cast<size_t>(blocks * steps * kStepElems));
   const int64_t k_stride = p.trans_b ? 1 : p.N, n_stride = p.trans_b ? p.K : 1;
@@ -156,8 +155,19 @@ void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p) {
     for (int64_t nb = begin; nb < end; ++nb)
       pack_vnni(p.b, k_stride, n_stride, p.K, p.N, nb * kStep, bp.data() + nb * steps * kStepElems);
   });
-  pool.parallel_for(round_up(p.M, kStep) / kStep, 1,
-                    [&](int64_t begin, int64_t end) { row_blocks(p, bp.data(), begin, end); });
+  return bp;
+}
+
+void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p) {
+  RLX_CHECK(amx_bf16_available(), "gemm_bf16_amx: AMX-BF16 is not usable here");
+  if (p.M <= 0 || p.N <= 0) return;
+  std::vector<uint16_t> packed;
+  const uint16_t* bp = p.b_packed;
+  if (!bp) {
+    packed = amx_pack_b(pool, p);
+    bp = packed.data();
+  }
+  pool.parallel_for(round_up(p.M, kStep) / kStep, 1, [&](int64_t begin, int64_t end) { row_blocks(p, bp, begin, end); });
 }
 
 #else
@@ -166,6 +176,11 @@ bool amx_bf16_available() { return false; }
 
 void gemm_bf16_amx(ThreadPool&, const GemmBf16Problem&) {
   RLX_CHECK(false, "gemm_bf16_amx: this build has no AMX code (x86-64 Linux with GCC ≥ 11 or Clang)");
+}
+
+std::vector<uint16_t> amx_pack_b(ThreadPool&, const GemmBf16Problem&) {
+  RLX_CHECK(false, "amx_pack_b: this build has no AMX code (x86-64 Linux with GCC ≥ 11 or Clang)");
+  return {};
 }
 
 #endif

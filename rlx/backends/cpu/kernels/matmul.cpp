@@ -58,6 +58,14 @@ bool try_matmul_amx(KernelArgs& args, bool ta, bool tb, const float* bias, Activ
   p.c = static_cast<uint16_t*>(args.out_raw());  // written as bf16: no f32 staging
   p.bias = bias;
   p.act = act;
+  std::shared_ptr<const void> packed;
+  if (ParamCache* cache = args.param_cache(1)) {
+    // A weight: packed once and kept with it (about its own size again) until it is next set.
+    packed = cache->get(str("amx bf16 K=", p.K, " N=", p.N, " tb=", tb), [&] {
+      return std::make_shared<const std::vector<uint16_t>>(amx_pack_b(args.pool, p));
+    });
+    p.b_packed = static_cast<const std::vector<uint16_t>*>(packed.get())->data();
+  }
   gemm_bf16_amx(args.pool, p);
   return true;
 }
