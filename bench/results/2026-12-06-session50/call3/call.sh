@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Session 50 call 3 (fe0e992's binaries): the two fusions measured at parity on H100s and left off
 # (RLX_CUDA_FUSE_FFN_LN, session 48; RLX_CUDA_GEMM_RESIDUAL, session 49), now on the issue's H200,
-# two rounds interleaved against the default; decode attention's tile walk (RLX_CUDA_DECODE_ATTN_TILES);
-# the CPU tests (AMX bf16 where the host CPU has it). Archive, not in git:
+# two rounds interleaved against the default; the CPU tests (AMX bf16 where the host CPU has it). Archive, not in git:
 #   B=build/sm90; scripts/carry_binaries.sh build/carry-s50b/s50b.tar.xz $B/bench/rlx_bert_bench \
 #     $B/bench/rlx_generate_bench $B/tests/rlx_runtime_tests
 cd "$(dirname "$0")/../../../.."
@@ -25,4 +24,3 @@ ab() {  # model shape setting...
 }
 ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1"
 ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
-gen_ab "RLX_CUDA_DECODE_ATTN_TILES=1" "RLX_CUDA_DECODE_ATTN_TILES=2"
