@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 50 call 3 (fe0e992's binaries): the two fusions measured at parity on H100s and left off
+# Session 50 call 3 (binaries of c508e8b's library code): the two fusions measured at parity on H100s and left off
 # (RLX_CUDA_FUSE_FFN_LN, session 48; RLX_CUDA_GEMM_RESIDUAL, session 49), now on the issue's H200,
 # two rounds interleaved against the default; the CPU tests (AMX bf16 where the host CPU has it). Archive, not in git:
 #   B=build/sm90; scripts/carry_binaries.sh build/carry-s50b/s50b.tar.xz $B/bench/rlx_bert_bench \
