@@ -84,9 +84,8 @@ void pack_vnni(const uint16_t* y, int64_t k_stride, int64_t j_stride, int64_t K,
       for (int64_t r = 0; r < 16; ++r)
         for (int64_t c = 0; c < 16; ++c, dst += 2) {
           const int64_t k = ks * kStep + 2 * r, j = j0 + 16 * h + c;
-          const uint16_t* src = y + k * k_stride + j * j_stride;
-          dst[0] = j < J && k < K ? src[0] : uint16_t{0};
-          dst[1] = j < J && k + 1 < K ? src[k_stride] : uint16_t{0};
+          dst[0] = j < J && k < K ? y[k * k_stride + j * j_stride] : uint16_t{0};
+          dst[1] = j < J && k + 1 < K ? y[(k + 1) * k_stride + j * j_stride] : uint16_t{0};
         }
 }
 
@@ -105,15 +104,15 @@ void store_block(const GemmBf16Problem& p, float* staged, int64_t m0, int64_t ro
 __attribute__((target("amx-tile,amx-bf16"))) void row_blocks(const GemmBf16Problem& p, const uint16_t* bp,
                                                              int64_t first, int64_t last) {
   const int64_t Kp = round_up(p.K, kStep), steps = Kp / kStep, blocks = round_up(p.N, kStep) / kStep;
-  std::vector<uint16_t> a(static_cast<size_t>(kStep * Kp));
+  std::vector<uint16_t> a(static_cast<size_t>(kStep * Kp));  // zeros: columns past K stay so
   alignas(64) float staged[kStep * kStep];
   const TileConfig config;
   _tile_loadconfig(&config);
   for (int64_t mb = first; mb < last; ++mb) {
     const int64_t m0 = mb * kStep, rows = std::min(kStep, p.M - m0);
-    std::fill(a.begin(), a.end(), uint16_t{0});
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(a.data() + r * Kp, p.a + (m0 + r) * p.lda, static_cast<size_t>(p.K) * 2);
+    std::fill(a.begin() + rows * Kp, a.end(), uint16_t{0});  // rows past M (the last block)
     for (int64_t nb = 0; nb < blocks; ++nb) {
       _tile_zero(0);
       _tile_zero(1);
@@ -148,7 +147,7 @@ bool amx_bf16_available() {
 }
 
 std::vector<uint16_t> amx_pack_b(ThreadPool& pool, const GemmBf16Problem& p) {
-  const int64_t steps = round_up(std::max<int64_t>(p.K, 1), kStep) / kStep, blocks = round_up(p.N, kStep) / kStep;
+  const int64_t steps = round_up(p.K, kStep) / kStep, blocks = round_up(p.N, kStep) / kStep;
   std::vector<uint16_t> bp(static_cast<size_t>(blocks * steps * kStepElems));
   const int64_t k_stride = p.trans_b ? 1 : p.N, n_stride = p.trans_b ? p.K : 1;
   pool.parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
