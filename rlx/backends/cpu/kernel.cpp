@@ -35,14 +35,88 @@ void bf16_to_f32_n(const uint16_t* __restrict s, float* __restrict dst, int64_t 
   }
 }
 
+namespace {
+
+#if RLX_CPU_F16C
+// Asked as AVX2, which every CPU with it pairs with F16C: clang's
+// __builtin_cpu_supports does not know "f16c".
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+inline uint16_t bf16_bits_rounded(uint32_t x) {
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet_nan = (x >> 16) | 0x40u;
+  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
 RLX_CPU_MULTIVERSION
-void f32_to_bf16_n(const float* __restrict s, uint16_t* __restrict dst, int64_t n) {
+void f32_to_bf16_loop(const float* __restrict s, uint16_t* __restrict dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t x;
     std::memcpy(&x, s + i, 4);
-    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet_nan = (x >> 16) | 0x40u;
-    dst[i] = static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    dst[i] = bf16_bits_rounded(x);
   }
+}
+
+#if RLX_CPU_F16C
+// AVX512-BF16 converts 32 values an instruction, rounding to nearest even and
+// quieting NaNs exactly as the loop does, but it flushes denormal inputs to
+// zero (checked over all 2^32 inputs): a group of 32 holding one takes the
+// loop. 3-6x the loop's rate on data in cache, 1.3x from memory.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) int64_t f32_to_bf16_avx512(const float* s, uint16_t* dst,
+                                                                                  int64_t n) {
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000), mantissa = _mm512_set1_epi32(0x007fffff);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i a = _mm512_loadu_si512(s + i), b = _mm512_loadu_si512(s + i + 16);
+    const __mmask16 denormal_a = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(a, exponent), a, mantissa);
+    const __mmask16 denormal_b = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(b, exponent), b, mantissa);
+    if (denormal_a | denormal_b) {
+      f32_to_bf16_loop(s + i, dst + i, 32);
+      continue;
+    }
+    const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(b), _mm512_castsi512_ps(a));
+    std::memcpy(dst + i, &packed, sizeof packed);
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
+void f32_to_bf16_n(const float* __restrict s, uint16_t* __restrict dst, int64_t n) {
+  int64_t i = 0;
+#if RLX_CPU_F16C
+  static const bool bf16_insn = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+  if (bf16_insn) i = f32_to_bf16_avx512(s, dst, n);
+#endif
+  f32_to_bf16_loop(s + i, dst + i, n - i);
+}
+
+// F16C rounds to nearest even exactly as f32_to_f16 does, denormal results
+// included, but keeps part of a NaN's payload where f32_to_f16 writes the
+// canonical quiet NaN (checked over all 2^32 inputs): a group of eight holding
+// a NaN takes the scalar conversion.
+void f32_to_f16_n(const float* s, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if RLX_CPU_F16C
+  if (has_f16c()) i = [&]() __attribute__((target("avx,f16c"))) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 v = _mm256_loadu_ps(s + j);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+        for (int64_t e = j; e < j + 8; ++e) dst[e] = f32_to_f16(s[e]);
+        continue;
+      }
+      const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), h);
+    }
+    return j;
+  }();
+#endif
+  for (; i < n; ++i) dst[i] = f32_to_f16(s[i]);
 }
 
 namespace {
@@ -52,8 +126,7 @@ namespace {
 void f16_to_f32_n(const uint16_t* s, float* dst, int64_t n) {
   int64_t i = 0;
 #if RLX_CPU_F16C
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  if (f16c) i = [&]() __attribute__((target("avx,f16c"))) {
+  if (has_f16c()) i = [&]() __attribute__((target("avx,f16c"))) {
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
       _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j))));
@@ -78,11 +151,7 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
 
 void from_f32(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
-    case DType::F16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-      return;
-    }
+    case DType::F16: return f32_to_f16_n(src, static_cast<uint16_t*>(dst), n);
     case DType::BF16: return f32_to_bf16_n(src, static_cast<uint16_t*>(dst), n);
     case DType::F64: {
       auto* d = static_cast<double*>(dst);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
 #include "tests/test_util.h"
@@ -500,6 +501,42 @@ void check_norm(bool layer, bool residual, DType xt, DType gt, DType bt, std::ve
   expect_close(out, ref,
                tol, str(layer ? "layer" : "rms", residual ? "+residual" : "", " x ", xt, " gamma ", gt, " beta ", bt,
                         " offset ", offset));
+}
+
+// The vectorized f32 → bf16 / f16 conversions (AVX512-BF16 and F16C where
+// the CPU has them) against the scalar rules of rlx/core/half.h, bit for bit:
+// random bits (every class), groups of 32 with and without a denormal or a
+// NaN (the instructions' exceptions), and lengths off the vector width.
+TEST(CpuKernelsB, HalfConversionsMatchScalarRules) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) bits.push_back(static_cast<uint32_t>(rng()));
+  for (uint32_t special : {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x7f800000u,
+                           0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x477ff000u, 0x477fefffu,
+                           0x38800000u, 0x387fffffu, 0x33000000u, 0x33000001u, 0x7f7fffffu, 0x3f808000u})
+    for (int rep = 0; rep < 40; ++rep) bits.push_back(special);
+  for (int g = 0; g < 64; ++g)  // normal values only, then one group with a single denormal or NaN
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::ldexp(static_cast<float>(rng() % 100000) + 1.0f, static_cast<int>(rng() % 40) - 30);
+      uint32_t b;
+      std::memcpy(&b, &v, 4);
+      bits.push_back(g % 4 == 1 && i == 7 ? 0x00012345u : g % 4 == 2 && i == 30 ? 0x7fa00001u : b);
+    }
+  std::vector<float> src(bits.size());
+  std::memcpy(src.data(), bits.data(), bits.size() * 4);
+  for (const size_t n : {bits.size(), size_t{1}, size_t{31}, size_t{33}, size_t{70}}) {
+    for (const size_t off : {size_t{0}, size_t{5}}) {
+      std::vector<uint16_t> b16(n + 1, 0xabcd), h16(n + 1, 0xabcd);
+      cpu::f32_to_bf16_n(src.data() + off, b16.data(), static_cast<int64_t>(n));
+      cpu::f32_to_f16_n(src.data() + off, h16.data(), static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(b16[i], f32_to_bf16(src[off + i])) << std::hex << "bf16 of 0x" << bits[off + i];
+        ASSERT_EQ(h16[i], f32_to_f16(src[off + i])) << std::hex << "f16 of 0x" << bits[off + i];
+      }
+      EXPECT_EQ(b16[n], 0xabcd) << "written past n";
+      EXPECT_EQ(h16[n], 0xabcd) << "written past n";
+    }
+  }
 }
 
 TEST(CpuKernelsB, NormsAllDtypeCombos) {

@@ -85,6 +85,8 @@ std::vector<uint16_t> amx_pack_b(ThreadPool& pool, const GemmBf16Problem& p);
 // (the bits of bf16_to_f32 / f32_to_bf16 in rlx/core/half.h), vectorized.
 void bf16_to_f32_n(const uint16_t* s, float* dst, int64_t n);
 void f32_to_bf16_n(const float* s, uint16_t* dst, int64_t n);
+// f32 → f16 bits, n elements, as rlx::f32_to_f16 rounds (F16C where present).
+void f32_to_f16_n(const float* s, uint16_t* dst, int64_t n);
 
 // c[j] = act(c[j] + bias[j]) for j in [0, n); bias may be null.
 void bias_act_row(float* c, const float* bias, int64_t n, Activation act);
