@@ -164,6 +164,70 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// Free staging buffers, the kMaxFree largest kept.
+class StagingPool {
+ public:
+  static StagingPool& global() {
+    static StagingPool pool;
+    return pool;
+  }
+  // The smallest free buffer of at least n floats, or a new one.
+  std::unique_ptr<float[]> take(size_t n, size_t* capacity) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->second >= n && (best == free_.end() || it->second < best->second)) best = it;
+      if (best != free_.end()) {
+        std::unique_ptr<float[]> b = std::move(best->first);
+        *capacity = best->second;
+        free_floats_ -= best->second;
+        free_.erase(best);
+        return b;
+      }
+    }
+    *capacity = n;
+    return std::unique_ptr<float[]>(new float[n]);  // not value-initialized: no memset
+  }
+  void give(std::unique_ptr<float[]> b, size_t capacity) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.emplace_back(std::move(b), capacity);
+    free_floats_ += capacity;
+    while (free_.size() > kMaxFree || free_floats_ > kMaxFreeFloats) {
+      const auto smallest = std::min_element(free_.begin(), free_.end(),
+                                             [](const auto& x, const auto& y) { return x.second < y.second; });
+      free_floats_ -= smallest->second;
+      free_.erase(smallest);
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxFree = 8;                 // a kernel's inputs and output, a few threads' kernels
+  static constexpr size_t kMaxFreeFloats = 64u << 20;  // 256 MB kept at most
+  std::mutex mu_;
+  size_t free_floats_ = 0;
+  std::vector<std::pair<std::unique_ptr<float[]>, size_t>> free_;
+};
+
+}  // namespace
+
+StagingBuffer::StagingBuffer(size_t n) { data_ = StagingPool::global().take(std::max<size_t>(n, 1), &capacity_); }
+
+StagingBuffer::~StagingBuffer() {
+  if (data_) StagingPool::global().give(std::move(data_), capacity_);
+}
+
+StagingBuffer& StagingBuffer::operator=(StagingBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_) StagingPool::global().give(std::move(data_), capacity_);
+    data_ = std::move(o.data_);
+    capacity_ = o.capacity_;
+  }
+  return *this;
+}
+
 // Conversions run on the pool in chunks; element size is 2 or 8 bytes.
 constexpr int64_t kConvertGrain = 1 << 14;
 
@@ -174,7 +238,7 @@ const float* KernelArgs::in_f32(size_t i) {
   if (s.empty() && in_numel(i) > 0) {
     RLX_CHECK_AS(Unsupported, t == DType::F16 || t == DType::BF16 || t == DType::F64, where(), ": input ", i,
                  " of dtype ", t, " has no f32 staging");
-    s.resize(static_cast<size_t>(in_numel(i)));
+    s = StagingBuffer(static_cast<size_t>(in_numel(i)));
     const auto* src = static_cast<const char*>(in_[i]);
     const int64_t es = dtype_size(t);
     float* dst = s.data();
@@ -192,10 +256,10 @@ const float* KernelArgs::in_f32_rows(size_t i, int64_t outer, int64_t rows, int6
   RLX_CHECK_AS(Unsupported, t == DType::F16 || t == DType::BF16 || t == DType::F64, where(), ": input ", i,
                " of dtype ", t, " has no f32 staging");
   if (in_partial_.size() <= i) in_partial_.resize(i + 1);
-  in_partial_[i].reset(new float[static_cast<size_t>(std::max<int64_t>(1, in_numel(i)))]);  // pages touched on write
+  in_partial_[i] = StagingBuffer(static_cast<size_t>(in_numel(i)));
   const auto* src = static_cast<const char*>(in_[i]);
   const int64_t es = dtype_size(t);
-  float* dst = in_partial_[i].get();
+  float* dst = in_partial_[i].data();
   for (int64_t o = 0; o < outer; ++o) {
     const int64_t first = o * rows * row_elems, n = std::clamp<int64_t>(used[o], 0, rows) * row_elems;
     pool.parallel_for(n, kConvertGrain,
@@ -207,7 +271,7 @@ const float* KernelArgs::in_f32_rows(size_t i, int64_t outer, int64_t rows, int6
 float* KernelArgs::out_f32() {
   if (out_dtype() == DType::F32) return out<float>();
   if (!out_staged_) {
-    out_scratch_.assign(static_cast<size_t>(out_numel()), 0.0f);
+    out_scratch_ = StagingBuffer(static_cast<size_t>(out_numel()));
     out_staged_ = true;
   }
   return out_scratch_.data();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
 #include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
@@ -537,6 +538,28 @@ TEST(CpuKernelsB, HalfConversionsMatchScalarRules) {
       EXPECT_EQ(h16[n], 0xabcd) << "written past n";
     }
   }
+}
+
+// Staging buffers come back to a pool and are handed out again, smallest
+// fitting first, without zero-filling.
+TEST(CpuKernelsB, StagingBuffersAreReused) {
+  const float* big_ptr = nullptr;
+  const float* small_ptr = nullptr;
+  {
+    cpu::StagingBuffer big(1 << 20), small(1000);
+    big.data()[(1 << 20) - 1] = 1.0f;
+    small.data()[999] = 2.0f;
+    big_ptr = big.data();
+    small_ptr = small.data();
+  }
+  cpu::StagingBuffer a(900);  // the smallest free buffer that fits
+  EXPECT_EQ(a.data(), small_ptr);
+  cpu::StagingBuffer b(5000);
+  EXPECT_EQ(b.data(), big_ptr);
+  EXPECT_EQ(b.data()[(1 << 20) - 1], 1.0f) << "kept as it was, not zero-filled";
+  cpu::StagingBuffer moved = std::move(b);
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(moved.data(), big_ptr);
 }
 
 TEST(CpuKernelsB, NormsAllDtypeCombos) {
