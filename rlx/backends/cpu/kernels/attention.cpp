@@ -116,31 +116,36 @@ float softmax_numerators(const AttnProblem& p, int64_t b, int64_t h, int64_t i, 
   std::fill(s + vhi, s + n, neg_inf);
   if (keep)
     for (int64_t j = vlo; j < vhi; ++j) s[j] = keep[j] ? s[j] : neg_inf;
+  // The last n mod 16 scores go through a 16-lane block padded with −inf, so
+  // the whole row runs vectorized (a row of a short text is mostly tail).
   constexpr int kLanes = 16;
+  const int64_t whole = n / kLanes * kLanes, tail = n - whole;
+  alignas(64) float pad[kLanes];
+  std::fill_n(pad, kLanes, neg_inf);
+  std::copy(s + whole, s + n, pad);
   float m[kLanes];
-  std::fill_n(m, kLanes, neg_inf);
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
+  std::copy_n(pad, kLanes, m);
+  for (int64_t j = 0; j < whole; j += kLanes)
     for (int l = 0; l < kLanes; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
   float mx = neg_inf;
-  for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
   for (float v : m) mx = v > mx ? v : mx;
   if (!(mx > neg_inf)) {
     std::fill_n(s, n, 0.0f);
     return 0.0f;
   }
-  // exp_fast(−inf) is exactly 0, so hidden keys get weight 0.
+  // exp_fast(−inf) is exactly 0, so hidden keys (and the padding) get weight 0.
   float acc[kLanes] = {};
-  for (j = 0; j + kLanes <= n; j += kLanes)
+  for (int l = 0; l < kLanes; ++l) {
+    pad[l] = exp_fast(pad[l] - mx);
+    acc[l] += pad[l];
+  }
+  std::copy_n(pad, tail, s + whole);
+  for (int64_t j = 0; j < whole; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
       s[j + l] = exp_fast(s[j + l] - mx);
       acc[l] += s[j + l];
     }
   float sum = 0.0f;
-  for (; j < n; ++j) {
-    s[j] = exp_fast(s[j] - mx);
-    sum += s[j];
-  }
   for (float v : acc) sum += v;
   return sum;
 }
