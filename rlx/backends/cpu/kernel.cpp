@@ -202,6 +202,11 @@ class StagingPool {
       free_.erase(smallest);
     }
   }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.clear();
+    free_floats_ = 0;
+  }
 
  private:
   static constexpr size_t kMaxFree = 8;                 // a kernel's inputs and output, a few threads' kernels
@@ -218,6 +223,8 @@ StagingBuffer::StagingBuffer(size_t n) { data_ = StagingPool::global().take(std:
 StagingBuffer::~StagingBuffer() {
   if (data_) StagingPool::global().give(std::move(data_), capacity_);
 }
+
+void StagingBuffer::trim() { StagingPool::global().clear(); }
 
 StagingBuffer& StagingBuffer::operator=(StagingBuffer&& o) noexcept {
   if (this != &o) {

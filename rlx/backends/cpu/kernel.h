@@ -31,6 +31,8 @@ class StagingBuffer {
   StagingBuffer& operator=(StagingBuffer&& o) noexcept;
   float* data() const { return data_.get(); }
   bool empty() const { return !data_; }
+  // Frees the buffers the pool keeps.
+  static void trim();
 
  private:
   std::unique_ptr<float[]> data_;

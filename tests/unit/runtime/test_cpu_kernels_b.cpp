@@ -16,6 +16,7 @@
 
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/backends/cpu/kernels/vmath.h"
 #include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
 #include "rlx/runtime/session.h"
@@ -540,9 +541,36 @@ TEST(CpuKernelsB, HalfConversionsMatchScalarRules) {
   }
 }
 
+// The cheaper GELU-erf of bf16 results (AMX matmul epilogues) against the
+// exact GELU (erfc in double) rounded to bf16, in bf16 ulps of the exact value.
+TEST(CpuKernelsB, GeluErfForBf16NearExact) {
+  double worst_core = 0.0, worst_tail = 0.0;
+  auto check = [&](float x) {
+    const double exact = 0.5 * x * std::erfc(-static_cast<double>(x) / std::sqrt(2.0));
+    if (std::fabs(exact) <= 1e-6) return;
+    const double ulp = std::ldexp(1.0, std::ilogb(exact) - 7);
+    const double err = std::fabs(bf16_to_f32(f32_to_bf16(cpu::gelu_erf_for_bf16(x))) - exact) / ulp;
+    (std::fabs(x) < 4.0f ? worst_core : worst_tail) = std::max(std::fabs(x) < 4.0f ? worst_core : worst_tail, err);
+  };
+  for (int i = 0; i <= 2000000; ++i) check(-30.0f + 60.0f * static_cast<float>(i) / 2000000.0f);
+  for (int e = -40; e < 5; ++e)
+    for (int i = 0; i < 2000; ++i)
+      for (float sign : {-1.0f, 1.0f}) check(sign * std::ldexp(1.0f + static_cast<float>(i) / 2000.0f, e));
+  EXPECT_LE(worst_core, 0.6) << "|x| < 4";
+  EXPECT_LE(worst_tail, 3.0) << "|x| >= 4, |GELU| > 1e-6";
+  EXPECT_EQ(cpu::gelu_erf_for_bf16(0.0f), 0.0f);
+  EXPECT_EQ(cpu::gelu_erf_for_bf16(7.0f), 7.0f);
+  EXPECT_EQ(cpu::gelu_erf_for_bf16(1e30f), 1e30f);
+  EXPECT_EQ(cpu::gelu_erf_for_bf16(INFINITY), INFINITY);
+  EXPECT_EQ(cpu::gelu_erf_for_bf16(-12.0f), 0.0f);
+  EXPECT_EQ(cpu::gelu_erf_for_bf16(-INFINITY), 0.0f);
+  EXPECT_TRUE(std::isnan(cpu::gelu_erf_for_bf16(NAN)));
+}
+
 // Staging buffers come back to a pool and are handed out again, smallest
 // fitting first, without zero-filling.
 TEST(CpuKernelsB, StagingBuffersAreReused) {
+  cpu::StagingBuffer::trim();  // earlier tests' buffers
   const float* big_ptr = nullptr;
   const float* small_ptr = nullptr;
   {

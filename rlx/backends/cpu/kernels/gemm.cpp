@@ -307,7 +307,11 @@ View b_view(const GemmProblem& p, int64_t bi) {
 
 void epilogue(const GemmProblem& p, float* c, int64_t rows, int64_t j0, int64_t nc) {
   if (p.bias || p.act != Activation::None)
-    for (int64_t i = 0; i < rows; ++i) bias_act_row(c + i * p.N, p.bias ? p.bias + j0 : nullptr, nc, p.act);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = c + i * p.N;
+      const float* bias = p.bias ? p.bias + j0 : nullptr;
+      p.rounds_to_bf16 ? bias_act_row_for_bf16(row, bias, nc, p.act) : bias_act_row(row, bias, nc, p.act);
+    }
 }
 
 // One task tile of the batched GEMM, with its epilogue.
@@ -439,7 +443,9 @@ void run_blas(ThreadPool& pool, const GemmProblem& p) {
   if (p.bias || p.act != Activation::None) {
     const int64_t rows = p.batch * p.M;
     pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.N, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) bias_act_row(p.c + r * p.N, p.bias, p.N, p.act);
+      for (int64_t r = r0; r < r1; ++r)
+        p.rounds_to_bf16 ? bias_act_row_for_bf16(p.c + r * p.N, p.bias, p.N, p.act)
+                         : bias_act_row(p.c + r * p.N, p.bias, p.N, p.act);
     });
   }
 }
@@ -486,6 +492,14 @@ void bias_act_row(float* c, const float* bias, int64_t n, Activation act) {
       for (int64_t j = 0; j < n; ++j) c[j] = gelu_tanh_fast(c[j]);
       return;
   }
+}
+
+RLX_CPU_MULTIVERSION
+void bias_act_row_for_bf16(float* c, const float* bias, int64_t n, Activation act) {
+  if (act != Activation::GeluErf) return bias_act_row(c, bias, n, act);
+  if (bias)
+    for (int64_t j = 0; j < n; ++j) c[j] += bias[j];
+  for (int64_t j = 0; j < n; ++j) c[j] = gelu_erf_for_bf16(c[j]);
 }
 
 GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want) {

@@ -35,6 +35,7 @@ struct GemmProblem {
   float* c = nullptr;
   const float* bias = nullptr;  // [N] or null
   Activation act = Activation::None;
+  bool rounds_to_bf16 = false;  // c is rounded to bf16 after: the activation may take its bf16 form
 };
 
 enum class GemmPath { Auto, Blas, Builtin };
@@ -90,6 +91,9 @@ void f32_to_f16_n(const float* s, uint16_t* dst, int64_t n);
 
 // c[j] = act(c[j] + bias[j]) for j in [0, n); bias may be null.
 void bias_act_row(float* c, const float* bias, int64_t n, Activation act);
+// The same for values about to be rounded to bf16: GELU-erf by the cheaper
+// gelu_erf_for_bf16 (vmath.h).
+void bias_act_row_for_bf16(float* c, const float* bias, int64_t n, Activation act);
 
 // Dot product with eight interleaved partial sums (vectorizes without
 // -ffast-math); the summation order is fixed, so results are deterministic.

@@ -95,7 +95,7 @@ void store_block(const GemmBf16Problem& p, float* staged, int64_t m0, int64_t ro
   const int64_t cols = std::min(kStep, p.N - n0);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = staged + r * kStep;
-    bias_act_row(row, p.bias ? p.bias + n0 : nullptr, cols, p.act);
+    bias_act_row_for_bf16(row, p.bias ? p.bias + n0 : nullptr, cols, p.act);
     f32_to_bf16_n(row, p.c + (m0 + r) * p.N + n0, cols);
   }
 }

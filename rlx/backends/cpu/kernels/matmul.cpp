@@ -83,6 +83,7 @@ void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activatio
   p.trans_b = tb;
   p.bias = bias;
   p.act = act;
+  p.rounds_to_bf16 = args.out_dtype() == DType::BF16;
   p.a = args.in_f32(0);
   p.b = args.in_f32(1);
   p.c = args.out_f32();
