@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51 call 1 (binaries of 287e6ad, whose CUDA code is fe0e992's; the CPU staging changes included): session 50's call 3 (the two
+# Session 51 call 1 (binaries of 2fe32c0, whose CUDA code is fe0e992's; session 51's CPU changes included): session 50's call 3 (the two
 # fusions left off at parity on H100s, RLX_CUDA_FUSE_FFN_LN and RLX_CUDA_GEMM_RESIDUAL, against the
 # default on the H200, two rounds interleaved; the CPU tests on the device host), decode with the attention's
 # 128-key tiles walked by one CTA up to 256 keys (RLX_CUDA_DECODE_ATTN_TILES=2), a fresh decode trace,
