@@ -15,7 +15,11 @@
 #             binary, two rounds interleaved, each log's lines matching PATTERN (grep -E)
 #             on one line, then pack;
 #   suites    the full rlx_gpu_tests and the CUDA op conformance (rlx_op_tests), then pack;
-#   encoders  rlx_bert_bench --graphs-only, then pack.
+#   encoders  rlx_bert_bench --graphs-only, then pack;
+#   host_cpu_tests  the CPU kernel and runtime tests (rlx_runtime_tests) on the device host's CPU,
+#             whose ISA (AMX, AVX-512) is printed first, then pack;
+#   bert_ab MODEL SHAPE SETTING...  rlx_bert_bench --graphs-only on one model and shape under
+#             each NAME=VALUE setting, two rounds interleaved, a line each, then pack.
 ARCHIVE=${1:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 OUT=${2:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 L=$(mktemp -d)
@@ -75,5 +79,24 @@ suites() {
 encoders() {
   timeout 120 $R/rlx_bert_bench --graphs-only > "$L/bert.log" 2>&1
   echo "bert rc=$? $(grep -v '^{' "$L/bert.log" | head -12 | tr '\n' '|')"
+  pack
+}
+bert_ab() {
+  local m=$1 s=$2 round v f
+  shift 2
+  for round in 1 2; do
+    for v in "$@"; do
+      f="$L/$m-$s-$(echo "$v" | tr " =" "_-")-$round.log"
+      env $v timeout 60 $R/rlx_bert_bench --graphs-only --model $m --shape $s > "$f" 2>&1
+      echo "$m $s $v round $round rc=$? $(grep -E 'cuda-graphs' "$f" | sed 's/  */ /g')"
+    done
+  done
+  pack
+}
+host_cpu_tests() {
+  grep -o -m1 -E 'amx_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' '
+  echo
+  timeout 120 $R/rlx_runtime_tests --gtest_filter='CpuKernelsB.*:Runtime.*' > "$L/runtime-tests.log" 2>&1
+  echo "runtime tests rc=$? $(grep -E '^\[  (PASSED|FAILED)|SKIPPED|Amx' "$L/runtime-tests.log" | head -6 | tr '\n' ' ')"
   pack
 }

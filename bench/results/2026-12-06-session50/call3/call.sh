@@ -6,21 +6,6 @@
 #     $B/bench/rlx_generate_bench $B/tests/rlx_runtime_tests
 cd "$(dirname "$0")/../../../.."
 source scripts/carried_call.sh build/carry-s50b/s50b.tar.xz "${1:?OUT}"
-grep -o -m1 -E 'amx_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-timeout 120 $R/rlx_runtime_tests --gtest_filter='CpuKernelsB.*:Runtime.*' > "$L/runtime-tests.log" 2>&1
-echo "runtime tests rc=$? $(grep -E '^\[  (PASSED|FAILED)|SKIPPED|Amx' "$L/runtime-tests.log" | head -6 | tr '\n' ' ')"
-pack
-ab() {  # model shape setting...
-  local m=$1 s=$2 round v f
-  shift 2
-  for round in 1 2; do
-    for v in "$@"; do
-      f="$L/$m-$s-$(echo "$v" | tr " =" "_-")-$round.log"
-      env $v timeout 60 $R/rlx_bert_bench --graphs-only --model $m --shape $s > "$f" 2>&1
-      echo "$m $s $v round $round rc=$? $(grep -E 'cuda-graphs' "$f" | sed 's/  */ /g')"
-    done
-  done
-  pack
-}
-ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1"
-ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
+host_cpu_tests
+bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1"
+bert_ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
