@@ -8,10 +8,10 @@
 #     $B/bench/rlx_generate_bench $B/tests/rlx_runtime_tests $B/bench/rlx_decode_trace
 cd "$(dirname "$0")/../../../.."
 source scripts/carried_call.sh build/carry-s51a/s51a.tar.xz "${1:?OUT}"
-host_cpu_tests
 bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1"
 bert_ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
 gen_ab "RLX_CUDA_DECODE_ATTN_TILES=1" "RLX_CUDA_DECODE_ATTN_TILES=2"  # 129-256 keys in one CTA instead of two + merge
+host_cpu_tests
 timeout 120 $R/rlx_decode_trace --synthetic --steps 64 --dtype bf16 > "$L/trace.log" 2>&1
 echo "trace rc=$? $(grep -E 'host wall|GPU span' "$L/trace.log" | tr '\n' ' ')"
 pack
