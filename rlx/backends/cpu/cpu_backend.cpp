@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "rlx/backends/cpu/buffer_pool.h"
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/core/log.h"
 #include "rlx/passes/memory_plan.h"
@@ -51,43 +51,11 @@ class CpuBuffer final : public Buffer {
 // embedded at its exact lengths) would otherwise keep an arena per cached
 // specialization, each first touched page by page: 700 MB resident and 9% of
 // the time in page faults for 2,000 sentences of MiniLM.
-class ArenaPool {
- public:
-  static ArenaPool& global() {
-    static ArenaPool pool;
-    return pool;
-  }
-  // The smallest free arena of at least `bytes`, or a new one.
-  std::unique_ptr<CpuBuffer> take(size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto best = free_.end();
-      for (auto it = free_.begin(); it != free_.end(); ++it)
-        if ((*it)->size() >= bytes && (best == free_.end() || (*it)->size() < (*best)->size())) best = it;
-      if (best != free_.end()) {
-        std::unique_ptr<CpuBuffer> b = std::move(*best);
-        free_.erase(best);
-        return b;
-      }
-    }
-    return std::make_unique<CpuBuffer>(bytes);
-  }
-  // Back to the pool, which keeps the kMaxFree largest.
-  void give(std::unique_ptr<CpuBuffer> b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(b));
-    if (free_.size() > kMaxFree) {
-      auto smallest = std::min_element(free_.begin(), free_.end(),
-                                       [](const auto& x, const auto& y) { return x->size() < y->size(); });
-      free_.erase(smallest);
-    }
-  }
-
- private:
-  static constexpr size_t kMaxFree = 4;  // concurrent runs of different programs each hold one
-  std::mutex mu_;
-  std::vector<std::unique_ptr<CpuBuffer>> free_;
-};
+// Arenas kept for reuse: concurrent runs of different programs each hold one.
+BufferPool<CpuBuffer>& arena_pool() {
+  static BufferPool<CpuBuffer> pool(4);
+  return pool;
+}
 
 struct Step {
   NodeId id;
@@ -188,8 +156,13 @@ class CpuProgram final : public Program {
   // The arena of one run, back to the pool however the run ends.
   class Arena {
    public:
-    explicit Arena(size_t bytes) : buffer_(ArenaPool::global().take(bytes)) {}
-    ~Arena() { ArenaPool::global().give(std::move(buffer_)); }
+    explicit Arena(size_t bytes) : buffer_(arena_pool().take(bytes).first) {
+      if (!buffer_) buffer_ = std::make_unique<CpuBuffer>(bytes);
+    }
+    ~Arena() {
+      const size_t bytes = buffer_->size();
+      arena_pool().give(std::move(buffer_), bytes);
+    }
     Arena(const Arena&) = delete;
     Arena& operator=(const Arena&) = delete;
     void* data() { return buffer_->data(); }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "rlx/backends/cpu/buffer_pool.h"
 #include "rlx/backends/cpu/kernels/gemm.h"  // RLX_CPU_MULTIVERSION
 #include "rlx/core/half.h"
 #include "rlx/ir/shape.h"
@@ -166,71 +167,36 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
 
 namespace {
 
-// Free staging buffers, the kMaxFree largest kept.
-class StagingPool {
- public:
-  static StagingPool& global() {
-    static StagingPool pool;
-    return pool;
-  }
-  // The smallest free buffer of at least n floats, or a new one.
-  std::unique_ptr<float[]> take(size_t n, size_t* capacity) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto best = free_.end();
-      for (auto it = free_.begin(); it != free_.end(); ++it)
-        if (it->second >= n && (best == free_.end() || it->second < best->second)) best = it;
-      if (best != free_.end()) {
-        std::unique_ptr<float[]> b = std::move(best->first);
-        *capacity = best->second;
-        free_floats_ -= best->second;
-        free_.erase(best);
-        return b;
-      }
-    }
-    *capacity = n;
-    return std::unique_ptr<float[]>(new float[n]);  // not value-initialized: no memset
-  }
-  void give(std::unique_ptr<float[]> b, size_t capacity) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.emplace_back(std::move(b), capacity);
-    free_floats_ += capacity;
-    while (free_.size() > kMaxFree || free_floats_ > kMaxFreeFloats) {
-      const auto smallest = std::min_element(free_.begin(), free_.end(),
-                                             [](const auto& x, const auto& y) { return x.second < y.second; });
-      free_floats_ -= smallest->second;
-      free_.erase(smallest);
-    }
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.clear();
-    free_floats_ = 0;
-  }
-
- private:
-  static constexpr size_t kMaxFree = 8;                 // a kernel's inputs and output, a few threads' kernels
-  static constexpr size_t kMaxFreeFloats = 64u << 20;  // 256 MB kept at most
-  std::mutex mu_;
-  size_t free_floats_ = 0;
-  std::vector<std::pair<std::unique_ptr<float[]>, size_t>> free_;
-};
+// At most 8 (a kernel's inputs and output, a few threads' kernels) and 256 MB kept.
+BufferPool<float[]>& staging_pool() {
+  static BufferPool<float[]> pool(8, size_t{256} << 20);
+  return pool;
+}
 
 }  // namespace
 
-StagingBuffer::StagingBuffer(size_t n) { data_ = StagingPool::global().take(std::max<size_t>(n, 1), &capacity_); }
-
-StagingBuffer::~StagingBuffer() {
-  if (data_) StagingPool::global().give(std::move(data_), capacity_);
+StagingBuffer::StagingBuffer(size_t n) {
+  const size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
+  auto [b, have] = staging_pool().take(bytes);
+  if (!b) {
+    b.reset(new float[bytes / sizeof(float)]);  // not value-initialized: no memset
+    have = bytes;
+  }
+  data_ = std::move(b);
+  bytes_ = have;
 }
 
-void StagingBuffer::trim() { StagingPool::global().clear(); }
+StagingBuffer::~StagingBuffer() {
+  if (data_) staging_pool().give(std::move(data_), bytes_);
+}
+
+void StagingBuffer::trim() { staging_pool().clear(); }
 
 StagingBuffer& StagingBuffer::operator=(StagingBuffer&& o) noexcept {
   if (this != &o) {
-    if (data_) StagingPool::global().give(std::move(data_), capacity_);
+    if (data_) staging_pool().give(std::move(data_), bytes_);
     data_ = std::move(o.data_);
-    capacity_ = o.capacity_;
+    bytes_ = o.bytes_;
   }
   return *this;
 }

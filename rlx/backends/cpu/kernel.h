@@ -36,7 +36,7 @@ class StagingBuffer {
 
  private:
   std::unique_ptr<float[]> data_;
-  size_t capacity_ = 0;
+  size_t bytes_ = 0;
 };
 
 // What kernels derive from a param's value (a weight packed for a GEMM

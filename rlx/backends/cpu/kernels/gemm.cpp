@@ -305,13 +305,15 @@ View b_view(const GemmProblem& p, int64_t bi) {
   return p.trans_b ? View{b_base(p, bi), 1, p.K} : View{b_base(p, bi), p.N, 1};
 }
 
+// Bias and activation on a row of p's C: columns j0 .. j0 + n.
+void bias_act(const GemmProblem& p, float* row, int64_t j0, int64_t n) {
+  const float* bias = p.bias ? p.bias + j0 : nullptr;
+  p.rounds_to_bf16 ? bias_act_row_for_bf16(row, bias, n, p.act) : bias_act_row(row, bias, n, p.act);
+}
+
 void epilogue(const GemmProblem& p, float* c, int64_t rows, int64_t j0, int64_t nc) {
   if (p.bias || p.act != Activation::None)
-    for (int64_t i = 0; i < rows; ++i) {
-      float* row = c + i * p.N;
-      const float* bias = p.bias ? p.bias + j0 : nullptr;
-      p.rounds_to_bf16 ? bias_act_row_for_bf16(row, bias, nc, p.act) : bias_act_row(row, bias, nc, p.act);
-    }
+    for (int64_t i = 0; i < rows; ++i) bias_act(p, c + i * p.N, j0, nc);
 }
 
 // One task tile of the batched GEMM, with its epilogue.
@@ -443,9 +445,7 @@ void run_blas(ThreadPool& pool, const GemmProblem& p) {
   if (p.bias || p.act != Activation::None) {
     const int64_t rows = p.batch * p.M;
     pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.N, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        p.rounds_to_bf16 ? bias_act_row_for_bf16(p.c + r * p.N, p.bias, p.N, p.act)
-                         : bias_act_row(p.c + r * p.N, p.bias, p.N, p.act);
+      for (int64_t r = r0; r < r1; ++r) bias_act(p, p.c + r * p.N, 0, p.N);
     });
   }
 }
