@@ -444,6 +444,40 @@ TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
   }
 }
 
+// The f32 GEMM packs a param weight once (converted, when it is f16) and keeps
+// it; setting the param again must drop the packed copy. The packed and the
+// per-call packing run the same sums, so they agree bit for bit; each run is
+// also checked against float64 on the weights of the time. M = 2 takes the
+// GEMV (nothing packed), the others the packed path.
+TEST(CpuKernelsB, F32WeightPackedOnceAndRepackedWhenSet) {
+  const int64_t K = 300, N = 75;
+  for (DType t : {DType::F32, DType::F16})
+    for (bool tb : {false, true}) {
+      Graph g;
+      auto x = input(g, "x", t, {"M", K});
+      auto w = param(g, "w", t, tb ? shape_of({N, K}) : shape_of({K, N}));
+      output("y", matmul(x, w, MatMulAttrs{false, tb}));
+      Session s("cpu");
+      auto exe = s.compile(g);
+      uint32_t seed = 200;
+      for (int version = 0; version < 3; ++version) {
+        auto W = random_tensor(t, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, ++seed);
+        exe->set_param("w", W.t);
+        for (int64_t M : {70, 2, 13, 70}) {
+          auto X = random_tensor(t, {M, K}, ++seed);
+          const Tensor y = exe->run({X.t})[0];
+          const std::string what = str(dtype_name(t), " tb=", tb, " weights version ", version, " M=", M);
+          auto ref = matmul_ref(X.v, {M, K}, W.v, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, false,
+                                tb, nullptr, Activation::None, nullptr);
+          expect_close(y, ref, tol_for(t), what);
+          ScopedEnv env("RLX_CPU_PACK_WEIGHTS", "0");
+          const Tensor unpacked = exe->run({X.t})[0];
+          ASSERT_EQ(std::memcmp(y.raw(), unpacked.raw(), y.nbytes()), 0) << what;
+        }
+      }
+    }
+}
+
 // ---------------------------------------------------------------- norms
 
 std::vector<double> norm_ref(const std::vector<double>& x, const std::vector<double>* res, const std::vector<double>& g,

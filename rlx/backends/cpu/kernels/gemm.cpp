@@ -354,24 +354,36 @@ void gemv_block(const GemmProblem& p, int64_t bi, int64_t j0, int64_t nc, float*
   epilogue(p, c + j0, p.M, j0, nc);
 }
 
-// One GEMM (batch 1): B packed once, then row blocks × column ranges.
+// Packed B of one GEMM: K block kb (rows k0..) at k0·npad, panel q of it at q·nr·kc.
+int64_t packed_b_cols(const GemmProblem& p) { return ceil_div(p.N, micro_kernel().nr) * micro_kernel().nr; }
+
+void pack_all_b(ThreadPool& pool, const GemmProblem& p, float* pb) {
+  const MicroKernel& uk = micro_kernel();
+  const int64_t np = ceil_div(p.N, uk.nr), npad = np * uk.nr, nkb = ceil_div(p.K, kKC);
+  const View bv = b_view(p, 0);
+  pool.parallel_for(nkb * np, p.M * p.N * p.K < kSerialWork ? nkb * np : 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t k0 = (t / np) * kKC, kc = std::min(kKC, p.K - k0), q = t % np;
+      pack_b(bv, k0, kc, q * uk.nr, std::min(uk.nr, p.N - q * uk.nr), uk.nr, pb + k0 * npad + q * uk.nr * kc);
+    }
+  });
+}
+
+// One GEMM (batch 1): B packed once (or taken packed), then row blocks × column ranges.
 void run_packed(ThreadPool& pool, const GemmProblem& p) {
   const MicroKernel& uk = micro_kernel();
   const int64_t M = p.M, N = p.N, K = p.K;
-  const int64_t np = ceil_div(N, uk.nr), npad = np * uk.nr, nkb = ceil_div(K, kKC);
+  const int64_t np = ceil_div(N, uk.nr), npad = np * uk.nr;
   const bool serial = M * N * K < kSerialWork;
-  // Packed B: K block kb (rows k0..) at k0·npad, panel q of it at q·nr·kc.
-  // Kept per thread and grown only, so steady-state runs do not fault pages.
-  thread_local std::vector<float> packed_b;
-  if (packed_b.size() < static_cast<size_t>(K * npad)) packed_b.resize(static_cast<size_t>(K * npad));
-  float* pb = packed_b.data();
-  const View bv = b_view(p, 0), av = a_view(p, 0);
-  pool.parallel_for(nkb * np, serial ? nkb * np : 8, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t k0 = (t / np) * kKC, kc = std::min(kKC, K - k0), q = t % np;
-      pack_b(bv, k0, kc, q * uk.nr, std::min(uk.nr, N - q * uk.nr), uk.nr, pb + k0 * npad + q * uk.nr * kc);
-    }
-  });
+  const float* pb = p.b_packed;
+  if (!pb) {
+    // Kept per thread and grown only, so steady-state runs do not fault pages.
+    thread_local std::vector<float> packed_b;
+    if (packed_b.size() < static_cast<size_t>(K * npad)) packed_b.resize(static_cast<size_t>(K * npad));
+    pack_all_b(pool, p, packed_b.data());
+    pb = packed_b.data();
+  }
+  const View av = a_view(p, 0);
   // Column ranges: enough tasks for about four per thread.
   const int64_t mt = ceil_div(M, kMC);
   const int64_t want = std::clamp<int64_t>(ceil_div(4 * int64_t{pool.size()}, mt), 1, np);
@@ -502,24 +514,46 @@ void bias_act_row_for_bf16(float* c, const float* bias, int64_t n, Activation ac
   for (int64_t j = 0; j < n; ++j) c[j] = gelu_erf_for_bf16(c[j]);
 }
 
-GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want) {
-  if (p.batch <= 0 || p.M <= 0 || p.N <= 0) return GemmPath::Builtin;
+namespace {
+
+// Whether gemm_f32 hands p to OpenBLAS.
+bool takes_blas(const GemmProblem& p, GemmPath want) {
 #ifdef RLX_HAVE_BLAS
   const bool fits_int = p.M <= INT_MAX && p.N <= INT_MAX && p.K <= INT_MAX && p.K > 0;
-  bool blas = false;
-  if (want == GemmPath::Blas) blas = fits_int;
-  else if (want == GemmPath::Auto)
-    // With AVX-512 the built-in 12×32 FMA tile is as fast as OpenBLAS at
-    // embedding shapes and faster end to end (no spinning BLAS threads
-    // competing with the pool); bench/cpu_bench.cpp --minilm compares them.
-    blas = fits_int && micro_kernel().nr != 32 &&
-           p.M * p.N * p.K >= (p.batch == 1 ? kBlasMinWork : kBlasMinWorkBatched) && env_bool("RLX_CPU_BLAS");
-  if (blas) {
+  if (want == GemmPath::Blas) return fits_int;
+  if (want == GemmPath::Builtin) return false;
+  // With AVX-512 the built-in 12×32 FMA tile is as fast as OpenBLAS at
+  // embedding shapes and faster end to end (no spinning BLAS threads
+  // competing with the pool); bench/cpu_bench.cpp --minilm compares them.
+  return fits_int && micro_kernel().nr != 32 &&
+         p.M * p.N * p.K >= (p.batch == 1 ? kBlasMinWork : kBlasMinWorkBatched) && env_bool("RLX_CPU_BLAS");
+#else
+  (void)p, (void)want;
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool gemm_packs_b(const GemmProblem& p) {
+  return p.batch == 1 && p.M > kGemvMaxM && p.N > 0 && !takes_blas(p, GemmPath::Auto);
+}
+
+std::vector<float> gemm_pack_b(ThreadPool& pool, const GemmProblem& p) {
+  std::vector<float> packed(static_cast<size_t>(p.K * packed_b_cols(p)));
+  pack_all_b(pool, p, packed.data());
+  return packed;
+}
+
+GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want) {
+  if (p.batch <= 0 || p.M <= 0 || p.N <= 0) return GemmPath::Builtin;
+  RLX_CHECK(p.b || (p.b_packed && p.batch == 1 && p.M > kGemvMaxM && !takes_blas(p, want)),
+            "gemm_f32: B is given only packed, and this problem's path reads it unpacked");
+#ifdef RLX_HAVE_BLAS
+  if (takes_blas(p, want)) {
     run_blas(pool, p);
     return GemmPath::Blas;
   }
-#else
-  (void)want;
 #endif
   run_builtin(pool, p);
   return GemmPath::Builtin;

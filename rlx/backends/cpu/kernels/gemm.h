@@ -36,6 +36,9 @@ struct GemmProblem {
   const float* bias = nullptr;  // [N] or null
   Activation act = Activation::None;
   bool rounds_to_bf16 = false;  // c is rounded to bf16 after: the activation may take its bf16 form
+  // B as gemm_pack_b packs it for this K, N and trans_b, or null: packed by the call. Read only where
+  // gemm_packs_b(p) holds; b may then be null.
+  const float* b_packed = nullptr;
 };
 
 enum class GemmPath { Auto, Blas, Builtin };
@@ -48,6 +51,11 @@ enum class GemmPath { Auto, Blas, Builtin };
 // (fused multiply-adds on the AVX-512 path).
 GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want = GemmPath::Auto);
 bool blas_built_in();
+// Whether gemm_f32(pool, p) (Auto) packs all of B before it runs (one built-in GEMM of M ≥ 4 rows),
+// so that a B packed once by gemm_pack_b can stand in for it.
+bool gemm_packs_b(const GemmProblem& p);
+// p.b packed as that path packs it (for p.b_packed: weights packed once and kept).
+std::vector<float> gemm_pack_b(ThreadPool& pool, const GemmProblem& p);
 
 // Packing buffers of the built-in kernel; reuse one per thread across calls.
 struct GemmScratch {

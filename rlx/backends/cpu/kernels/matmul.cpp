@@ -5,6 +5,7 @@
 
 #include "rlx/backends/cpu/kernel.h"
 #include "rlx/backends/cpu/kernels/gemm.h"
+#include "rlx/core/env.h"
 
 namespace rlx::cpu {
 namespace {
@@ -85,7 +86,6 @@ void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activatio
   p.act = act;
   p.rounds_to_bf16 = args.out_dtype() == DType::BF16;
   p.a = args.in_f32(0);
-  p.b = args.in_f32(1);
   p.c = args.out_f32();
 
   const std::vector<int64_t> out_batch(od.begin(), od.end() - 2);
@@ -95,11 +95,24 @@ void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activatio
   for (size_t i = 0; i + 2 < bd.size(); ++i) b_batch *= bd[i];
 
   std::vector<int64_t> a_off, b_off;
+  std::shared_ptr<const void> packed;
   if (b_batch == 1 && !ta) {
     // B is shared by every batch and A's rows are contiguous: one GEMM of
     // batch·M rows (A's batch dims then equal the output's).
     p.M *= batch;
     p.batch = 1;
+    ParamCache* cache = args.param_cache(1);
+    if (cache && gemm_packs_b(p) && env_bool("RLX_CPU_PACK_WEIGHTS")) {
+      // A weight: packed (and, when 16-bit, converted) once and kept, about K·N f32, until it is next set.
+      packed = cache->get(str("f32 gemm K=", p.K, " N=", p.N, " tb=", tb), [&] {
+        p.b = args.in_f32(1);
+        return std::make_shared<const std::vector<float>>(gemm_pack_b(args.pool, p));
+      });
+      p.b_packed = static_cast<const std::vector<float>*>(packed.get())->data();
+      p.b = nullptr;
+      gemm_f32(args.pool, p);
+      return;
+    }
   } else {
     p.batch = batch;
     a_off = batch_offsets(out_batch, ad, p.M * p.K);
@@ -107,6 +120,7 @@ void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activatio
     p.a_off = a_off.data();
     p.b_off = b_off.data();
   }
+  p.b = args.in_f32(1);
   gemm_f32(args.pool, p);
 }
 
