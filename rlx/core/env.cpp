@@ -25,8 +25,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "allow them (f32 accumulation; a param weight is repacked for the tiles once and kept, about its size again, "
        "until it is next set); 0: staged to f32 and run on the f32 kernel."},
       {"RLX_CPU_PACK_WEIGHTS", EnvType::Bool, "1",
-       "The CPU backend's built-in f32 GEMM packs a param weight (converted to f32 when it is stored in 16 bits) once "
-       "and keeps it, K x N f32 beside the weight, until the param is next set; 0: packed on every call."},
+       "The CPU backend's f32 GEMM converts and packs an f16/bf16 param weight once and keeps it, K x N f32 beside "
+       "the weight, until the param is next set; 0: converted and packed on every call. (f32 weights are packed on "
+       "every call.)"},
       {"RLX_CPU_GEMV_Q8", EnvType::Bool, "1",
        "CPU quantized GEMV with 1-8 activation rows and weights of any GGUF quant type but Q8_0, Q8_1 and Q8_K: "
        "re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error <= "

@@ -444,14 +444,15 @@ TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
   }
 }
 
-// The f32 GEMM packs a param weight once (converted, when it is f16) and keeps
-// it; setting the param again must drop the packed copy. The packed and the
+// The f32 GEMM converts and packs a 16-bit param weight once and keeps it;
+// setting the param again must drop the packed copy. The packed and the
 // per-call packing run the same sums, so they agree bit for bit; each run is
 // also checked against float64 on the weights of the time. M = 2 takes the
-// GEMV (nothing packed), the others the packed path.
-TEST(CpuKernelsB, F32WeightPackedOnceAndRepackedWhenSet) {
+// GEMV (nothing packed), the others the packed path; bf16 without AMX.
+TEST(CpuKernelsB, HalfWeightPackedOnceAndRepackedWhenSet) {
   const int64_t K = 300, N = 75;
-  for (DType t : {DType::F32, DType::F16})
+  ScopedEnv no_amx("RLX_CPU_AMX", "0");
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (bool tb : {false, true}) {
       Graph g;
       auto x = input(g, "x", t, {"M", K});

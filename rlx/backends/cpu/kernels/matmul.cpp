@@ -102,8 +102,9 @@ void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activatio
     p.M *= batch;
     p.batch = 1;
     ParamCache* cache = args.param_cache(1);
-    if (cache && gemm_packs_b(p) && env_bool("RLX_CPU_PACK_WEIGHTS")) {
-      // A weight: packed (and, when 16-bit, converted) once and kept, about K·N f32, until it is next set.
+    if (cache && args.in_dtype(1) != DType::F32 && gemm_packs_b(p) && env_bool("RLX_CPU_PACK_WEIGHTS")) {
+      // A 16-bit weight: converted and packed once, and kept (K·N f32) until it is next set. Not done
+      // for f32 weights: packing alone is ~1% of a short-text embedding run, not worth a second copy.
       packed = cache->get(str("f32 gemm K=", p.K, " N=", p.N, " tb=", tb), [&] {
         p.b = args.in_f32(1);
         return std::make_shared<const std::vector<float>>(gemm_pack_b(args.pool, p));
