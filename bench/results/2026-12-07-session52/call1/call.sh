@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 52 call 1 (binaries of dfbbda9, whose CUDA code is fe0e992's; the CPU changes of sessions 51-52
+# included): session 50's call 3 (the two fusions left off at parity on H100s, RLX_CUDA_FUSE_FFN_LN and
+# RLX_CUDA_GEMM_RESIDUAL, against the
+# default on the H200, two rounds interleaved; the CPU tests on the device host), decode with the attention's
+# 128-key tiles walked by one CTA up to 256 keys (RLX_CUDA_DECODE_ATTN_TILES=2), a fresh decode trace,
+# and the PyTorch eager peer in the same call. Archive, not in git:
+#   B=build/sm90; scripts/carry_binaries.sh build/carry-s52a/s52a.tar.xz $B/bench/rlx_bert_bench \
+#     $B/bench/rlx_generate_bench $B/tests/rlx_runtime_tests $B/bench/rlx_decode_trace
+cd "$(dirname "$0")/../../../.."
+source scripts/carried_call.sh build/carry-s52a/s52a.tar.xz "${1:?OUT}"
+bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1"
+bert_ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
+gen_ab "RLX_CUDA_DECODE_ATTN_TILES=1" "RLX_CUDA_DECODE_ATTN_TILES=2"  # 129-256 keys in one CTA instead of two + merge
+host_cpu_tests
+timeout 120 $R/rlx_decode_trace --synthetic --steps 64 --dtype bf16 > "$L/trace.log" 2>&1
+echo "trace rc=$? $(grep -E 'host wall|GPU span' "$L/trace.log" | tr '\n' ' ')"
+pack
+(cd bench && timeout 150 python3 bert_torch.py) > "$L/bert-torch.log" 2>&1
+echo "torch rc=$? $(grep -E '^(minilm|bert).*256x128' "$L/bert-torch.log" | head -4 | tr '\n' ' ')"
+pack
