@@ -479,6 +479,21 @@ TEST(CpuKernelsB, HalfWeightPackedOnceAndRepackedWhenSet) {
     }
 }
 
+// K = 0: nothing to pack; the product is zeros.
+TEST(CpuKernelsB, HalfWeightWithNoColumnsGivesZeros) {
+  Graph g;
+  auto x = input(g, "x", DType::F16, shape_of({9, 0}));
+  auto w = param(g, "w", DType::F16, shape_of({0, 5}));
+  output("y", matmul(x, w, MatMulAttrs{}));
+  Session s("cpu");
+  auto exe = s.compile(g);
+  exe->set_param("w", Tensor::empty(DType::F16, {0, 5}));
+  const Tensor y = exe->run({Tensor::empty(DType::F16, {9, 0})})[0];
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{9, 5}));
+  const auto* v = static_cast<const uint16_t*>(y.raw());
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(v[i], 0) << i;
+}
+
 // ---------------------------------------------------------------- norms
 
 std::vector<double> norm_ref(const std::vector<double>& x, const std::vector<double>* res, const std::vector<double>& g,

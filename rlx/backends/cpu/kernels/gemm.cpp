@@ -547,7 +547,7 @@ std::vector<float> gemm_pack_b(ThreadPool& pool, const GemmProblem& p) {
 
 GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want) {
   if (p.batch <= 0 || p.M <= 0 || p.N <= 0) return GemmPath::Builtin;
-  RLX_CHECK(p.b || (p.b_packed && p.batch == 1 && p.M > kGemvMaxM && !takes_blas(p, want)),
+  RLX_CHECK(p.b || p.K == 0 || (p.b_packed && p.batch == 1 && p.M > kGemvMaxM && !takes_blas(p, want)),
             "gemm_f32: B is given only packed, and this problem's path reads it unpacked");
 #ifdef RLX_HAVE_BLAS
   if (takes_blas(p, want)) {

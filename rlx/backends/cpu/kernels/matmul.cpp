@@ -102,7 +102,7 @@ void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activatio
     p.M *= batch;
     p.batch = 1;
     ParamCache* cache = args.param_cache(1);
-    if (cache && args.in_dtype(1) != DType::F32 && gemm_packs_b(p) && env_bool("RLX_CPU_PACK_WEIGHTS")) {
+    if (cache && args.in_dtype(1) != DType::F32 && p.K > 0 && gemm_packs_b(p) && env_bool("RLX_CPU_PACK_WEIGHTS")) {
       // A 16-bit weight: converted and packed once, and kept (K·N f32) until it is next set. Not done
       // for f32 weights: packing alone is ~1% of a short-text embedding run, not worth a second copy.
       packed = cache->get(str("f32 gemm K=", p.K, " N=", p.N, " tb=", tb), [&] {
