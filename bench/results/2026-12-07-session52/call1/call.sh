@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 52 call 1 (binaries of dfbbda9, whose CUDA code is fe0e992's; the CPU changes of sessions 51-52
+# Session 52 call 1 (binaries of 218e872, whose CUDA code is fe0e992's; the CPU changes of sessions 51-52
 # included): session 50's call 3 (the two fusions left off at parity on H100s, RLX_CUDA_FUSE_FFN_LN and
 # RLX_CUDA_GEMM_RESIDUAL, against the
 # default on the H200, two rounds interleaved; the CPU tests on the device host), decode with the attention's
