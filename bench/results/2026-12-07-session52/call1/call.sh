@@ -9,7 +9,7 @@
 #     $B/bench/rlx_generate_bench $B/tests/rlx_runtime_tests $B/bench/rlx_decode_trace
 cd "$(dirname "$0")/../../../.."
 source scripts/carried_call.sh build/carry-s52a/s52a.tar.xz "${1:?OUT}"
-bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1"
+bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1" "RLX_CUDA_FUSE_FFN_LN=1 RLX_CUDA_FFN_ORDERED=0"
 bert_ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
 gen_ab "RLX_CUDA_DECODE_ATTN_TILES=1" "RLX_CUDA_DECODE_ATTN_TILES=2"  # 129-256 keys in one CTA instead of two + merge
 host_cpu_tests
