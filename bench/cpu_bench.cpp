@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "rlx/backends/cpu/kernels/gemm.h"  // which bf16 kernels this CPU has
 #include "rlx/ir/builder.h"
 #include "rlx/models/bert/bert.h"
 #include "rlx/runtime/session.h"
@@ -138,6 +139,47 @@ void bench_matmul(int reps) {
     std::snprintf(c1, sizeof(c1), "%.1f (%.1f)", gflop / blas.kernel, gflop / blas.run);
     std::snprintf(c2, sizeof(c2), "%.1f (%.1f)", gflop / own.kernel, gflop / own.run);
     std::printf("  %-18s %20s %20s %12s\n", name, c1, c2, ref.c_str());
+  }
+}
+
+// bf16 matmuls take AMX tiles, else AVX512-BF16's VDPBF16PS, else f32 on
+// staged operands; each column forces one (n/a where the CPU lacks it).
+void bench_matmul_bf16(int reps) {
+  std::printf("\nmatmul bf16 C[M,N] = A[M,K]·B[K,N] (B a param): GFLOP/s of the kernel (of the whole run), "
+              "median of %d\n", reps);
+  std::printf("  %-18s %16s %16s %16s\n", "M x K x N", "AMX", "AVX512-BF16", "staged f32");
+  struct S { int64_t m, k, n; };
+  struct Path { const char *amx, *avx512; };
+  for (S s : {S{1, 4096, 4096}, S{8, 4096, 4096}, S{16, 4096, 4096}, S{32, 4096, 4096}, S{64, 1024, 1024},
+              // MiniLM at 32 texts x 16 tokens: FFN up, FFN down
+              S{512, 384, 1536}, S{512, 1536, 384}}) {
+    rlx::Graph g;
+    auto a = rlx::input(g, "a", rlx::DType::BF16, {s.m, s.k});
+    auto b = rlx::param(g, "b", rlx::DType::BF16, {s.k, s.n});
+    rlx::output("c", rlx::matmul(a, b));
+    rlx::Session session("cpu");
+    auto exe = session.compile(g);
+    const rlx::Tensor A = random_tensor({s.m, s.k}, 1).to(rlx::DType::BF16);
+    exe->set_param("b", random_tensor({s.k, s.n}, 2).to(rlx::DType::BF16));
+    const double gflop = 2.0 * static_cast<double>(s.m * s.k * s.n) * 1e-9;
+    char name[64], col[3][48];
+    std::snprintf(name, sizeof(name), "%lld x %lld x %lld", static_cast<long long>(s.m), static_cast<long long>(s.k),
+                  static_cast<long long>(s.n));
+    const Path paths[3] = {{"1", "0"}, {"0", "1"}, {"0", "0"}};  // each forced, whatever the auto rule picks
+    for (int i = 0; i < 3; ++i) {
+      set_env("RLX_CPU_AMX", paths[i].amx);
+      set_env("RLX_CPU_AVX512_BF16", paths[i].avx512);
+      const bool has = i == 0 ? rlx::cpu::amx_bf16_available() : i == 1 ? rlx::cpu::avx512_bf16_available() : true;
+      if (!has) {
+        std::snprintf(col[i], sizeof(col[i]), "n/a");
+        continue;
+      }
+      const Timing t = time_runs(reps, *exe, {A});
+      std::snprintf(col[i], sizeof(col[i]), "%.1f (%.1f)", gflop / t.kernel, gflop / t.run);
+    }
+    set_env("RLX_CPU_AMX", "1");
+    set_env("RLX_CPU_AVX512_BF16", "auto");
+    std::printf("  %-18s %16s %16s %16s\n", name, col[0], col[1], col[2]);
   }
 }
 
@@ -425,6 +467,7 @@ int main(int argc, char** argv) {
   }
   if (!gemv_only) {
     bench_matmul(reps);
+    bench_matmul_bf16(reps);
     bench_attention(reps);
     bench_layernorm(reps);
   }

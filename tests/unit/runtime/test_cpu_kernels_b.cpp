@@ -346,19 +346,21 @@ TEST(CpuKernelsB, GemmSerialStrided) {
   expect_close(Tensor::from(got, {M, N}), ref, matmul_tol(DType::F32, K), "gemm_serial strided");
 }
 
-// The AMX bf16 kernel alone: every shape class of its 32 × 32 blocks (M, N, K
-// below, at and past a block; K = 1), both B layouts, bias and activation,
+// A bf16 kernel alone (AMX's 32 × 32 blocks, VDPBF16PS's 12-row groups of
+// 48-row tasks, 16-pair steps and odd K): M, N, K below, at and past each
+// block; both B layouts; A rows at a longer stride; bias and activation;
 // against float64 on the bf16 inputs, with C's rows past M left untouched.
-TEST(CpuKernelsB, GemmBf16AmxMatchesFloat64) {
-  if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or RLX_CPU_AMX=0)";
+void check_bf16_gemm(void (*gemm)(cpu::ThreadPool&, const cpu::GemmBf16Problem&), const char* name,
+                     std::initializer_list<int64_t> ms, std::initializer_list<int64_t> ks) {
   auto& pool = cpu::ThreadPool::global();
   uint32_t seed = 80;
-  for (int64_t M : {1, 31, 32, 33, 97})
-    for (int64_t K : {1, 31, 32, 33, 300})
+  for (int64_t M : ms)
+    for (int64_t K : ks)
       for (int64_t N : {1, 17, 32, 45, 300})
         for (bool tb : {false, true}) {
           const bool fused = (M + K + N) % 2 == 1;  // half the shapes with bias + GELU
-          auto A = random_tensor(DType::BF16, {M, K}, ++seed);
+          const int64_t lda = K + (N % 2) * 3;
+          auto A = random_tensor(DType::BF16, {M, lda}, ++seed);
           auto B = random_tensor(DType::BF16, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, ++seed);
           auto bias = random_values(static_cast<size_t>(N), ++seed);
           std::vector<uint16_t> C(static_cast<size_t>((M + 1) * N), 0x7fc1);  // a NaN sentinel row past M
@@ -366,30 +368,44 @@ TEST(CpuKernelsB, GemmBf16AmxMatchesFloat64) {
           p.M = M;
           p.N = N;
           p.K = K;
-          p.lda = K;
+          p.lda = lda;
           p.trans_b = tb;
           p.a = static_cast<const uint16_t*>(A.t.raw());
           p.b = static_cast<const uint16_t*>(B.t.raw());
           p.c = C.data();
           p.bias = fused ? bias.data() : nullptr;
           p.act = fused ? Activation::GeluErf : Activation::None;
-          cpu::gemm_bf16_amx(pool, p);
+          gemm(pool, p);
+          std::vector<double> a_used;  // the first K of each row
+          for (int64_t m = 0; m < M; ++m)
+            a_used.insert(a_used.end(), A.v.begin() + m * lda, A.v.begin() + m * lda + K);
           std::vector<double> bias_d(bias.begin(), bias.end());
-          auto ref = matmul_ref(A.v, {M, K}, B.v, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, false,
-                                tb, fused ? &bias_d : nullptr, p.act, nullptr);
+          auto ref = matmul_ref(a_used, {M, K}, B.v, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N},
+                                false, tb, fused ? &bias_d : nullptr, p.act, nullptr);
           Tensor got = Tensor::empty(DType::BF16, {M, N});
           std::memcpy(got.raw_mut(), C.data(), static_cast<size_t>(M * N) * 2);
-          const std::string what = str("amx M=", M, " K=", K, " N=", N, " tb=", tb, fused ? " bias+gelu" : "");
+          const std::string what =
+              str(name, " M=", M, " K=", K, " N=", N, " lda=", lda, " tb=", tb, fused ? " bias+gelu" : "");
           expect_close(got, ref, tol_for(DType::BF16), what);
           for (int64_t n = 0; n < N; ++n) ASSERT_EQ(C[static_cast<size_t>(M * N + n)], 0x7fc1) << what;
         }
 }
 
-// A bf16 graph's matmuls take the AMX kernel where it runs and the f32 kernel
-// on staged operands with RLX_CPU_AMX=0; both round one f32 sum, so they may
-// differ by one bf16 step where the sums straddle a rounding boundary.
-TEST(CpuKernelsB, Bf16MatMulAmxAgreesWithStagedPath) {
+TEST(CpuKernelsB, GemmBf16AmxMatchesFloat64) {
   if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or RLX_CPU_AMX=0)";
+  check_bf16_gemm(cpu::gemm_bf16_amx, "amx", {1, 31, 32, 33, 97}, {1, 31, 32, 33, 300});
+}
+
+TEST(CpuKernelsB, GemmBf16Avx512MatchesFloat64) {
+  if (!cpu::avx512_bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU (or RLX_CPU_AVX512_BF16=0)";
+  check_bf16_gemm(cpu::gemm_bf16_avx512, "avx512-bf16", {1, 5, 12, 13, 48, 49, 97}, {1, 2, 31, 32, 33, 300});
+}
+
+// A bf16 graph's matmuls take a bf16 kernel (AMX, else VDPBF16PS) where one
+// runs and the f32 kernel on staged operands with both off; each rounds one
+// f32 sum, so they may differ by one bf16 step where the sums straddle a
+// rounding boundary.
+TEST(CpuKernelsB, Bf16MatMulKernelsAgreeWithStagedPath) {
   const int64_t B = 3, M = 41, K = 200, N = 70;
   auto X = random_tensor(DType::BF16, {B, M, K}, 90);
   auto W = random_tensor(DType::BF16, {N, K}, 91, -0.2f, 0.2f);
@@ -399,59 +415,77 @@ TEST(CpuKernelsB, Bf16MatMulAmxAgreesWithStagedPath) {
   auto w = input(g, "w", DType::BF16, shape_of({N, K}));
   auto c = input(g, "c", DType::F32, shape_of({N}));
   output("y", matmul_bias_act(x, w, c, Activation::GeluErf, true));
-  const Tensor amx = run1(g, {X.t, W.t, C.t});
+  auto ref = matmul_ref(X.v, {B, M, K}, W.v, {N, K}, false, true, &C.v, Activation::GeluErf, nullptr);
   Tensor staged;
   {
-    ScopedEnv env("RLX_CPU_AMX", "0");
+    ScopedEnv no_amx("RLX_CPU_AMX", "0"), no_avx512("RLX_CPU_AVX512_BF16", "0");
     staged = run1(g, {X.t, W.t, C.t});
   }
-  auto ref = matmul_ref(X.v, {B, M, K}, W.v, {N, K}, false, true, &C.v, Activation::GeluErf, nullptr);
-  expect_close(amx, ref, tol_for(DType::BF16), "amx");
   expect_close(staged, ref, tol_for(DType::BF16), "staged");
-  const auto* a = static_cast<const uint16_t*>(amx.raw());
-  const auto* s = static_cast<const uint16_t*>(staged.raw());
-  int steps_apart = 0;
-  for (int64_t i = 0; i < amx.numel(); ++i) {
-    const int d = std::abs(static_cast<int>(a[i]) - static_cast<int>(s[i]));
-    ASSERT_LE(d, 1) << "element " << i << ": " << a[i] << " against " << s[i];
-    steps_apart += d;
+  int kernels = 0;
+  for (const char* kernel : {"amx", "avx512-bf16"}) {
+    const bool amx = std::string(kernel) == "amx";
+    ScopedEnv use_amx("RLX_CPU_AMX", amx ? "1" : "0"), use_avx512("RLX_CPU_AVX512_BF16", amx ? "0" : "1");
+    if (!(amx ? cpu::amx_bf16_available() : cpu::avx512_bf16_available())) continue;
+    ++kernels;
+    const Tensor got = run1(g, {X.t, W.t, C.t});
+    expect_close(got, ref, tol_for(DType::BF16), kernel);
+    const auto* a = static_cast<const uint16_t*>(got.raw());
+    const auto* s = static_cast<const uint16_t*>(staged.raw());
+    int steps_apart = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const int d = std::abs(static_cast<int>(a[i]) - static_cast<int>(s[i]));
+      ASSERT_LE(d, 1) << kernel << " element " << i << ": " << a[i] << " against " << s[i];
+      steps_apart += d;
+    }
+    EXPECT_LT(steps_apart, got.numel() / 100) << kernel << " and staged bf16 results should almost always be equal";
   }
-  EXPECT_LT(steps_apart, amx.numel() / 100) << "AMX and staged bf16 results should almost always be equal";
+  if (kernels == 0) GTEST_SKIP() << "no bf16 kernel (AMX or AVX512-BF16) on this CPU; the staged path was checked";
 }
 
-// A bf16 weight is packed for the AMX kernel once and kept with the param;
+// A bf16 weight is packed for the bf16 kernels once and kept with the param;
 // setting the param again must drop the packed copy. Two shapes of one
-// Executable share it; each run against float64 on the weights of the time.
+// Executable share it; each run against float64 on the weights of the time,
+// on each bf16 kernel the CPU has, and under the default rule, which on an
+// AMX CPU takes M = 7 by VDPBF16PS and M = 70 on AMX from one packed copy.
 TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
-  if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or RLX_CPU_AMX=0)";
   const int64_t K = 96, N = 40;
-  Graph g;
-  auto x = input(g, "x", DType::BF16, {"M", K});
-  auto w = param(g, "w", DType::BF16, shape_of({N, K}));
-  output("y", matmul(x, w, MatMulAttrs{false, true}));
-  Session s("cpu");
-  auto exe = s.compile(g);
-  uint32_t seed = 100;
-  for (int version = 0; version < 3; ++version) {
-    auto W = random_tensor(DType::BF16, {N, K}, ++seed);
-    exe->set_param("w", W.t);
-    for (int64_t M : {7, 70, 7}) {
-      auto X = random_tensor(DType::BF16, {M, K}, ++seed);
-      const Tensor y = exe->run({X.t})[0];
-      auto ref = matmul_ref(X.v, {M, K}, W.v, {N, K}, false, true, nullptr, Activation::None, nullptr);
-      expect_close(y, ref, tol_for(DType::BF16), str("weights version ", version, " M=", M));
+  int kernels = 0;
+  for (const char* kernel : {"amx", "avx512-bf16", "auto"}) {
+    const std::string k = kernel;
+    ScopedEnv use_amx("RLX_CPU_AMX", k == "avx512-bf16" ? "0" : "1"),
+        use_avx512("RLX_CPU_AVX512_BF16", k == "amx" ? "0" : k == "auto" ? "auto" : "1");
+    if (!(k == "amx" ? cpu::amx_bf16_available() : cpu::avx512_bf16_available())) continue;
+    ++kernels;
+    Graph g;
+    auto x = input(g, "x", DType::BF16, {"M", K});
+    auto w = param(g, "w", DType::BF16, shape_of({N, K}));
+    output("y", matmul(x, w, MatMulAttrs{false, true}));
+    Session s("cpu");
+    auto exe = s.compile(g);
+    uint32_t seed = 100;
+    for (int version = 0; version < 3; ++version) {
+      auto W = random_tensor(DType::BF16, {N, K}, ++seed);
+      exe->set_param("w", W.t);
+      for (int64_t M : {7, 70, 7}) {
+        auto X = random_tensor(DType::BF16, {M, K}, ++seed);
+        const Tensor y = exe->run({X.t})[0];
+        auto ref = matmul_ref(X.v, {M, K}, W.v, {N, K}, false, true, nullptr, Activation::None, nullptr);
+        expect_close(y, ref, tol_for(DType::BF16), str(kernel, " weights version ", version, " M=", M));
+      }
     }
   }
+  if (kernels == 0) GTEST_SKIP() << "no bf16 kernel (AMX or AVX512-BF16) on this CPU";
 }
 
 // The f32 GEMM converts and packs a 16-bit param weight once and keeps it;
 // setting the param again must drop the packed copy. The packed and the
 // per-call packing run the same sums, so they agree bit for bit; each run is
 // also checked against float64 on the weights of the time. M = 2 takes the
-// GEMV (nothing packed), the others the packed path; bf16 without AMX.
+// GEMV (nothing packed), the others the packed path; bf16 without its own kernels.
 TEST(CpuKernelsB, HalfWeightPackedOnceAndRepackedWhenSet) {
   const int64_t K = 300, N = 75;
-  ScopedEnv no_amx("RLX_CPU_AMX", "0");
+  ScopedEnv no_amx("RLX_CPU_AMX", "0"), no_avx512("RLX_CPU_AVX512_BF16", "0");
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (bool tb : {false, true}) {
       Graph g;

@@ -79,16 +79,25 @@ struct GemmBf16Problem {
   uint16_t* c = nullptr;
   const float* bias = nullptr;  // [N] or null
   Activation act = Activation::None;
-  const uint16_t* b_packed = nullptr;  // B as amx_pack_b packs it, or null: packed by the call
+  const uint16_t* b_packed = nullptr;  // B as bf16_pack_b packs it, or null: packed by the call
 };
 
 // Whether gemm_bf16_amx can run: RLX_CPU_AMX is on, the CPU has AMX-TILE and
 // AMX-BF16, and Linux granted this process the tile state.
 bool amx_bf16_available();
-// On AMX tiles (gemm_amx.cpp), f32 accumulation; throws if not available.
+// On AMX tiles (gemm_bf16.cpp), f32 accumulation; throws if not available.
 void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p);
-// p.b in the tiles' layout, for p.b_packed (weights packed once and kept).
-std::vector<uint16_t> amx_pack_b(ThreadPool& pool, const GemmBf16Problem& p);
+// Whether gemm_bf16_avx512 can run: RLX_CPU_AVX512_BF16 is not 0 and the CPU
+// has AVX512F and AVX512_BF16.
+bool avx512_bf16_available();
+// The bf16 kernel for a matmul of M rows under RLX_CPU_AMX and
+// RLX_CPU_AVX512_BF16 (None: stage to f32).
+enum class Bf16Gemm { None, Amx, Avx512 };
+Bf16Gemm bf16_gemm_for(int64_t M);
+// On VDPBF16PS (gemm_bf16.cpp), f32 accumulation; throws if not available.
+void gemm_bf16_avx512(ThreadPool& pool, const GemmBf16Problem& p);
+// p.b in the layout both kernels read, for p.b_packed (weights packed once and kept).
+std::vector<uint16_t> bf16_pack_b(ThreadPool& pool, const GemmBf16Problem& p);
 
 // bf16 (raw bits) ↔ f32, n elements; round to nearest even, NaN kept quiet
 // (the bits of bf16_to_f32 / f32_to_bf16 in rlx/core/half.h), vectorized.

@@ -39,11 +39,11 @@ std::vector<int64_t> batch_offsets(const std::vector<int64_t>& out_batch, const 
   return offs;
 }
 
-// bf16 A · B with B shared by every batch, on AMX tiles: no f32 staging of
-// the operands. False where it does not apply or AMX is not available.
-bool try_matmul_amx(KernelArgs& args, bool ta, bool tb, const float* bias, Activation act) {
+// bf16 A · B with B shared by every batch, on AMX tiles or by VDPBF16PS: no
+// f32 staging of the operands. False where neither applies or is available.
+bool try_matmul_bf16(KernelArgs& args, bool ta, bool tb, const float* bias, Activation act) {
   if (ta || args.in_dtype(0) != DType::BF16 || args.in_dtype(1) != DType::BF16 || args.out_dtype() != DType::BF16 ||
-      args.in_dims(1).size() != 2 || !amx_bf16_available())
+      args.in_dims(1).size() != 2)
     return false;
   const auto& ad = args.in_dims(0);
   const auto& od = args.out_dims();
@@ -52,6 +52,8 @@ bool try_matmul_amx(KernelArgs& args, bool ta, bool tb, const float* bias, Activ
   p.K = ad.back();
   p.M = 1;
   for (size_t i = 0; i + 1 < od.size(); ++i) p.M *= od[i];
+  const Bf16Gemm kernel = bf16_gemm_for(p.M);
+  if (kernel == Bf16Gemm::None) return false;
   p.lda = p.K;
   p.trans_b = tb;
   p.a = static_cast<const uint16_t*>(args.in_raw(0));
@@ -62,17 +64,18 @@ bool try_matmul_amx(KernelArgs& args, bool ta, bool tb, const float* bias, Activ
   std::shared_ptr<const void> packed;
   if (ParamCache* cache = args.param_cache(1)) {
     // A weight: packed once and kept with it (about its own size again) until it is next set.
-    packed = cache->get(str("amx bf16 K=", p.K, " N=", p.N, " tb=", tb), [&] {
-      return std::make_shared<const std::vector<uint16_t>>(amx_pack_b(args.pool, p));
+    packed = cache->get(str("bf16 vnni K=", p.K, " N=", p.N, " tb=", tb), [&] {
+      return std::make_shared<const std::vector<uint16_t>>(bf16_pack_b(args.pool, p));
     });
     p.b_packed = static_cast<const std::vector<uint16_t>*>(packed.get())->data();
   }
-  gemm_bf16_amx(args.pool, p);
+  if (kernel == Bf16Gemm::Amx) gemm_bf16_amx(args.pool, p);
+  else gemm_bf16_avx512(args.pool, p);
   return true;
 }
 
 void run_matmul(KernelArgs& args, bool ta, bool tb, const float* bias, Activation act) {
-  if (try_matmul_amx(args, ta, tb, bias, act)) return;
+  if (try_matmul_bf16(args, ta, tb, bias, act)) return;
   const auto& ad = args.in_dims(0);
   const auto& bd = args.in_dims(1);
   const auto& od = args.out_dims();
@@ -139,12 +142,12 @@ void matmul_bias_act_kernel(KernelArgs& args) {
 
 void register_matmul_kernels() {
   register_cpu_float_kernel(OpKind::MatMul, {DType::F32, DType::F32, DType::F32}, matmul_kernel,
-                            "matmul (blocked / OpenBLAS; bf16 on AMX tiles where available)");
+                            "matmul (blocked / OpenBLAS; bf16 on AMX tiles or AVX512-BF16 where available)");
   // The bias may be stored in another float type than A and B.
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (DType bias : {DType::F32, DType::F16, DType::BF16})
       register_cpu_kernel(OpKind::FusedMatMulBiasAct, {t, t, bias, t}, matmul_bias_act_kernel,
-                          str("matmul+bias+act (blocked / OpenBLAS", t == DType::BF16 ? " / AMX" : "", ") [",
+                          str("matmul+bias+act (blocked / OpenBLAS", t == DType::BF16 ? " / AMX / AVX512-BF16" : "", ") [",
                               dtype_name(t), ", bias ", dtype_name(bias), t == DType::F32 ? "" : "; f32 compute", "]"));
 }
 

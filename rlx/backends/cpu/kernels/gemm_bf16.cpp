@@ -1,27 +1,34 @@
-// bf16 GEMM on Intel AMX tiles (Sapphire Rapids and later) for the CPU
-// backend's bf16 matmuls: C = A · B (+ bias, activation), bf16 in and out,
-// f32 accumulation, one rounding.
+// bf16 GEMMs for the CPU backend's bf16 matmuls: C = A · B (+ bias,
+// activation), bf16 in and out, f32 accumulation, one rounding. Two kernels
+// read the same packed B: Intel AMX tiles (Sapphire Rapids and later) and,
+// where AMX is absent or not granted, AVX512-BF16's VDPBF16PS (Zen 4/5,
+// Cooper Lake), which adds two bf16 products to each f32 lane: twice the
+// multiply-adds of an f32 FMA per instruction, and no f32 staging of A or B.
 //
 // TDPBF16PS adds a 16 × 32 bf16 tile of A (16 rows of 32 k) times a 32 × 16
 // tile of B into a 16 × 16 f32 tile, B's tile stored as 16 rows of column
 // pairs ("VNNI": row r holds B(2r, n), B(2r + 1, n) for n = 0..15). Eight tile
 // registers: four accumulate a 32 × 32 block of C, two hold A's rows 0-15 and
 // 16-31, two B's columns 0-15 and 16-31; each 32-deep step loads four tiles
-// for four products.
+// for four products. A VNNI tile row is also one 512-bit register of 16
+// column pairs, which is what VDPBF16PS takes: its kernel holds up to 12 rows
+// × 32 columns of C in 24 registers and, per pair of k, loads B's two rows of
+// the block and broadcasts each A row's pair.
 //
 // B is packed to VNNI (zero-padded past N and K) in parallel: once per call,
 // or, for a param, once until the param is next written (its ParamCache).
-// A task owns 32-row blocks of A: it copies a block into a zero-padded
+// AMX: a task owns 32-row blocks of A: it copies a block into a zero-padded
 // [32][K rounded up to 32] buffer (tails need no other path), sweeps every
 // 32-column block of C, adds bias to the f32 block, applies the activation
 // and rounds to bf16 into C (no f32 copy of C is written). Reading a Linear
 // weight ([N, K]) in place as the A-side tile, with A's block packed instead,
 // measured 5-12% slower end to end (strided tile rows; the packed B is
-// contiguous). Products of bf16 values are exact in f32; the tiles sum pairs
-// before accumulating and flush denormals, so sums differ from the f32
-// kernel's in the last bits of f32, far below bf16's precision.
+// contiguous). Products of bf16 values are exact in f32; both instructions
+// sum pairs before accumulating and flush denormals, so sums differ from the
+// f32 kernel's in the last bits of f32, far below bf16's precision.
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "rlx/backends/cpu/kernels/gemm.h"
@@ -38,6 +45,29 @@
 #endif
 
 namespace rlx::cpu {
+namespace {
+
+std::string avx512_bf16_mode() {
+  std::string mode = env_string("RLX_CPU_AVX512_BF16");
+  RLX_CHECK_AS(InvalidArgument, mode == "auto" || mode == "1" || mode == "0", "RLX_CPU_AVX512_BF16='", mode,
+               "' must be auto, 1 or 0");
+  return mode;
+}
+
+}  // namespace
+
+// VDPBF16PS against AMX and the staged f32 kernel on the development machine
+// (2-core Sapphire Rapids, bench/cpu_bench.cpp "matmul bf16", GFLOP/s):
+// M × 4096 × 4096 at M = 1, 8, 16, 32: VDPBF16PS 58, 164, 186, 188; AMX 17,
+// 141, 417, 814; staged f32 6, 102, 126, 176; 64 × 1024²: 206 against staged
+// f32's 230. VDPBF16PS reads the bf16 weights once and wastes no tile rows on
+// a short A; past a few rows it is bound by the instruction, which runs at
+// about 0.7 of the f32 FMA's multiply-adds there.
+Bf16Gemm bf16_gemm_for(int64_t M) {
+  const bool amx = amx_bf16_available();
+  if (avx512_bf16_available() && (avx512_bf16_mode() == "1" || M <= (amx ? 8 : 32))) return Bf16Gemm::Avx512;
+  return amx ? Bf16Gemm::Amx : Bf16Gemm::None;
+}
 
 #ifdef RLX_CPU_AMX
 namespace {
@@ -139,6 +169,71 @@ __attribute__((target("amx-tile,amx-bf16"))) void row_blocks(const GemmBf16Probl
   _tile_release();
 }
 
+// AVX512F (with the OS's zmm state, which __builtin_cpu_supports checks) and
+// AVX512_BF16 (CPUID leaf 7, subleaf 1, EAX bit 5).
+bool avx512_bf16_usable() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
+  return (eax >> 5) & 1;
+}
+
+constexpr int64_t kDpRows = 12;      // C rows one VDPBF16PS call holds: 24 of the 32 registers
+constexpr int64_t kDpTaskRows = 48;  // rows a task sweeps each column block with (the block stays in L1/L2)
+
+// staged[r·32 + j] = Σ_k A(r, k) · B(k, j) for r < R and the packed column
+// block bp, over `pairs` pairs of k; A's row r at a + r·lda, read as 32-bit
+// pairs (2·pairs elements of it).
+template <int R>
+__attribute__((target("avx512f,avx512bf16"))) void dp_rows(const uint16_t* a, int64_t lda, const uint16_t* bp,
+                                                           int64_t pairs, float* staged) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k0 = 0; k0 < pairs; k0 += 16, bp += kStepElems) {
+    const int64_t n = std::min<int64_t>(16, pairs - k0);
+    for (int64_t i = 0; i < n; ++i) {
+      const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + i * 32);
+      const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + kTileBytes / 2 + i * 32);
+      for (int r = 0; r < R; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, a + r * lda + 2 * (k0 + i), sizeof(pair));
+        const __m512bh ar = (__m512bh)_mm512_set1_epi32(pair);
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(staged + r * kStep, acc[r][0]);
+    _mm512_store_ps(staged + r * kStep + 16, acc[r][1]);
+  }
+}
+
+using DpRowsFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*);
+constexpr DpRowsFn kDpRowsFns[kDpRows] = {dp_rows<1>, dp_rows<2>, dp_rows<3>, dp_rows<4>,  dp_rows<5>,  dp_rows<6>,
+                                          dp_rows<7>, dp_rows<8>, dp_rows<9>, dp_rows<10>, dp_rows<11>, dp_rows<12>};
+
+// Rows [m0, m1) × column blocks [nb0, nb1) of C by VDPBF16PS; bp as pack_vnni packs it.
+void dp_task(const GemmBf16Problem& p, const uint16_t* bp, int64_t m0, int64_t m1, int64_t nb0, int64_t nb1) {
+  const int64_t steps = round_up(p.K, kStep) / kStep, pairs = (p.K + 1) / 2;
+  const uint16_t* a = p.a + m0 * p.lda;
+  int64_t lda = p.lda;
+  std::vector<uint16_t> padded;
+  if (p.K % 2) {  // the last pair's second element lies past the row: a copy with a zero there
+    lda = p.K + 1;
+    padded.assign(static_cast<size_t>((m1 - m0) * lda), uint16_t{0});
+    for (int64_t r = 0; r < m1 - m0; ++r)
+      std::memcpy(padded.data() + r * lda, a + r * p.lda, static_cast<size_t>(p.K) * 2);
+    a = padded.data();
+  }
+  alignas(64) float staged[kDpRows * kStep];
+  for (int64_t nb = nb0; nb < nb1; ++nb)
+    for (int64_t i0 = m0; i0 < m1; i0 += kDpRows) {
+      const int64_t rows = std::min(kDpRows, m1 - i0);
+      kDpRowsFns[rows - 1](a + (i0 - m0) * lda, lda, bp + nb * steps * kStepElems, pairs, staged);
+      store_block(p, staged, i0, rows, nb * kStep);
+    }
+}
+
 }  // namespace
 
 bool amx_bf16_available() {
@@ -146,7 +241,12 @@ bool amx_bf16_available() {
   return usable && env_bool("RLX_CPU_AMX");
 }
 
-std::vector<uint16_t> amx_pack_b(ThreadPool& pool, const GemmBf16Problem& p) {
+bool avx512_bf16_available() {
+  static const bool usable = avx512_bf16_usable();
+  return usable && avx512_bf16_mode() != "0";
+}
+
+std::vector<uint16_t> bf16_pack_b(ThreadPool& pool, const GemmBf16Problem& p) {
   const int64_t steps = round_up(p.K, kStep) / kStep, blocks = round_up(p.N, kStep) / kStep;
   std::vector<uint16_t> bp(static_cast<size_t>(blocks * steps * kStepElems));
   const int64_t k_stride = p.trans_b ? 1 : p.N, n_stride = p.trans_b ? p.K : 1;
@@ -163,22 +263,48 @@ void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p) {
   std::vector<uint16_t> packed;
   const uint16_t* bp = p.b_packed;
   if (!bp) {
-    packed = amx_pack_b(pool, p);
+    packed = bf16_pack_b(pool, p);
     bp = packed.data();
   }
   pool.parallel_for(round_up(p.M, kStep) / kStep, 1, [&](int64_t begin, int64_t end) { row_blocks(p, bp, begin, end); });
 }
 
+void gemm_bf16_avx512(ThreadPool& pool, const GemmBf16Problem& p) {
+  RLX_CHECK(avx512_bf16_available(), "gemm_bf16_avx512: AVX512-BF16 is not usable here");
+  if (p.M <= 0 || p.N <= 0) return;
+  std::vector<uint16_t> packed;
+  const uint16_t* bp = p.b_packed;
+  if (!bp) {
+    packed = bf16_pack_b(pool, p);
+    bp = packed.data();
+  }
+  // Tasks of kDpTaskRows rows × a range of column blocks: about four per thread where the rows alone give fewer.
+  const int64_t row_tasks = (p.M + kDpTaskRows - 1) / kDpTaskRows, blocks = round_up(p.N, kStep) / kStep;
+  const int64_t groups = std::clamp<int64_t>((4 * int64_t{pool.size()} + row_tasks - 1) / row_tasks, 1, blocks);
+  const int64_t per = (blocks + groups - 1) / groups, col_tasks = (blocks + per - 1) / per;
+  pool.parallel_for(row_tasks * col_tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t m0 = (t / col_tasks) * kDpTaskRows, nb0 = (t % col_tasks) * per;
+      dp_task(p, bp, m0, std::min(p.M, m0 + kDpTaskRows), nb0, std::min(blocks, nb0 + per));
+    }
+  });
+}
+
 #else
 
 bool amx_bf16_available() { return false; }
+bool avx512_bf16_available() { return false; }
 
 void gemm_bf16_amx(ThreadPool&, const GemmBf16Problem&) {
   RLX_CHECK(false, "gemm_bf16_amx: this build has no AMX code (x86-64 Linux with GCC ≥ 11 or Clang)");
 }
 
-std::vector<uint16_t> amx_pack_b(ThreadPool&, const GemmBf16Problem&) {
-  RLX_CHECK(false, "amx_pack_b: this build has no AMX code (x86-64 Linux with GCC ≥ 11 or Clang)");
+void gemm_bf16_avx512(ThreadPool&, const GemmBf16Problem&) {
+  RLX_CHECK(false, "gemm_bf16_avx512: this build has no AVX512-BF16 code (x86-64 Linux with GCC ≥ 11 or Clang)");
+}
+
+std::vector<uint16_t> bf16_pack_b(ThreadPool&, const GemmBf16Problem&) {
+  RLX_CHECK(false, "bf16_pack_b: this build has no bf16 GEMM code (x86-64 Linux with GCC ≥ 11 or Clang)");
   return {};
 }
 
