@@ -257,27 +257,30 @@ std::vector<uint16_t> bf16_pack_b(ThreadPool& pool, const GemmBf16Problem& p) {
   return bp;
 }
 
+namespace {
+
+// p.b_packed, or B packed into `storage` by this call.
+const uint16_t* packed_b(ThreadPool& pool, const GemmBf16Problem& p, std::vector<uint16_t>& storage) {
+  if (p.b_packed) return p.b_packed;
+  storage = bf16_pack_b(pool, p);
+  return storage.data();
+}
+
+}  // namespace
+
 void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p) {
   RLX_CHECK(amx_bf16_available(), "gemm_bf16_amx: AMX-BF16 is not usable here");
   if (p.M <= 0 || p.N <= 0) return;
-  std::vector<uint16_t> packed;
-  const uint16_t* bp = p.b_packed;
-  if (!bp) {
-    packed = bf16_pack_b(pool, p);
-    bp = packed.data();
-  }
+  std::vector<uint16_t> storage;
+  const uint16_t* bp = packed_b(pool, p, storage);
   pool.parallel_for(round_up(p.M, kStep) / kStep, 1, [&](int64_t begin, int64_t end) { row_blocks(p, bp, begin, end); });
 }
 
 void gemm_bf16_avx512(ThreadPool& pool, const GemmBf16Problem& p) {
   RLX_CHECK(avx512_bf16_available(), "gemm_bf16_avx512: AVX512-BF16 is not usable here");
   if (p.M <= 0 || p.N <= 0) return;
-  std::vector<uint16_t> packed;
-  const uint16_t* bp = p.b_packed;
-  if (!bp) {
-    packed = bf16_pack_b(pool, p);
-    bp = packed.data();
-  }
+  std::vector<uint16_t> storage;
+  const uint16_t* bp = packed_b(pool, p, storage);
   // Tasks of kDpTaskRows rows × a range of column blocks: about four per thread where the rows alone give fewer.
   const int64_t row_tasks = (p.M + kDpTaskRows - 1) / kDpTaskRows, blocks = round_up(p.N, kStep) / kStep;
   const int64_t groups = std::clamp<int64_t>((4 * int64_t{pool.size()} + row_tasks - 1) / row_tasks, 1, blocks);
