@@ -435,12 +435,12 @@ void bench_minilm(int reps, const std::string& dir) {
 int main(int argc, char** argv) {
   int reps = 15;
   std::string minilm;
-  bool gemv_only = false;
+  bool gemv_only = false, bf16_only = false;
   const char* usage =
-      "usage: rlx_cpu_bench [--reps N] [--minilm DIR | --gemv]   (RLX_NUM_THREADS sets the thread count)\n"
-      "CPU matmul (rlx with and without OpenBLAS, beside cblas_sgemm), attention, layernorm and the quantized\n"
-      "decode GEMV; with --minilm DIR, that model's BERT encoder at embedding batch shapes; with --gemv, the\n"
-      "quantized GEMV alone.\n";
+      "usage: rlx_cpu_bench [--reps N] [--minilm DIR | --gemv | --bf16]   (RLX_NUM_THREADS sets the thread count)\n"
+      "CPU matmul (f32: rlx with and without OpenBLAS, beside cblas_sgemm; bf16: AMX, AVX512-BF16 and staged\n"
+      "f32), attention, layernorm and the quantized decode GEMV; with --minilm DIR, that model's BERT encoder at\n"
+      "embedding batch shapes; with --gemv, the quantized GEMV alone; with --bf16, the bf16 matmuls alone.\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -450,6 +450,7 @@ int main(int argc, char** argv) {
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--minilm" && i + 1 < argc) minilm = argv[++i];
     else if (a == "--gemv") gemv_only = true;
+    else if (a == "--bf16") bf16_only = true;
     else {
       std::fprintf(stderr, "cpu_bench: unexpected argument '%s'\n%s", a.c_str(), usage);
       return 2;
@@ -463,6 +464,10 @@ int main(int argc, char** argv) {
 #endif
   if (!minilm.empty()) {
     bench_minilm(reps, minilm);
+    return 0;
+  }
+  if (bf16_only) {
+    bench_matmul_bf16(reps);
     return 0;
   }
   if (!gemv_only) {
