@@ -13,17 +13,17 @@ source scripts/carried_call.sh build/carry-s52a/s52a.tar.xz "${1:?OUT}"
 bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=0" "RLX_CUDA_FUSE_FFN_LN=1" \
   "RLX_CUDA_FUSE_FFN_LN=1 RLX_CUDA_FFN_ORDERED=0"
 bert_ab bert-base 256x128 "RLX_CUDA_GEMM_RESIDUAL=0" "RLX_CUDA_GEMM_RESIDUAL=1"
-gen_ab "RLX_CUDA_DECODE_ATTN_TILES=1" "RLX_CUDA_DECODE_ATTN_TILES=2"  # 129-256 keys in one CTA instead of two + merge
-host_cpu_tests
 grep -m1 "model name" /proc/cpuinfo
 for t in 2 16; do
   RLX_NUM_THREADS=$t timeout 60 $R/rlx_cpu_bench --bf16 --reps 7 > "$L/cpu-bf16-$t.log" 2>&1
   echo "cpu bf16 threads=$t rc=$?"; grep -E "^  [0-9M]" "$L/cpu-bf16-$t.log"
 done
 pack
-timeout 120 $R/rlx_decode_trace --synthetic --steps 64 --dtype bf16 > "$L/trace.log" 2>&1
-echo "trace rc=$? $(grep -E 'host wall|GPU span' "$L/trace.log" | tr '\n' ' ')"
-pack
+gen_ab "RLX_CUDA_DECODE_ATTN_TILES=1" "RLX_CUDA_DECODE_ATTN_TILES=2"  # 129-256 keys in one CTA instead of two + merge
 (cd bench && timeout 150 python3 bert_torch.py) > "$L/bert-torch.log" 2>&1
 echo "torch rc=$? $(grep -E '^(minilm|bert).*256x128' "$L/bert-torch.log" | head -4 | tr '\n' ' ')"
+pack
+host_cpu_tests
+timeout 120 $R/rlx_decode_trace --synthetic --steps 64 --dtype bf16 > "$L/trace.log" 2>&1
+echo "trace rc=$? $(grep -E 'host wall|GPU span' "$L/trace.log" | tr '\n' ' ')"
 pack
