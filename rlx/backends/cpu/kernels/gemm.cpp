@@ -533,11 +533,14 @@ bool takes_blas(const GemmProblem& p, GemmPath want) {
 #endif
 }
 
+// Whether gemm_f32(pool, p, want) runs run_packed, which packs all of B first.
+bool packs_all_b(const GemmProblem& p, GemmPath want) {
+  return p.batch == 1 && p.M > kGemvMaxM && p.N > 0 && !takes_blas(p, want);
+}
+
 }  // namespace
 
-bool gemm_packs_b(const GemmProblem& p) {
-  return p.batch == 1 && p.M > kGemvMaxM && p.N > 0 && !takes_blas(p, GemmPath::Auto);
-}
+bool gemm_packs_b(const GemmProblem& p) { return packs_all_b(p, GemmPath::Auto); }
 
 std::vector<float> gemm_pack_b(ThreadPool& pool, const GemmProblem& p) {
   std::vector<float> packed(static_cast<size_t>(p.K * packed_b_cols(p)));
@@ -547,7 +550,7 @@ std::vector<float> gemm_pack_b(ThreadPool& pool, const GemmProblem& p) {
 
 GemmPath gemm_f32(ThreadPool& pool, const GemmProblem& p, GemmPath want) {
   if (p.batch <= 0 || p.M <= 0 || p.N <= 0) return GemmPath::Builtin;
-  RLX_CHECK(p.b || p.K == 0 || (p.b_packed && p.batch == 1 && p.M > kGemvMaxM && !takes_blas(p, want)),
+  RLX_CHECK(p.b || p.K == 0 || (p.b_packed && packs_all_b(p, want)),
             "gemm_f32: B is given only packed, and this problem's path reads it unpacked");
 #ifdef RLX_HAVE_BLAS
   if (takes_blas(p, want)) {

@@ -58,9 +58,9 @@ std::string avx512_bf16_mode() {
 
 // VDPBF16PS against AMX and the staged f32 kernel on the development machine
 // (2-core Sapphire Rapids, bench/cpu_bench.cpp "matmul bf16", GFLOP/s):
-// M × 4096 × 4096 at M = 1, 8, 16, 32: VDPBF16PS 58, 164, 186, 188; AMX 17,
-// 141, 417, 814; staged f32 6, 102, 126, 176; 64 × 1024²: 206 against staged
-// f32's 230. VDPBF16PS reads the bf16 weights once and wastes no tile rows on
+// M × 4096 × 4096 at M = 1, 8, 16, 32: VDPBF16PS 58, 165, 181, 174; AMX 18,
+// 133, 355, 696; staged f32 5, 61, 90, 142; 64 × 1024²: 215 against staged
+// f32's 231 (docs/performance.md, fifty-second session). VDPBF16PS reads the bf16 weights once and wastes no tile rows on
 // a short A; past a few rows it is bound by the instruction, which runs at
 // about 0.7 of the f32 FMA's multiply-adds there.
 Bf16Gemm bf16_gemm_for(int64_t M) {
