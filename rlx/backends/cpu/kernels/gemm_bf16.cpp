@@ -63,8 +63,8 @@ std::string avx512_bf16_mode() {
 // f32's 231 (docs/performance.md, fifty-second session). VDPBF16PS reads the bf16 weights once and wastes no tile rows on
 // a short A; past a few rows it is bound by the instruction, which runs at
 // about 0.7 of the f32 FMA's multiply-adds there. With more threads AMX's
-// 32-row blocks leave threads idle on a short A: on a 16-thread Sapphire
-// Rapids-class host (fifty-third session) VDPBF16PS / AMX at 16 × 4096² were
+// 32-row blocks leave threads idle on a short A: on a 16-thread AMX Xeon
+// (the device host, fifty-third session) VDPBF16PS / AMX at 16 × 4096² were
 // 103 / 203 GFLOP/s on 2 threads, 219 / 251 on 4, 390 / 158 on 8, 835 / 240 on
 // 16; at 32 rows 441 / 463 on 8 threads and 838 / 702 on 16. Hence up to 2
 // rows a thread beside AMX (at least 8, at most 32, the largest measured).
