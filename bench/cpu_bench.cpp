@@ -150,7 +150,8 @@ void bench_matmul_bf16(int reps) {
   std::printf("  %-18s %16s %16s %16s\n", "M x K x N", "AMX", "AVX512-BF16", "staged f32");
   struct S { int64_t m, k, n; };
   struct Path { const char *amx, *avx512; };
-  for (S s : {S{1, 4096, 4096}, S{8, 4096, 4096}, S{16, 4096, 4096}, S{32, 4096, 4096}, S{64, 1024, 1024},
+  for (S s : {S{1, 4096, 4096}, S{4, 4096, 4096}, S{8, 4096, 4096}, S{16, 4096, 4096}, S{32, 4096, 4096},
+              S{64, 1024, 1024},
               // MiniLM at 32 texts x 16 tokens: FFN up, FFN down
               S{512, 384, 1536}, S{512, 1536, 384}}) {
     rlx::Graph g;

@@ -12,7 +12,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "rlx/backends/cpu/kernel.h"
@@ -448,7 +447,7 @@ TEST(CpuKernelsB, Bf16MatMulKernelsAgreeWithStagedPath) {
 // setting the param again must drop the packed copy. Two shapes of one
 // Executable share it; each run against float64 on the weights of the time,
 // on each bf16 kernel the CPU has, and under the default rule, which on an
-// AMX CPU takes M = 7 by VDPBF16PS and M = 70 on AMX from one packed copy.
+// AMX CPU takes M = 3 by VDPBF16PS and M = 70 on AMX from one packed copy.
 TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
   const int64_t K = 96, N = 40;
   int kernels = 0;
@@ -468,7 +467,7 @@ TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
     for (int version = 0; version < 3; ++version) {
       auto W = random_tensor(DType::BF16, {N, K}, ++seed);
       exe->set_param("w", W.t);
-      for (int64_t M : {7, 70, 7}) {
+      for (int64_t M : {3, 70, 3}) {
         auto X = random_tensor(DType::BF16, {M, K}, ++seed);
         const Tensor y = exe->run({X.t})[0];
         auto ref = matmul_ref(X.v, {M, K}, W.v, {N, K}, false, true, nullptr, Activation::None, nullptr);
@@ -479,32 +478,26 @@ TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
   if (kernels == 0) GTEST_SKIP() << "no bf16 kernel (AMX or AVX512-BF16) on this CPU";
 }
 
-// The default rule between the bf16 kernels (bf16_gemm_for): beside AMX,
-// VDPBF16PS takes up to 2 rows a thread, at least 8 and at most 32; without
-// AMX, up to 32 rows and then the staged f32 kernel; the knob's 1 and 0
-// force or refuse it.
-TEST(CpuKernelsB, Bf16KernelRuleFollowsRowsAndThreads) {
+// The default rule between the bf16 kernels (bf16_gemm_for): VDPBF16PS takes
+// up to 4 rows beside AMX and up to 32 without it (then the staged f32
+// kernel); the knob's 1 and 0 force or refuse it.
+TEST(CpuKernelsB, Bf16KernelRuleFollowsRows) {
   using cpu::Bf16Gemm;
   using cpu::bf16_gemm_for;
   if (!cpu::avx512_bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   {
     ScopedEnv no_amx("RLX_CPU_AMX", "0");
-    for (int threads : {1, 2, 16}) {
-      EXPECT_EQ(bf16_gemm_for(32, threads), Bf16Gemm::Avx512) << threads;
-      EXPECT_EQ(bf16_gemm_for(33, threads), Bf16Gemm::None) << threads;
-    }
+    EXPECT_EQ(bf16_gemm_for(32), Bf16Gemm::Avx512);
+    EXPECT_EQ(bf16_gemm_for(33), Bf16Gemm::None);
     ScopedEnv always("RLX_CPU_AVX512_BF16", "1");
-    EXPECT_EQ(bf16_gemm_for(4096, 2), Bf16Gemm::Avx512);
+    EXPECT_EQ(bf16_gemm_for(4096), Bf16Gemm::Avx512);
   }
   if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX on this CPU; the rule without it was checked";
-  const std::pair<int, int64_t> most_rows[] = {{1, 8}, {2, 8}, {4, 8}, {8, 16}, {12, 24}, {16, 32}, {64, 32}};
-  for (auto [threads, rows] : most_rows) {
-    EXPECT_EQ(bf16_gemm_for(1, threads), Bf16Gemm::Avx512) << threads;
-    EXPECT_EQ(bf16_gemm_for(rows, threads), Bf16Gemm::Avx512) << threads << " threads, " << rows << " rows";
-    EXPECT_EQ(bf16_gemm_for(rows + 1, threads), Bf16Gemm::Amx) << threads << " threads, " << rows + 1 << " rows";
-  }
+  EXPECT_EQ(bf16_gemm_for(1), Bf16Gemm::Avx512);
+  EXPECT_EQ(bf16_gemm_for(4), Bf16Gemm::Avx512);
+  EXPECT_EQ(bf16_gemm_for(5), Bf16Gemm::Amx);
   ScopedEnv never("RLX_CPU_AVX512_BF16", "0");
-  EXPECT_EQ(bf16_gemm_for(1, 16), Bf16Gemm::Amx);
+  EXPECT_EQ(bf16_gemm_for(1), Bf16Gemm::Amx);
 }
 
 // The f32 GEMM converts and packs a 16-bit param weight once and keeps it;

@@ -90,10 +90,10 @@ void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p);
 // Whether gemm_bf16_avx512 can run: RLX_CPU_AVX512_BF16 is not 0 and the CPU
 // has AVX512F and AVX512_BF16.
 bool avx512_bf16_available();
-// The bf16 kernel for a matmul of M rows on `threads` threads under
-// RLX_CPU_AMX and RLX_CPU_AVX512_BF16 (None: stage to f32).
+// The bf16 kernel for a matmul of M rows under RLX_CPU_AMX and
+// RLX_CPU_AVX512_BF16 (None: stage to f32).
 enum class Bf16Gemm { None, Amx, Avx512 };
-Bf16Gemm bf16_gemm_for(int64_t M, int threads);
+Bf16Gemm bf16_gemm_for(int64_t M);
 // On VDPBF16PS (gemm_bf16.cpp), f32 accumulation; throws if not available.
 void gemm_bf16_avx512(ThreadPool& pool, const GemmBf16Problem& p);
 // p.b in the layout both kernels read, for p.b_packed (weights packed once and kept).

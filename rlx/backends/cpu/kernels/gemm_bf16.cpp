@@ -56,22 +56,19 @@ std::string avx512_bf16_mode() {
 
 }  // namespace
 
-// VDPBF16PS against AMX and the staged f32 kernel on the development machine
-// (2-core Sapphire Rapids, bench/cpu_bench.cpp "matmul bf16", GFLOP/s):
-// M × 4096 × 4096 at M = 1, 8, 16, 32: VDPBF16PS 58, 165, 181, 174; AMX 18,
-// 133, 355, 696; staged f32 5, 61, 90, 142; 64 × 1024²: 215 against staged
-// f32's 231 (docs/performance.md, fifty-second session). VDPBF16PS reads the bf16 weights once and wastes no tile rows on
-// a short A; past a few rows it is bound by the instruction, which runs at
-// about 0.7 of the f32 FMA's multiply-adds there. With more threads AMX's
-// 32-row blocks leave threads idle on a short A: on a 16-thread AMX Xeon
-// (the device host, fifty-third session) VDPBF16PS / AMX at 16 × 4096² were
-// 103 / 203 GFLOP/s on 2 threads, 219 / 251 on 4, 390 / 158 on 8, 835 / 240 on
-// 16; at 32 rows 441 / 463 on 8 threads and 838 / 702 on 16. Hence up to 2
-// rows a thread beside AMX (at least 8, at most 32, the largest measured).
-Bf16Gemm bf16_gemm_for(int64_t M, int threads) {
+// VDPBF16PS reads the bf16 weights once and wastes no tile rows on a short
+// A, but it runs at about 0.7 of the f32 FMA's multiply-adds, while AMX
+// takes a 32-row block in the time of any shorter one. GFLOP/s, VDPBF16PS /
+// AMX, M × 4096², on a 16-thread AMX Xeon (docs/performance.md, fifty-third
+// session) at 2, 4, 8 and 16 threads: M = 4: 123 / 84, 197 / 169, 363 / 256,
+// 626 / 407; M = 8: 117 / 154, 246 / 341, 410 / 395, 884 / 922; the 2-core
+// development machine alike (4: 132-137 / 96-120, 8: 177 / 207-218). Both
+// kernels split a short A's columns across the threads, so the crossover does
+// not move with them. Without AMX, VDPBF16PS against the staged f32 kernel:
+// ahead up to 32 rows and more (32 × 4096² 904 / 610 on 16 threads).
+Bf16Gemm bf16_gemm_for(int64_t M) {
   const bool amx = amx_bf16_available();
-  const int64_t short_a = amx ? std::clamp<int64_t>(2 * int64_t{threads}, 8, 32) : 32;
-  if (avx512_bf16_available() && (avx512_bf16_mode() == "1" || M <= short_a)) return Bf16Gemm::Avx512;
+  if (avx512_bf16_available() && (avx512_bf16_mode() == "1" || M <= (amx ? 4 : 32))) return Bf16Gemm::Avx512;
   return amx ? Bf16Gemm::Amx : Bf16Gemm::None;
 }
 
@@ -136,20 +133,38 @@ void store_block(const GemmBf16Problem& p, float* staged, int64_t m0, int64_t ro
   }
 }
 
-// Row blocks [first, last) of C; bp is B packed by pack_vnni.
-__attribute__((target("amx-tile,amx-bf16"))) void row_blocks(const GemmBf16Problem& p, const uint16_t* bp,
-                                                             int64_t first, int64_t last) {
+// Both kernels' work split: tasks of `task_rows` rows × a range of `per`
+// column blocks, as many ranges as give about four tasks per thread where
+// the rows alone give fewer (a short A would otherwise keep one thread busy).
+struct TaskGrid {
+  int64_t row_tasks, col_tasks, per;
+  TaskGrid(int64_t M, int64_t blocks, int64_t task_rows, int threads) {
+    row_tasks = (M + task_rows - 1) / task_rows;
+    const int64_t groups = std::clamp<int64_t>((4 * int64_t{threads} + row_tasks - 1) / row_tasks, 1, blocks);
+    per = (blocks + groups - 1) / groups;
+    col_tasks = (blocks + per - 1) / per;
+  }
+};
+
+// Tasks [first, last) of the grid g (32-row blocks of C); bp is B packed by pack_vnni.
+__attribute__((target("amx-tile,amx-bf16"))) void amx_tasks(const GemmBf16Problem& p, const uint16_t* bp,
+                                                            const TaskGrid& g, int64_t first, int64_t last) {
   const int64_t Kp = round_up(p.K, kStep), steps = Kp / kStep, blocks = round_up(p.N, kStep) / kStep;
   std::vector<uint16_t> a(static_cast<size_t>(kStep * Kp));  // zeros: columns past K stay so
   alignas(64) float staged[kStep * kStep];
   const TileConfig config;
   _tile_loadconfig(&config);
-  for (int64_t mb = first; mb < last; ++mb) {
+  int64_t staged_mb = -1;  // the row block whose A is in `a`
+  for (int64_t t = first; t < last; ++t) {
+    const int64_t mb = t / g.col_tasks, nb0 = (t % g.col_tasks) * g.per, nb1 = std::min(blocks, nb0 + g.per);
     const int64_t m0 = mb * kStep, rows = std::min(kStep, p.M - m0);
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(a.data() + r * Kp, p.a + (m0 + r) * p.lda, static_cast<size_t>(p.K) * 2);
-    std::fill(a.begin() + rows * Kp, a.end(), uint16_t{0});  // rows past M (the last block)
-    for (int64_t nb = 0; nb < blocks; ++nb) {
+    if (mb != staged_mb) {
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(a.data() + r * Kp, p.a + (m0 + r) * p.lda, static_cast<size_t>(p.K) * 2);
+      std::fill(a.begin() + rows * Kp, a.end(), uint16_t{0});  // rows past M (the last block)
+      staged_mb = mb;
+    }
+    for (int64_t nb = nb0; nb < nb1; ++nb) {
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
@@ -279,7 +294,8 @@ void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p) {
   if (p.M <= 0 || p.N <= 0) return;
   std::vector<uint16_t> storage;
   const uint16_t* bp = packed_b(pool, p, storage);
-  pool.parallel_for(round_up(p.M, kStep) / kStep, 1, [&](int64_t begin, int64_t end) { row_blocks(p, bp, begin, end); });
+  const TaskGrid g(p.M, round_up(p.N, kStep) / kStep, kStep, pool.size());
+  pool.parallel_for(g.row_tasks * g.col_tasks, 1, [&](int64_t begin, int64_t end) { amx_tasks(p, bp, g, begin, end); });
 }
 
 void gemm_bf16_avx512(ThreadPool& pool, const GemmBf16Problem& p) {
@@ -287,14 +303,12 @@ void gemm_bf16_avx512(ThreadPool& pool, const GemmBf16Problem& p) {
   if (p.M <= 0 || p.N <= 0) return;
   std::vector<uint16_t> storage;
   const uint16_t* bp = packed_b(pool, p, storage);
-  // Tasks of kDpTaskRows rows × a range of column blocks: about four per thread where the rows alone give fewer.
-  const int64_t row_tasks = (p.M + kDpTaskRows - 1) / kDpTaskRows, blocks = round_up(p.N, kStep) / kStep;
-  const int64_t groups = std::clamp<int64_t>((4 * int64_t{pool.size()} + row_tasks - 1) / row_tasks, 1, blocks);
-  const int64_t per = (blocks + groups - 1) / groups, col_tasks = (blocks + per - 1) / per;
-  pool.parallel_for(row_tasks * col_tasks, 1, [&](int64_t begin, int64_t end) {
+  const int64_t blocks = round_up(p.N, kStep) / kStep;
+  const TaskGrid g(p.M, blocks, kDpTaskRows, pool.size());
+  pool.parallel_for(g.row_tasks * g.col_tasks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t m0 = (t / col_tasks) * kDpTaskRows, nb0 = (t % col_tasks) * per;
-      dp_task(p, bp, m0, std::min(p.M, m0 + kDpTaskRows), nb0, std::min(blocks, nb0 + per));
+      const int64_t m0 = (t / g.col_tasks) * kDpTaskRows, nb0 = (t % g.col_tasks) * g.per;
+      dp_task(p, bp, m0, std::min(p.M, m0 + kDpTaskRows), nb0, std::min(blocks, nb0 + g.per));
     }
   });
 }

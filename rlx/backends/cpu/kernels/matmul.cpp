@@ -52,7 +52,7 @@ bool try_matmul_bf16(KernelArgs& args, bool ta, bool tb, const float* bias, Acti
   p.K = ad.back();
   p.M = 1;
   for (size_t i = 0; i + 1 < od.size(); ++i) p.M *= od[i];
-  const Bf16Gemm kernel = bf16_gemm_for(p.M, args.pool.size());
+  const Bf16Gemm kernel = bf16_gemm_for(p.M);
   if (kernel == Bf16Gemm::None) return false;
   p.lda = p.K;
   p.trans_b = tb;
