@@ -5,8 +5,11 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "rlx/core/error.h"
+#include "rlx/core/tensor.h"
 
 namespace rlx::test {
 
@@ -53,5 +56,13 @@ inline std::mt19937_64& rng() {
   return g;
 }
 #define RLX_TRACE_SEED() SCOPED_TRACE(::testing::Message() << "seed " << ::rlx::test::run_seed())
+
+// An f32 tensor of values uniform in [lo, hi), drawn from rng().
+inline Tensor uniform_f32(std::vector<int64_t> shape, float lo, float hi) {
+  Tensor t = Tensor::empty(DType::F32, std::move(shape));
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng());
+  return t;
+}
 
 }  // namespace rlx::test

@@ -48,6 +48,26 @@ Value matmul_bias_act(Value a, Value b, Value bias, Activation act, bool transpo
   return op(OpKind::FusedMatMulBiasAct, FusedMatMulBiasActAttrs{transpose_b, act}, {a, b, bias});
 }
 Value dequant_matmul(Value x, Value w) { return op(OpKind::DequantMatMul, DequantMatMulAttrs{}, {x, w}); }
+Value scaled_matmul(Value a, Value b, Value scale_a, Value scale_b, DType out, Value bias) {
+  if (bias.graph) return op(OpKind::ScaledMatMul, ScaledMatMulAttrs{out}, {a, b, scale_a, scale_b, bias});
+  return op(OpKind::ScaledMatMul, ScaledMatMulAttrs{out}, {a, b, scale_a, scale_b});
+}
+Fp8Quantized quantize_fp8(Value x, DType fp8, bool per_row) {
+  RLX_CHECK(fp8 == DType::F8E4M3 || fp8 == DType::F8E5M2, "quantize_fp8: ", fp8, " is not an fp8 type");
+  RLX_CHECK(x.rank() >= 1, "quantize_fp8: x must have at least one dim");
+  Graph& g = *x.graph;
+  const Value xf = x.dtype() == DType::F32 ? x : cast(x, DType::F32);
+  std::vector<int> axes{-1};
+  if (!per_row)
+    for (int i = 0; i + 1 < x.rank(); ++i) axes.push_back(i);
+  const Value amax = reduce(ReduceFn::Max, unary(UnaryFn::Abs, xf), axes, /*keepdims=*/true);
+  // An all-zero row keeps a tiny positive scale, so q = 0 rather than 0/0. x is
+  // multiplied by largest / m rather than divided by the scale m / largest: a
+  // multiply per element (the two differ by at most an f32 rounding).
+  const Value big = scalar(g, fp8 == DType::F8E4M3 ? 448.0f : 57344.0f);
+  const Value m = binary(BinaryFn::Max, amax, scalar(g, 1e-30f));
+  return {cast(xf * (big / m), fp8), m / big};
+}
 
 Value layer_norm(Value x, Value gamma, Value beta, float eps) {
   return op(OpKind::LayerNorm, NormAttrs{eps}, {x, gamma, beta});

@@ -54,6 +54,18 @@ Value cast(Value x, DType to);
 Value matmul(Value a, Value b, MatMulAttrs attrs = {});
 Value matmul_bias_act(Value a, Value b, Value bias, Activation act, bool transpose_b = false);
 Value dequant_matmul(Value x, Value w);
+// FP8 matmul (ScaledMatMul in ops.h): a [..., K], b [N, K] in fp8, f32 scales; `bias` optional.
+Value scaled_matmul(Value a, Value b, Value scale_a, Value scale_b, DType out, Value bias = {});
+// Dynamic FP8 quantization of a float x for scaled_matmul: the scale maps the
+// largest |x| (of each row with `per_row`, else of the whole tensor) to the
+// type's largest finite value (448 for e4m3, 57344 for e5m2), and q = x ·
+// (largest / max|x|) rounded to the fp8 type; x ≈ q · scale. Built from
+// Reduce, Max, Div, Mul and Cast (one kernel on CUDA for per-row scales).
+struct Fp8Quantized {
+  Value q;      // x's shape, in `fp8`
+  Value scale;  // f32: x's shape with the last dim 1 (per row), or all dims 1
+};
+Fp8Quantized quantize_fp8(Value x, DType fp8 = DType::F8E4M3, bool per_row = true);
 
 // Norms
 Value layer_norm(Value x, Value gamma, Value beta, float eps = 1e-5f);

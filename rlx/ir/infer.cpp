@@ -502,6 +502,40 @@ TensorType infer_type(const Graph& g, OpKind op, const Attrs& attrs, const std::
       out.back() = w[0];
       return {c.dtype(0), out};
     }
+    case OpKind::ScaledMatMul: {
+      need_attrs(std::holds_alternative<ScaledMatMulAttrs>(attrs));
+      c.arity(4, 5);
+      const DType out = std::get<ScaledMatMulAttrs>(attrs).out;
+      if (out != DType::F32 && out != DType::F16 && out != DType::BF16)
+        c.fail("the result dtype must be f32, f16 or bf16, got ", out);
+      for (size_t i : {size_t{0}, size_t{1}})
+        if (c.dtype(i) != DType::F8E4M3 && c.dtype(i) != DType::F8E5M2)
+          c.fail("input ", i, " must be f8e4m3 or f8e5m2, got ", c.dtype(i));
+      const Shape& a = c.shape(0);
+      const Shape& b = c.shape(1);
+      if (a.empty() || b.size() != 2)
+        c.fail("a must be [..., K] and b [N, K], got ", shape_to_string(a), " and ", shape_to_string(b));
+      c.expect_dim(b[1], a.back(), "b's K");
+      // A scale is one value (any shape of one element) or one per row.
+      auto scale = [&](size_t i, Shape rows, const char* what) {
+        if (c.dtype(i) != DType::F32) c.fail(what, " must be f32, got ", c.dtype(i));
+        const Shape& s = c.shape(i);
+        const bool one = std::all_of(s.begin(), s.end(), [](const Dim& d) { return d == Dim(1); });
+        rows.back() = Dim(1);
+        if (!one && s != rows)
+          c.fail(what, " must hold one value or be ", shape_to_string(rows), ", got ", shape_to_string(s));
+      };
+      scale(2, a, "scale_a");
+      scale(3, b, "scale_b");
+      Shape y = a;
+      y.back() = b[0];
+      if (c.in.size() == 5) {
+        if (c.dtype(4) != out) c.fail("bias must have the result dtype ", out, ", got ", c.dtype(4));
+        if (c.shape(4).size() != 1) c.fail("bias must be 1-D, got ", shape_to_string(c.shape(4)));
+        c.expect_dim(c.shape(4)[0], b[0], "bias length");
+      }
+      return {out, y};
+    }
     case OpKind::LayerNorm: case OpKind::RmsNorm: case OpKind::FusedResidualLayerNorm: case OpKind::FusedResidualRmsNorm:
       need_attrs(std::holds_alternative<NormAttrs>(attrs));
       return infer_norm(c, op);

@@ -10,7 +10,7 @@ namespace rlx {
 const char* op_name(OpKind op) {
   static constexpr const char* kNames[] = {
       "Input", "Param", "Constant", "State", "Unary", "Binary", "Compare", "Where", "Cast", "MatMul",
-      "FusedMatMulBiasAct", "DequantMatMul", "LayerNorm", "RmsNorm", "FusedResidualLayerNorm",
+      "FusedMatMulBiasAct", "DequantMatMul", "ScaledMatMul", "LayerNorm", "RmsNorm", "FusedResidualLayerNorm",
       "FusedResidualRmsNorm", "FusedPostRmsNorm", "Softmax", "Reduce", "ArgMax", "TopK", "Sample", "Gather", "Reshape",
       "Transpose", "Narrow", "Concat", "Expand", "WriteSlice", "Bitcast", "Attention", "Rope", "FusedSwiGLU",
       "FusedGeGLU", "Fft", "GaussianSplatRender", "Custom"};
@@ -105,6 +105,7 @@ struct AttrPrinter {
     os << "tb=" << a.transpose_b << " act=" << activation_name(a.act);
   }
   void operator()(const DequantMatMulAttrs&) {}
+  void operator()(const ScaledMatMulAttrs& a) { os << "out=" << a.out; }
   void operator()(const NormAttrs& a) { os << "eps=" << a.eps; }
   void operator()(const AxisAttrs& a) { os << "axis=" << a.axis; }
   void operator()(const ReduceAttrs& a) {

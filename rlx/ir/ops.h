@@ -20,7 +20,7 @@ enum class OpKind : uint8_t {
   // Elementwise
   Unary, Binary, Compare, Where, Cast,
   // Linear algebra
-  MatMul, FusedMatMulBiasAct, DequantMatMul,
+  MatMul, FusedMatMulBiasAct, DequantMatMul, ScaledMatMul,
   // Normalization
   LayerNorm, RmsNorm, FusedResidualLayerNorm, FusedResidualRmsNorm, FusedPostRmsNorm,
   // Reductions and selection
@@ -89,6 +89,16 @@ struct FusedMatMulBiasActAttrs {
 };
 // x [..., K] · Wᵀ with W [N, K] stored in a packed quant (or fp8) dtype.
 struct DequantMatMulAttrs { bool operator==(const DequantMatMulAttrs&) const = default; };
+// FP8 matmul (torch._scaled_mm's contract, B stored [N, K] as a linear layer's
+// weight): inputs a [..., K] and b [N, K] in f8e4m3 or f8e5m2, f32 scales
+// scale_a (one value, or a's shape with K → 1: one per row) and scale_b (one
+// value, or [N, 1]: one per row of b), optional bias [N] in the result dtype.
+//   y[m, n] = scale_a[m] · scale_b[n] · Σ_k a[m, k] · b[n, k] + bias[n]
+// summed in f32 (each fp8 product is exact in f32), rounded once to `out`.
+struct ScaledMatMulAttrs {
+  DType out = DType::F32;  // f32, f16 or bf16
+  bool operator==(const ScaledMatMulAttrs&) const = default;
+};
 // LayerNorm: inputs x, gamma, beta. RmsNorm: x, gamma. The fused residual
 // forms take a residual as second input and normalize (x + residual).
 // FusedPostRmsNorm (post-norm residual, Gemma): inputs x, a, w1 [, w2];
@@ -247,8 +257,8 @@ struct CustomAttrs {
 };
 
 using Attrs = std::variant<NoAttrs, LeafAttrs, ConstantAttrs, UnaryAttrs, BinaryAttrs, CompareAttrs, CastAttrs,
-                           MatMulAttrs, FusedMatMulBiasActAttrs, DequantMatMulAttrs, NormAttrs, AxisAttrs,
-                           ReduceAttrs, ArgMaxAttrs, TopKAttrs, SampleAttrs, ShapeAttrs, TransposeAttrs,
+                           MatMulAttrs, FusedMatMulBiasActAttrs, DequantMatMulAttrs, ScaledMatMulAttrs, NormAttrs,
+                           AxisAttrs, ReduceAttrs, ArgMaxAttrs, TopKAttrs, SampleAttrs, ShapeAttrs, TransposeAttrs,
                            NarrowAttrs, WriteSliceAttrs, AttentionAttrs, RopeAttrs, GluAttrs, FftAttrs,
                            SplatAttrs, CustomAttrs>;
 

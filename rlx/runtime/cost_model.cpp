@@ -93,7 +93,8 @@ NodeWork node_work(const Graph& g, NodeId id) {
   switch (n.op) {
     case OpKind::MatMul:
     case OpKind::FusedMatMulBiasAct:
-    case OpKind::DequantMatMul: {
+    case OpKind::DequantMatMul:
+    case OpKind::ScaledMatMul: {
       const auto a = static_dims(g.node(n.inputs[0]).type.shape);
       const bool ta = n.op == OpKind::MatMul && n.attr<MatMulAttrs>().transpose_a;
       const double k = static_cast<double>(ta ? a[a.size() - 2] : a.back());
@@ -143,8 +144,9 @@ Micros CostModel::predict_node(const Graph& g, NodeId id) const {
     const int64_t cols = o.back();
     const int64_t rows = cols ? static_numel(n.type.shape) / cols : 0;
     const int64_t k = cols && rows ? static_cast<int64_t>(w.flops.value / (2.0 * rows * cols)) : 0;
-    // Quantized weights run as f16 compute on the GPU.
-    rate = matmul_rate(n.op == OpKind::DequantMatMul ? DType::F16 : n.type.dtype, rows, cols, k);
+    // Quantized weights run as f16 compute on the GPU; fp8 runs at least at the f16 rate (priced so).
+    const bool half = n.op == OpKind::DequantMatMul || n.op == OpKind::ScaledMatMul;
+    rate = matmul_rate(half ? DType::F16 : n.type.dtype, rows, cols, k);
   } else if (w.kind == NodeWork::Kind::Attention) {
     const bool half = n.type.dtype == DType::F16 || n.type.dtype == DType::BF16;
     rate = {0.3 * (half ? rates_.matmul_half : rates_.matmul_f32).value};  // softmax between two GEMMs

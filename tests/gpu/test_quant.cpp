@@ -49,7 +49,7 @@ bool have_gpu() {
 
 #define CK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-// Every DType CUDA decodes (the quant types with a CPU dequantizer + f32/f16/bf16).
+// Every DType CUDA decodes (the quant types with a CPU dequantizer + f32/f16/bf16 and fp8).
 std::vector<DType> cuda_types() {
   std::vector<DType> v;
   for (int i = 0; i < static_cast<int>(DType::Count_); ++i)
@@ -64,7 +64,8 @@ TEST(CudaQuant, CoversEveryQuantTypeWithACpuDequantizer) {
       EXPECT_EQ(cuda::has_cuda_dequant_kernel(t), has_cpu_dequant(t)) << dtype_name(t);
     }
   }
-  for (DType t : {DType::F32, DType::F16, DType::BF16}) EXPECT_TRUE(cuda::has_cuda_dequant_kernel(t));
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F8E4M3, DType::F8E5M2})
+    EXPECT_TRUE(cuda::has_cuda_dequant_kernel(t));
   EXPECT_FALSE(cuda::has_cuda_dequant_kernel(DType::I32));
 }
 
@@ -96,6 +97,10 @@ std::vector<uint8_t> random_data(DType t, int64_t n_elems, std::mt19937_64& rng)
   const int64_t nb = n_elems / info.block_elems, bb = info.block_bytes;
   std::vector<uint8_t> b(static_cast<size_t>(nb * bb));
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (t == DType::F8E4M3 || t == DType::F8E5M2) {  // bit 3 clear: no exponent of all ones, so finite
+    for (auto& x : b) x = static_cast<uint8_t>(rng()) & 0xF7u;
+    return b;
+  }
   if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
     for (int64_t i = 0; i < nb; ++i) {
       const float v = normal(rng);

@@ -389,6 +389,35 @@ void mmba_case(Table& t, const std::string& name, Shape64 as, Shape64 bs, bool t
   });
 }
 
+// fp8 a [..., K] x b [n, K] with f32 scales (one value or one per row) and an optional bias.
+void scaled_mm_case(Table& t, const std::string& name, Shape64 as, int64_t n, DType at, DType bt, bool rows_a,
+                    bool rows_b, bool with_bias) {
+  t.add(name, kF, [=](CaseBuilder& b) {
+    const int64_t k = as.back();
+    if (b.dt == DType::F32) {
+      // Hopper's fp8 tensor cores sum with about 14 significant bits between cuBLASLt's f32
+      // promotions: an f32 result holds 2^-12 of the largest sum of |sa·sb·a·b| (0.25 · 9 · K here).
+      b.scale_atol(std::ldexp(0.25 * 9.0 * static_cast<double>(k), -12) / 1e-5,
+                   str("atol = 2^-12 x the largest sum of |sa sb a b| over K=", k,
+                       ": fp8 tensor cores sum with ~14 significant bits"));
+    } else {
+      dot_tolerance(b, k);
+    }
+    Shape64 sa_shape = as;
+    sa_shape.back() = 1;
+    auto a = b.input("a", as, uniform(-3.0, 3.0, 0.01), at);
+    auto w = b.param("b", {n, as.back()}, uniform(-3.0, 3.0, 0.01), bt);
+    auto sa = b.input("sa", rows_a ? sa_shape : Shape64{1}, uniform(0.05, 0.5), DType::F32);
+    auto sb = b.param("sb", rows_b ? Shape64{n, 1} : Shape64{1}, uniform(0.05, 0.5), DType::F32);
+    Value bias = with_bias ? b.param("bias", {n}, uniform()) : Value{};
+    b.output(scaled_matmul(a, w, sa, sb, b.dt, bias));
+    b.set_reference([=](const Leaves& l) {
+      return one(ref::scaled_matmul(l.at("a"), l.at("b"), l.at("sa"), l.at("sb"),
+                                    with_bias ? l.at("bias") : RefTensor{}));
+    });
+  });
+}
+
 void linalg_cases(Table& t) {
   matmul_case(t, "matmul_2d", {13, 33}, {33, 7}, false, false);
   matmul_case(t, "matmul_ta", {33, 13}, {33, 7}, true, false);
@@ -407,6 +436,13 @@ void linalg_cases(Table& t) {
   mmba_case(t, "mmba_relu_tb", {7, 33}, {13, 33}, true, Activation::Relu);
   mmba_case(t, "mmba_silu_tb", {3, 5, 129}, {7, 129}, true, Activation::Silu);
   mmba_case(t, "mmba_bert_ffn_gelu_erf_tb", {5, 384}, {1536, 384}, true, Activation::GeluErf);
+  // fp8: the case's dtype is the result's. Shapes with K and N multiples of 16
+  // take cuBLASLt's fp8 GEMM on CUDA; e5m2 x e5m2 and K = 20 its f32 fallback.
+  scaled_mm_case(t, "scaled_matmul_tensor_scales", {2, 9, 64}, 48, DType::F8E4M3, DType::F8E4M3, false, false, false);
+  scaled_mm_case(t, "scaled_matmul_row_scales_bias", {37, 96}, 80, DType::F8E4M3, DType::F8E4M3, true, true, true);
+  scaled_mm_case(t, "scaled_matmul_e4m3_e5m2", {16, 32}, 32, DType::F8E4M3, DType::F8E5M2, true, false, true);
+  scaled_mm_case(t, "scaled_matmul_e5m2_pair_k20", {5, 20}, 7, DType::F8E5M2, DType::F8E5M2, false, true, true);
+  scaled_mm_case(t, "scaled_matmul_gemv", {1, 256}, 64, DType::F8E4M3, DType::F8E4M3, true, true, false);
 }
 
 // ---- norms ----

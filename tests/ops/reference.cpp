@@ -240,6 +240,18 @@ RefTensor matmul_bias_act(const RefTensor& a, const RefTensor& b, const RefTenso
   return out;
 }
 
+RefTensor scaled_matmul(const RefTensor& a, const RefTensor& b, const RefTensor& sa, const RefTensor& sb,
+                        const RefTensor& bias) {
+  RefTensor out = matmul(a, b, false, true);
+  const int64_t n = out.dim(-1);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t row = i / n, col = i % n;
+    const double s = sa[sa.numel() == 1 ? 0 : row] * sb[sb.numel() == 1 ? 0 : col];
+    out[i] = s * out[i] + (bias.numel() ? bias[col] : 0.0);
+  }
+  return out;
+}
+
 RefTensor layer_norm(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta, double eps) {
   const int64_t w = x.dim(-1);
   RefTensor out(x.shape);

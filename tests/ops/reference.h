@@ -67,6 +67,10 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
 RefTensor matmul(const RefTensor& a, const RefTensor& b, bool transpose_a, bool transpose_b);
 RefTensor matmul_bias_act(const RefTensor& a, const RefTensor& b, const RefTensor& bias, bool transpose_b,
                           Activation act);
+// ScaledMatMul: sa[m] · sb[n] · Σ_k a[m, k] · b[n, k] + bias[n]; sa / sb hold
+// one value or one per row (of a's rows / of b's N rows); bias may be empty.
+RefTensor scaled_matmul(const RefTensor& a, const RefTensor& b, const RefTensor& sa, const RefTensor& sb,
+                        const RefTensor& bias);
 
 // Norms over the last axis; the residual forms normalize (x + residual).
 RefTensor layer_norm(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta, double eps);

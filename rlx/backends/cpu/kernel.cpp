@@ -1,6 +1,7 @@
 #include "rlx/backends/cpu/kernel.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -137,8 +138,23 @@ void f16_to_f32_n(const uint16_t* s, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
 }
 
+// fp8 → f32 is exact: all 256 codes decoded once.
+template <DType T>
+void fp8_to_f32_n(const uint8_t* s, float* dst, int64_t n) {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c)
+      t[static_cast<size_t>(c)] = T == DType::F8E4M3 ? fp8_e4m3_to_f32(static_cast<uint8_t>(c))
+                                                     : fp8_e5m2_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  for (int64_t i = 0; i < n; ++i) dst[i] = table[s[i]];
+}
+
 void to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
+    case DType::F8E4M3: return fp8_to_f32_n<DType::F8E4M3>(static_cast<const uint8_t*>(src), dst, n);
+    case DType::F8E5M2: return fp8_to_f32_n<DType::F8E5M2>(static_cast<const uint8_t*>(src), dst, n);
     case DType::F16: return f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
     case DType::BF16: return bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
     case DType::F64: {
@@ -209,8 +225,9 @@ const float* KernelArgs::in_f32(size_t i) {
   if (t == DType::F32) return in<float>(i);
   auto& s = in_scratch_[i];
   if (s.empty() && in_numel(i) > 0) {
-    RLX_CHECK_AS(Unsupported, t == DType::F16 || t == DType::BF16 || t == DType::F64, where(), ": input ", i,
-                 " of dtype ", t, " has no f32 staging");
+    RLX_CHECK_AS(Unsupported,
+                 t == DType::F16 || t == DType::BF16 || t == DType::F64 || t == DType::F8E4M3 || t == DType::F8E5M2,
+                 where(), ": input ", i, " of dtype ", t, " has no f32 staging");
     s = StagingBuffer(static_cast<size_t>(in_numel(i)));
     const auto* src = static_cast<const char*>(in_[i]);
     const int64_t es = dtype_size(t);

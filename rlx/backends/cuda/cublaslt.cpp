@@ -52,6 +52,8 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
+    case DType::F8E4M3: return CUDA_R_8F_E4M3;
+    case DType::F8E5M2: return CUDA_R_8F_E5M2;
     default: throw Unsupported(str("cuBLASLt GEMM: no ", dtype_name(t), " support"));
   }
 }
@@ -80,6 +82,16 @@ std::vector<int64_t> algo_config(const cublasLtMatmulAlgo_t& algo) {
   return cfg;
 }
 
+// An fp8 GEMM's scale pointers (cuBLAS "A" is our B), in the shared descriptor.
+void set_scale_pointers(cublasLtMatmulDesc_t desc, const GemmArgs& a) {
+  if (a.scale_b)
+    RLX_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.scale_b, sizeof a.scale_b));
+  if (a.scale_a)
+    RLX_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.scale_a, sizeof a.scale_a));
+}
+
 // Elements an operand spans: `rows` rows of leading dimension ld per batch.
 int64_t extent(int64_t rows, int64_t ld, int64_t stride, int64_t batch) {
   return (batch > 1 ? (batch - 1) * stride : 0) + rows * ld;
@@ -88,18 +100,23 @@ int64_t extent(int64_t rows, int64_t ld, int64_t stride, int64_t batch) {
 }  // namespace
 
 void fill_uniform(void* p, size_t bytes, DType t) {
-  RLX_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16, "fill_uniform: ", dtype_name(t));
+  const bool fp8 = t == DType::F8E4M3 || t == DType::F8E5M2;
+  RLX_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16 || fp8, "fill_uniform: ", dtype_name(t));
   const size_t e = static_cast<size_t>(dtype_size(t)), n = std::min<size_t>(bytes, size_t{1} << 20) / e;
-  std::vector<uint16_t> h16(t == DType::F32 ? 0 : n);
+  std::vector<uint16_t> h16(t == DType::F32 || fp8 ? 0 : n);
   std::vector<float> h32(t == DType::F32 ? n : 0);
+  std::vector<uint8_t> h8(fp8 ? n : 0);
   uint32_t x = 0x9e3779b9u;
   for (size_t i = 0; i < n; ++i) {
     x = x * 1664525u + 1013904223u;
     const float v = static_cast<float>(x >> 8) * (2.0f / 16777216.0f) - 1.0f;
     if (t == DType::F32) h32[i] = v;
+    else if (fp8) h8[i] = static_cast<uint8_t>(x >> 24) & 0xF7u;  // bit 3 clear: no exponent of all ones (finite)
     else h16[i] = t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
   }
-  const void* host = t == DType::F32 ? static_cast<const void*>(h32.data()) : h16.data();
+  const void* host = t == DType::F32 ? static_cast<const void*>(h32.data())
+                     : fp8           ? static_cast<const void*>(h8.data())
+                                     : h16.data();
   size_t done = n * e;
   RLX_CUDA_CHECK(cudaMemcpy(p, host, done, cudaMemcpyHostToDevice));
   for (char* d = static_cast<char*>(p); done < bytes; done *= 2)
@@ -218,6 +235,7 @@ std::vector<double> time_candidates(const std::vector<std::function<bool(cudaStr
 }  // namespace
 
 std::string gemm_family(const GemmArgs& a) {
+  if (a.fp8()) return "gemm.fp8";
   if (a.dtype == DType::F32 && a.allow_tf32) return "gemm.tf32";
   return str("gemm.", dtype_name(a.dtype));
 }
@@ -235,17 +253,22 @@ GemmEngine::~GemmEngine() {
 }
 
 std::string GemmEngine::describe(const GemmArgs& a) {
-  return str("gemm ", dtype_name(a.dtype), " M=", a.M, " N=", a.N, " K=", a.K, " batch=", a.batch, " ta=", a.trans_a,
+  const std::string types = a.fp8() ? str(dtype_name(a.a_type()), " x ", dtype_name(a.b_type()), " -> ",
+                                          dtype_name(a.dtype), a.scale_a_rows ? " row-scaled" : "",
+                                          a.scale_b_rows ? " col-scaled" : "")
+                                    : std::string(dtype_name(a.dtype));
+  return str("gemm ", types, " M=", a.M, " N=", a.N, " K=", a.K, " batch=", a.batch, " ta=", a.trans_a,
              " tb=", a.trans_b, " bias=", a.bias != nullptr, a.residual ? " +residual" : "", " act=",
              activation_name(a.act));
 }
 
 GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
-  const int64_t e = dtype_size(a.dtype);
-  return str(static_cast<int>(a.dtype), ",", a.trans_a, a.trans_b, ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",",
-             a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",", a.stride_c, ",", a.batch, ",",
-             a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",", alignment(a.A, a.stride_a, e),
-             ",", alignment(a.B, a.stride_b, e), ",", alignment(a.C, a.stride_c, e),
+  const int64_t e = dtype_size(a.dtype), ea = dtype_size(a.a_type()), eb = dtype_size(a.b_type());
+  return str(static_cast<int>(a.dtype), ",", static_cast<int>(a.a_type()), ",", static_cast<int>(a.b_type()), ",",
+             a.scale_a != nullptr, a.scale_a_rows, a.scale_b != nullptr, a.scale_b_rows, ",", a.trans_a, a.trans_b,
+             ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",",
+             a.stride_c, ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",",
+             alignment(a.A, a.stride_a, ea), ",", alignment(a.B, a.stride_b, eb), ",", alignment(a.C, a.stride_c, e),
              ",", a.bias ? alignment(a.bias, 0, e) : 0u, ",", a.residual ? alignment(a.residual, a.stride_c, e) : 0u);
 }
 
@@ -256,9 +279,14 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
   if (it != plans_.end()) return *it->second;
 
   RLX_CHECK(cublaslt_epilogue_supports(a.act), "cuBLASLt epilogue cannot apply ", activation_name(a.act));
+  if (a.fp8())
+    RLX_CHECK_AS(Unsupported, !a.trans_a && a.trans_b && a.batch == 1 && a.act == Activation::None && !a.residual &&
+                                  !(a.bias && a.dtype == DType::F32),
+                 describe(a), ": cuBLASLt's fp8 GEMM takes A [M, K] and B [N, K], one batch, no activation, "
+                 "residual or f32 bias");
   auto p = std::make_unique<Plan>();
-  const cudaDataType_t t = cuda_type(a.dtype);
-  const int64_t e = dtype_size(a.dtype);
+  const cudaDataType_t t = cuda_type(a.dtype), ta = cuda_type(a.a_type()), tb = cuda_type(a.b_type());
+  const int64_t e = dtype_size(a.dtype), ea = dtype_size(a.a_type()), eb = dtype_size(a.b_type());
   cublasComputeType_t compute =
       a.dtype == DType::F32 && a.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
@@ -279,8 +307,23 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
     cudaDataType_t bt = t;
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
   }
-  auto layout = [&](cublasLtMatrixLayout_t* l, uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
-    RLX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld));
+  // FP8: cuBLAS "A" is our B, so its scale is scale_b (N values as an outer vector), "B"'s scale_a (M values).
+  // The pointers are set per run, as the bias's.
+  if (a.fp8()) {
+    auto mode = [](bool rows) {
+      return static_cast<int32_t>(rows ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                       : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+    };
+    const int32_t ma = mode(a.scale_b_rows), mb = mode(a.scale_a_rows);
+    if (a.scale_b)
+      RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma));
+    if (a.scale_a)
+      RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb));
+    set_scale_pointers(p->desc, a);
+  }
+  auto layout = [&](cublasLtMatrixLayout_t* l, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
+                    int64_t stride) {
+    RLX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld));
     if (a.batch > 1) {
       int32_t count = static_cast<int32_t>(a.batch);
       RLX_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
@@ -289,15 +332,15 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
     }
   };
   const auto M = static_cast<uint64_t>(a.M), N = static_cast<uint64_t>(a.N), K = static_cast<uint64_t>(a.K);
-  layout(&p->a, a.trans_b ? K : N, a.trans_b ? N : K, a.ldb, a.stride_b);
-  layout(&p->b, a.trans_a ? M : K, a.trans_a ? K : M, a.lda, a.stride_a);
-  layout(&p->c, N, M, a.ldc, a.stride_c);
+  layout(&p->a, tb, a.trans_b ? K : N, a.trans_b ? N : K, a.ldb, a.stride_b);
+  layout(&p->b, ta, a.trans_a ? M : K, a.trans_a ? K : M, a.lda, a.stride_a);
+  layout(&p->c, t, N, M, a.ldc, a.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
   RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = workspace_bytes_;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  uint32_t al_a = alignment(a.B, a.stride_b, e), al_b = alignment(a.A, a.stride_a, e);
+  uint32_t al_a = alignment(a.B, a.stride_b, eb), al_b = alignment(a.A, a.stride_a, ea);
   uint32_t al_d = alignment(a.C, a.stride_c, e);
   uint32_t al_c = a.residual ? alignment(a.residual, a.stride_c, e) : al_d;  // cuBLASLt's C input
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
@@ -342,10 +385,12 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
 // other pointer alignments reuses the winner when it is among its candidates,
 // so one process runs one algorithm per shape.
 bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
-  const std::string shape = str(static_cast<int>(a.dtype), ",", a.trans_a, a.trans_b, ",", a.M, ",", a.N, ",", a.K,
-                                ",", a.lda, ",", a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",", a.stride_c,
-                                ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32,
-                                ",", a.residual != nullptr);
+  const std::string shape =
+      str(static_cast<int>(a.dtype), ",", static_cast<int>(a.a_type()), ",", static_cast<int>(a.b_type()), ",",
+          a.scale_a != nullptr, a.scale_a_rows, a.scale_b != nullptr, a.scale_b_rows, ",", a.trans_a, a.trans_b, ",",
+          a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",",
+          a.stride_c, ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",",
+          a.residual != nullptr);
   if (auto it = tuned_.find(shape); it != tuned_.end()) {
     for (const GemmAlgo& g : p.infos)
       if (g.config == it->second) {
@@ -357,19 +402,27 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   DeviceGuard guard(device_);
   const int64_t e = dtype_size(a.dtype);
   const int64_t a_rows = a.trans_a ? a.K : a.M, b_rows = a.trans_b ? a.N : a.K;
-  Scratch A(static_cast<size_t>(extent(a_rows, a.lda, a.stride_a, a.batch) * e));
-  Scratch B(static_cast<size_t>(extent(b_rows, a.ldb, a.stride_b, a.batch) * e));
+  Scratch A(static_cast<size_t>(extent(a_rows, a.lda, a.stride_a, a.batch) * dtype_size(a.a_type())));
+  Scratch B(static_cast<size_t>(extent(b_rows, a.ldb, a.stride_b, a.batch) * dtype_size(a.b_type())));
   Scratch C(static_cast<size_t>(extent(a.M, a.ldc, a.stride_c, a.batch) * e));
   Scratch R(a.residual ? C.bytes : 1);
   Scratch bias(static_cast<size_t>((a.bias ? a.N : 1) * e));
+  Scratch scales(static_cast<size_t>(std::max<int64_t>({a.M, a.N, 1}) * 4));
   Scratch ws(workspace_bytes_);
-  if (!A.p || !B.p || !C.p || !R.p || !bias.p || !ws.p) return false;
-  A.fill(a.dtype);
-  B.fill(a.dtype);
+  if (!A.p || !B.p || !C.p || !R.p || !bias.p || !scales.p || !ws.p) return false;
+  A.fill(a.a_type());
+  B.fill(a.b_type());
   bias.fill(a.dtype);
   if (a.residual) R.fill(a.dtype);
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof bias.p));
+  if (a.fp8()) {
+    scales.fill(DType::F32);
+    GemmArgs s = a;
+    s.scale_a = a.scale_a ? static_cast<const float*>(scales.p) : nullptr;
+    s.scale_b = a.scale_b ? static_cast<const float*>(scales.p) : nullptr;
+    set_scale_pointers(p.desc, s);
+  }
   const float alpha = 1.0f, beta = a.residual ? 1.0f : 0.0f;
   const void* c_in = a.residual ? R.p : C.p;
   std::vector<std::function<bool(cudaStream_t)>> launch;
@@ -401,6 +454,7 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
   const std::string mode = env_string("RLX_CUDA_SM90_GEMM");
   RLX_CHECK(mode == "auto" || mode == "1" || mode == "0", "RLX_CUDA_SM90_GEMM must be auto, 1 or 0, not '", mode, "'");
   if (mode == "0") return say("RLX_CUDA_SM90_GEMM=0"), std::nullopt;
+  if (a.fp8()) return say("sm90 gemm: no fp8 kernel"), std::nullopt;
   if (const char* why = sm90_gemm_unsupported(a)) return say(str("sm90 gemm: ", why)), std::nullopt;
   if (!sm90_gemm_available(device_))
     return say("sm90 gemm: needs compute capability 9.0 and an sm_90a build"), std::nullopt;
@@ -481,6 +535,7 @@ void GemmEngine::run_candidate(const GemmArgs& a, int rank, cudaStream_t stream)
   const float alpha = 1.0f, beta = a.residual ? 1.0f : 0.0f;
   if (a.bias)
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
+  if (a.fp8()) set_scale_pointers(p.desc, a);
   RLX_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a.B, p.a, a.A, p.b, &beta, a.residual ? a.residual : a.C,
                                   p.c, a.C, p.c,
                                   &p.algos[static_cast<size_t>(rank)], workspace_, workspace_bytes_, stream));

@@ -46,6 +46,19 @@ struct GemmArgs {
   const void* residual = nullptr;
   Activation act = Activation::None;  // None, Relu or GeluTanh (cuBLASLt's GELU is the tanh form)
   bool allow_tf32 = false;
+  // FP8 operands (ScaledMatMul): A and B stored as F8E4M3 or F8E5M2 (not both
+  // e5m2) while `dtype` is C's and the bias's (f16/bf16 bias only); only
+  // trans_a = false, trans_b = true (cuBLASLt's FP8 layout). Count_: `dtype`.
+  DType a_dtype = DType::Count_, b_dtype = DType::Count_;
+  // Device f32 scales multiplied into the product: one value, or with
+  // *_rows one per row of A (M values) / of B (N values). Null: 1.
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  bool scale_a_rows = false, scale_b_rows = false;
+
+  DType a_type() const { return a_dtype == DType::Count_ ? dtype : a_dtype; }
+  DType b_type() const { return b_dtype == DType::Count_ ? dtype : b_dtype; }
+  bool fp8() const { return a_type() != dtype || b_type() != dtype; }
 };
 
 // Whether cuBLASLt can apply `act` in its epilogue (GELU-erf and SiLU cannot).
@@ -62,11 +75,11 @@ struct GemmAlgo {
 };
 
 // Calibration family name of a problem: "gemm.f16", "gemm.bf16", "gemm.f32",
-// "gemm.tf32"; its shape is {M·batch, N, K}.
+// "gemm.tf32", "gemm.fp8"; its shape is {M·batch, N, K}.
 std::string gemm_family(const GemmArgs& a);
 
 // `bytes` of device memory at `p` as values of `t` (f32, f16 or bf16) in
-// [-1, 1): a 1 MB pattern uploaded, then doubled by device copies. Operands
+// [-1, 1), or finite fp8 codes: a 1 MB pattern uploaded, then doubled by device copies. Operands
 // for timing: a GEMM's power draw, and so its clock, depends on its data
 // (constant operands ranked cuBLASLt algorithms differently on an H100).
 // f16 values also read as finite f32 and bf16 values (their exponents stay

@@ -49,8 +49,8 @@ struct DeviceContext {
 // the residual LayerNorms fused into the projection before them
 // (gemm_ln_fuses: their output is written into the projection's block) as
 // views, and the inputs of a fused pooling tail (pool_norm_reads), embedding
-// lookup (gather_scale_reads), projection + attention (qkv_attention_reads)
-// or FFN (ffn_ln_reads) kept live until its last node. Where persistent
+// lookup (gather_scale_reads), projection + attention (qkv_attention_reads),
+// FFN (ffn_ln_reads) or fp8 quantization (fp8_quant_reads) kept live until its last node. Where persistent
 // segments may form, a program whose intermediates add up to at most
 // kNoReuseBytes (a decode step: rows of one token) gives every tensor its
 // own block: the persistent kernel runs the ops of several nodes between two
@@ -73,6 +73,7 @@ MemoryPlan plan_cuda_memory(const Graph& g, int device) {
     for (NodeId r : gather_scale_reads(g, users, id)) reads.push_back(r);
     for (NodeId r : qkv_attention_reads(g, users, id, device)) reads.push_back(r);
     for (NodeId r : ffn_ln_reads(g, users, id, device)) reads.push_back(r);
+    for (NodeId r : fp8_quant_reads(g, users, id)) reads.push_back(r);
     return reads;
   };
   MemoryPlan plan = plan_memory(g, 256, extra);
@@ -181,6 +182,7 @@ class CudaProgram final : public Program {
 
     LowerCtx ctx(g, dc.props, opts, dc.gemm, ptrs, schedule_, &workspace_ptr_);
     lower_pool_norms(ctx);  // absorbs its patterns' nodes before they come up below
+    lower_fp8_quants(ctx);  // the same for quantize_fp8's chains
     for (NodeId i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
       if (!n.is_leaf() && !ctx.absorbed(i)) {

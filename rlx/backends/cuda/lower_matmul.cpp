@@ -5,10 +5,12 @@
 // rlx's Hopper GEMM (kernels/gemm_sm90.h), which fuses any activation, takes
 // a single GEMM instead where it was timed faster (GemmEngine::prefer_sm90).
 // A residual norm's other term is added by cuBLASLt (try_fold_gemm_residual).
+// ScaledMatMul (fp8) → cuBLASLt's fp8 GEMM; see lower_scaled_matmul.
 #include <numeric>
 
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
+#include "rlx/backends/cuda/kernels/scaled_matmul.h"
 #include "rlx/backends/cuda/lowering.h"
 #include "rlx/core/env.h"
 
@@ -157,6 +159,109 @@ void lower_matmul_like(LowerCtx& c, NodeId id, bool ta, bool tb, NodeId bias, Ac
   }
 }
 
+// ScaledMatMul: cuBLASLt's fp8 GEMM on the tensor cores (sm_89+), which
+// applies both scales (one value, or one per row as outer vectors) and an
+// f16/bf16 bias itself; an f32 result's bias is added after it by the
+// epilogue kernel. Where cuBLASLt has no fp8 algorithm for the problem (an
+// older GPU, e5m2 × e5m2, K or a leading dimension it cannot take, a scale
+// mode this cuBLAS lacks), the same GEMM runs unscaled into f32 workspace if
+// it can, else on both operands widened to f32 (exact) through the f32 GEMM,
+// and the epilogue kernel applies the scales and bias and rounds once. Every
+// path sums the exact fp8 products in f32.
+void lower_scaled_matmul(LowerCtx& c, NodeId id) {
+  const Node& n = c.node(id);
+  const DType out = n.type.dtype, at = c.type(n.inputs[0]).dtype, bt = c.type(n.inputs[1]).dtype;
+  const auto bd = c.dims(n.inputs[1]);
+  const int64_t N = bd[0], K = bd[1];
+  const int64_t M = N > 0 ? static_numel(n.type.shape) / N : 0;
+  if (M == 0 || N == 0) return;
+  ScaledEpilogue epi;
+  epi.M = M, epi.N = N, epi.out = out, epi.y = c.ptr(id);
+  epi.sa = static_cast<const float*>(c.in_ptr(id, 2));
+  epi.sb = static_cast<const float*>(c.in_ptr(id, 3));
+  epi.sa_rows = static_numel(c.type(n.inputs[2]).shape) != 1;
+  epi.sb_rows = static_numel(c.type(n.inputs[3]).shape) != 1;
+  epi.bias = n.inputs.size() == 5 ? c.in_ptr(id, 4) : nullptr;
+  if (K == 0) {  // no products: the bias, or zeros
+    c.add(id, "fp8 matmul, K = 0 (bias or zeros)", [epi](cudaStream_t s) { launch_scaled_epilogue(epi, s); });
+    return;
+  }
+  GemmArgs g;
+  g.dtype = out, g.a_dtype = at, g.b_dtype = bt;
+  g.trans_b = true;
+  g.M = M, g.N = N, g.K = K, g.lda = K, g.ldb = K, g.ldc = N;
+  g.A = c.in_ptr(id, 0), g.B = c.in_ptr(id, 1), g.C = c.ptr(id);
+  g.scale_a = epi.sa, g.scale_b = epi.sb, g.scale_a_rows = epi.sa_rows, g.scale_b_rows = epi.sb_rows;
+  g.bias = out != DType::F32 ? epi.bias : nullptr;
+  GemmEngine* engine = &c.gemm;
+  const bool fp8_cores = c.props.cc_major * 10 + c.props.cc_minor >= 89;
+  std::string why = fp8_cores ? "" : str("compute capability ", c.props.cc_major, ".", c.props.cc_minor, " < 8.9");
+  auto plans = [&](const GemmArgs& x) {
+    try {
+      engine->plan(x);
+      return true;
+    } catch (const Error& e) {
+      if (why.empty()) why = e.what();
+      return false;
+    }
+  };
+  if (fp8_cores && plans(g)) {
+    c.add(id, str("cublasLt ", GemmEngine::describe(g), " [", engine->choice_note(g), "]"),
+          [engine, g](cudaStream_t s) { engine->run(g, s); });
+    if (epi.bias && !g.bias) {  // f32 result: the bias after the scaled product, in place
+      ScaledEpilogue add = epi;
+      add.acc = static_cast<const float*>(epi.y), add.sa = add.sb = nullptr;
+      c.add(id, "fp8 matmul bias (f32 result)", [add](cudaStream_t s) { launch_scaled_epilogue(add, s); });
+    }
+    return;
+  }
+  // The fallbacks plan with 256-byte-aligned placeholders for workspace
+  // pointers (cuBLASLt plans are keyed by alignment) and read the workspace in the thunk.
+  auto* const aligned = reinterpret_cast<void*>(uintptr_t{256});
+  auto round_up = [](int64_t bytes) { return static_cast<size_t>((bytes + 255) / 256 * 256); };
+  const size_t acc_bytes = round_up(M * N * 4);
+  void* const* ws = c.workspace_slot();
+  GemmArgs raw = g;  // the fp8 GEMM unscaled, into f32 workspace
+  raw.dtype = DType::F32, raw.scale_a = raw.scale_b = nullptr, raw.scale_a_rows = raw.scale_b_rows = false;
+  raw.bias = nullptr, raw.C = aligned;
+  if (fp8_cores && plans(raw)) {
+    c.need_workspace(acc_bytes);
+    c.add(id, str("cublasLt ", GemmEngine::describe(raw), " [", engine->choice_note(raw), "] + epilogue kernel (", why,
+                  ")"),
+          [engine, raw, epi, ws](cudaStream_t s) {
+            GemmArgs r = raw;
+            r.C = *ws;
+            engine->run(r, s);
+            ScaledEpilogue e = epi;
+            e.acc = static_cast<const float*>(*ws);
+            launch_scaled_epilogue(e, s);
+          });
+    return;
+  }
+  GemmArgs wide;  // both operands widened to f32 (exact), the f32 GEMM (no TF32)
+  wide.dtype = DType::F32, wide.trans_b = true;
+  wide.M = M, wide.N = N, wide.K = K, wide.lda = K, wide.ldb = K, wide.ldc = N;
+  wide.A = wide.B = wide.C = aligned;
+  engine->plan(wide);
+  const size_t a_bytes = round_up(M * K * 4), b_bytes = round_up(N * K * 4);
+  c.need_workspace(acc_bytes + a_bytes + b_bytes);
+  const void* a = g.A;
+  const void* b = g.B;
+  c.add(id, str("fp8 widened to f32 + cublasLt ", GemmEngine::describe(wide), " + epilogue kernel (no fp8 GEMM: ", why,
+                ")"),
+        [=](cudaStream_t s) {
+          char* base = static_cast<char*>(*ws);
+          GemmArgs w = wide;
+          w.C = base, w.A = base + acc_bytes, w.B = base + acc_bytes + a_bytes;
+          launch_cast(at, DType::F32, a, const_cast<void*>(w.A), M * K, s);
+          launch_cast(bt, DType::F32, b, const_cast<void*>(w.B), N * K, s);
+          engine->run(w, s);
+          ScaledEpilogue e = epi;
+          e.acc = static_cast<const float*>(w.C);
+          launch_scaled_epilogue(e, s);
+        });
+}
+
 }  // namespace
 
 NodeId residual_norm_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p) {
@@ -219,6 +324,15 @@ void register_matmul_lowerings() {
           str("cuBLASLt matmul+bias+act [", dtype_name(t), "]"));
     }
   }
+  for (DType a : {DType::F8E4M3, DType::F8E5M2})
+    for (DType b : {DType::F8E4M3, DType::F8E5M2})
+      for (DType out : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string what = str("fp8 matmul [", dtype_name(a), " x ", dtype_name(b), " -> ", dtype_name(out),
+                                     "] (cuBLASLt fp8, else an f32 fallback)");
+        register_cuda_lowering(OpKind::ScaledMatMul, {a, b, DType::F32, DType::F32, out}, lower_scaled_matmul, what);
+        register_cuda_lowering(OpKind::ScaledMatMul, {a, b, DType::F32, DType::F32, out, out}, lower_scaled_matmul,
+                               what + " + bias");
+      }
 }
 
 }  // namespace rlx::cuda

@@ -287,6 +287,13 @@ bool try_lower_ffn_ln(LowerCtx& c, NodeId h);
 std::vector<NodeId> pool_norm_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
 void lower_pool_norms(LowerCtx& c);
 
+// quantize_fp8's per-row chain (Abs, Reduce max, Max, Div, Div, Mul, Cast) as one
+// kernel at the Cast's place (lower_fp8_quant.cpp, RLX_CUDA_FUSE_FP8_QUANT):
+// the chain's source, which that kernel reads there (empty where none runs),
+// and the step before the per-node lowering that absorbs every such chain.
+std::vector<NodeId> fp8_quant_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
+void lower_fp8_quants(LowerCtx& c);
+
 // A quantized embedding Gather with the Cast and scalar Mul after it folded
 // into its launch (lower_quant.cpp), which runs at the last folded node: the
 // indices, which that launch reads there (empty where no such launch runs).

@@ -138,6 +138,39 @@ void matmul_bias_act_kernel(KernelArgs& args) {
   run_matmul(args, false, a.transpose_b, args.in_f32(2), a.act);
 }
 
+// ScaledMatMul: the fp8 operands widened to f32 (exactly), one f32 GEMM with
+// b as [N, K], then the scales and the bias applied to the f32 sums, which
+// finish() rounds once to the result dtype.
+void scaled_matmul_kernel(KernelArgs& args) {
+  const auto& od = args.out_dims();
+  GemmProblem p;
+  p.N = od.back();
+  p.K = args.in_dims(0).back();
+  p.M = p.N > 0 ? args.out_numel() / p.N : 0;
+  p.trans_b = true;
+  p.a = args.in_f32(0);
+  p.b = args.in_f32(1);
+  p.c = args.out_f32();
+  if (p.M == 0 || p.N == 0) return;
+  gemm_f32(args.pool, p);
+  const float* sa = args.in<float>(2);
+  const float* sb = args.in<float>(3);
+  const bool rows_a = args.in_numel(2) != 1, rows_b = args.in_numel(3) != 1;
+  const float* bias = args.num_inputs() == 5 ? args.in_f32(4) : nullptr;
+  float* c = p.c;
+  const int64_t N = p.N;
+  args.pool.parallel_for(p.M, 16, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      float* row = c + m * N;
+      const float s = sa[rows_a ? m : 0];
+      for (int64_t n = 0; n < N; ++n) {
+        const float v = (s * sb[rows_b ? n : 0]) * row[n];
+        row[n] = bias ? v + bias[n] : v;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_matmul_kernels() {
@@ -149,6 +182,15 @@ void register_matmul_kernels() {
       register_cpu_kernel(OpKind::FusedMatMulBiasAct, {t, t, bias, t}, matmul_bias_act_kernel,
                           str("matmul+bias+act (blocked / OpenBLAS", t == DType::BF16 ? " / AMX / AVX512-BF16" : "", ") [",
                               dtype_name(t), ", bias ", dtype_name(bias), t == DType::F32 ? "" : "; f32 compute", "]"));
+  for (DType a : {DType::F8E4M3, DType::F8E5M2})
+    for (DType b : {DType::F8E4M3, DType::F8E5M2})
+      for (DType out : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string what = str("fp8 matmul [", dtype_name(a), " x ", dtype_name(b), " -> ", dtype_name(out),
+                                     "] (widened to f32, blocked / OpenBLAS GEMM)");
+        register_cpu_kernel(OpKind::ScaledMatMul, {a, b, DType::F32, DType::F32, out}, scaled_matmul_kernel, what);
+        register_cpu_kernel(OpKind::ScaledMatMul, {a, b, DType::F32, DType::F32, out, out}, scaled_matmul_kernel,
+                            what + " + bias");
+      }
 }
 
 }  // namespace rlx::cpu

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "rlx/backends/cuda/device/fp8.cuh"
 #include "rlx/core/dtype.h"
 
 namespace rlx::cuda::dev {
@@ -113,6 +114,15 @@ template <> struct QuantBlock<DType::BF16> {
   __device__ static void decode(const uint8_t* b, int, const IqTables&, float (&y)[1]) {
     y[0] = __uint_as_float(static_cast<uint32_t>(ld_u16(b)) << 16);
   }
+};
+// fp8 weights (DequantMatMul with f8e4m3 / f8e5m2 W), exact.
+template <> struct QuantBlock<DType::F8E4M3> {
+  static constexpr int kBlockElems = 1, kBlockBytes = 1, kChunk = 1;
+  __device__ static void decode(const uint8_t* b, int, const IqTables&, float (&y)[1]) { y[0] = e4m3_to_f32(b[0]); }
+};
+template <> struct QuantBlock<DType::F8E5M2> {
+  static constexpr int kBlockElems = 1, kBlockBytes = 1, kChunk = 1;
+  __device__ static void decode(const uint8_t* b, int, const IqTables&, float (&y)[1]) { y[0] = e5m2_to_f32(b[0]); }
 };
 
 // ---- 32-element legacy blocks ------------------------------------------------
@@ -624,7 +634,7 @@ bool visit_quant_block(DType t, F&& f) {
   switch (t) {
 #define RLX_QB(X) \
   case DType::X: f(QuantBlock<DType::X>{}); return true;
-    RLX_QB(F32) RLX_QB(F16) RLX_QB(BF16)
+    RLX_QB(F32) RLX_QB(F16) RLX_QB(BF16) RLX_QB(F8E4M3) RLX_QB(F8E5M2)
     RLX_QB(Q4_0) RLX_QB(Q4_1) RLX_QB(Q5_0) RLX_QB(Q5_1) RLX_QB(Q8_0) RLX_QB(Q8_1)
     RLX_QB(Q2_K) RLX_QB(Q3_K) RLX_QB(Q4_K) RLX_QB(Q5_K) RLX_QB(Q6_K) RLX_QB(Q8_K)
     RLX_QB(IQ2_XXS) RLX_QB(IQ2_XS) RLX_QB(IQ2_S) RLX_QB(IQ3_XXS) RLX_QB(IQ3_S) RLX_QB(IQ1_S) RLX_QB(IQ1_M)

@@ -29,6 +29,7 @@
 #include "rlx/backends/cuda/device/activation.cuh"
 #include "rlx/backends/cuda/device/fastdiv.cuh"
 #include "rlx/backends/cuda/device/pdl.cuh"
+#include "rlx/backends/cuda/device/fp8.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/core/error.h"
 
@@ -115,34 +116,10 @@ __device__ inline uint16_t f32_to_bf16_bits(float f) {
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }
-__device__ inline float e4m3_to_f32(uint8_t v) {
-  const uint32_t e = (v >> 3) & 0xfu, m = v & 7u, s = (v & 0x80u) << 24;
-  if (e == 15 && m == 7) return __uint_as_float(0x7fc00000u | s);
-  if (e == 0) return __uint_as_float(s | __float_as_uint(static_cast<float>(m) * 0.001953125f));
-  return __uint_as_float(s | ((e + 120) << 23) | (m << 20));
-}
-__device__ inline uint8_t f32_to_e4m3(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7f;
-  if (a >= 0x43e00000u) return sign | 0x7e;  // ≥ 448 (and inf) saturate
-  if (a < 0x3c800000u) return sign | static_cast<uint8_t>(rintf(bits_f32(a) * 512.0f));  // subnormal: m·2^-9
-  const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;  // RNE to 3 mantissa bits
-  return sign | static_cast<uint8_t>(r - (120u << 3));
-}
-__device__ inline float e5m2_to_f32(uint8_t v) { return __half2float(__ushort_as_half(static_cast<uint16_t>(v << 8))); }
-// Directly from f32 (not via f16, which would round twice); equals rlx/core/half.h.
-__device__ inline uint8_t f32_to_e5m2(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e;   // NaN stays NaN
-  if (a >= 0x47700000u) return sign | 0x7c;  // ≥ 61440 rounds to inf
-  if (a < 0x38800000u) return sign | static_cast<uint8_t>(rintf(bits_f32(a) * 65536.0f));  // subnormal: m·2^-16
-  const uint32_t r = a - 0x38000000u;
-  return sign | static_cast<uint8_t>((r + 0xfffffu + ((r >> 21) & 1u)) >> 21);
-}
+using dev::e4m3_to_f32;
+using dev::e5m2_to_f32;
+using dev::f32_to_e4m3;
+using dev::f32_to_e5m2;
 // f64 → f32 rounding to odd: a later RNE to ≤ 22 mantissa bits equals one rounding of d.
 __device__ inline float round_to_odd_f32(double d) {
   float f = __double2float_rn(d);
