@@ -16,6 +16,7 @@
 #include "rlx/backends/cuda/kernels/gemm_ln_sm90.h"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/backends/cuda/kernels/norm.h"
+#include "rlx/backends/cuda/kernels/scaled_matmul.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/core/error.h"
 #include "rlx/core/half.h"
@@ -275,25 +276,105 @@ void gemm_ln(GemmEngine& engine, Stream& stream) {
   }
 }
 
+// FP8 (ScaledMatMul as the CUDA backend runs it: cuBLASLt's fp8 GEMM, e4m3 x
+// e4m3, f32 scales applied by the GEMM, bf16 result), per-tensor and per-row
+// scales, A rotated as above, beside the fp8 limit; then the whole fp8 linear
+// layer (bf16 x quantized per row, then the GEMM) beside the bf16 GEMM. Peer:
+// gemm_torch.py's torch._scaled_mm rows.
+template <size_t N>
+void fp8_gemms(GemmEngine& engine, Stream& stream, const GemmShape (&shapes)[N]) {
+  std::printf("\nfp8 GEMM (e4m3 x e4m3 -> bf16, f32 scales; fp8 limit %.0f TFLOP/s, cuBLAS 8192^3, measured)\n",
+              bench::kGemmFp8Tflops);
+  for (const GemmShape& s : shapes)
+    for (bool rows : {false, true}) {
+      const int rot = s.M * s.K < (256 << 20) ? 4 : 1;
+      DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * rot)), b(0, static_cast<size_t>(s.K * s.N)),
+          c(0, static_cast<size_t>(s.M * s.N * 2)), sa(0, static_cast<size_t>(s.M * 4)),
+          sb(0, static_cast<size_t>(s.N * 4));
+      fill_uniform(a.data(), a.size(), DType::F8E4M3);
+      fill_uniform(b.data(), b.size(), DType::F8E4M3);
+      fill_uniform(sa.data(), sa.size(), DType::F32);
+      fill_uniform(sb.data(), sb.size(), DType::F32);
+      std::vector<GemmArgs> args;
+      const std::string key = str("fp8 ", s.M, "x", s.N, "x", s.K, " (", s.what, rows ? ", row scales" : "", ")");
+      try {
+        for (int r = 0; r < rot; ++r) {
+          GemmArgs g;
+          g.dtype = DType::BF16, g.a_dtype = g.b_dtype = DType::F8E4M3;
+          g.M = s.M, g.N = s.N, g.K = s.K;
+          g.trans_b = true;
+          g.A = static_cast<char*>(a.data()) + r * s.M * s.K, g.lda = s.K;
+          g.B = b.data(), g.ldb = s.K;
+          g.C = c.data(), g.ldc = s.N;
+          g.scale_a = static_cast<const float*>(sa.data()), g.scale_b = static_cast<const float*>(sb.data());
+          g.scale_a_rows = g.scale_b_rows = rows;
+          engine.plan(g);
+          args.push_back(g);
+        }
+      } catch (const Error& e) {
+        std::printf("%-52s no fp8 GEMM: %s\n", key.c_str(), e.what());
+        continue;
+      }
+      const double med =
+          median_ms(stream, [&](int i) { engine.run(args[static_cast<size_t>(i % rot)], stream.get()); });
+      const double tflops = 2.0 * double(s.M) * double(s.N) * double(s.K) / (med * 1e-3) / 1e12;
+      std::printf("%-52s %9.3f ms %8.1f TFLOP/s (%4.1f%% of the fp8 limit)  [%s]\n", key.c_str(), med, tflops,
+                  100.0 * tflops / bench::kGemmFp8Tflops, engine.choice_note(args[0]).c_str());
+      bench::json_line("gemm_fp8", key, tflops, "TFLOP/s");
+      if (!rows) continue;
+      // The fp8 linear layer as a graph runs it: bf16 activations quantized per row (one fused
+      // kernel: quantize_fp8), then this GEMM; beside the bf16 GEMM of the same shape.
+      DeviceBuffer x(0, static_cast<size_t>(s.M * s.K * 2 * rot)), wb(0, static_cast<size_t>(s.K * s.N * 2));
+      fill_random(x, DType::BF16);
+      fill_random(wb, DType::BF16);
+      auto quant = [&](int i) {
+        QuantizeFp8Rows q;
+        q.x = static_cast<const char*>(x.data()) + (i % rot) * s.M * s.K * 2, q.x_dtype = DType::BF16;
+        q.rows = s.M, q.cols = s.K, q.tiny = 1e-30f, q.largest = 448.0f;
+        q.scale = static_cast<float*>(sa.data()), q.q = const_cast<void*>(args[static_cast<size_t>(i % rot)].A);
+        launch_quantize_fp8_rows(q, stream.get());
+      };
+      const double q_ms = median_ms(stream, [&](int i) { quant(i); });
+      const double lin_ms = median_ms(stream, [&](int i) {
+        quant(i);
+        engine.run(args[static_cast<size_t>(i % rot)], stream.get());
+      });
+      GemmArgs h;
+      h.dtype = DType::BF16, h.M = s.M, h.N = s.N, h.K = s.K, h.trans_b = true;
+      h.A = x.data(), h.lda = s.K, h.B = wb.data(), h.ldb = s.K, h.C = c.data(), h.ldc = s.N;
+      engine.plan(h);
+      const double bf16_ms = median_ms(stream, [&](int i) {
+        GemmArgs r = h;
+        r.A = static_cast<const char*>(x.data()) + (i % rot) * s.M * s.K * 2;
+        engine.run(r, stream.get());
+      });
+      const std::string lkey = str("fp8 linear ", s.M, "x", s.N, "x", s.K, " (", s.what, ", bf16 x quantized per row)");
+      std::printf("%-52s %9.3f ms (quantize %.3f ms); bf16 GEMM %.3f ms: %.2fx\n", lkey.c_str(), lin_ms, q_ms,
+                  bf16_ms, bf16_ms / lin_ms);
+      bench::json_line("gemm_fp8", lkey, lin_ms, "ms");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // --only sm90: just rlx's Hopper kernels against cuBLASLt (for iterating on them);
   // --only ln: just the GEMM + LayerNorm rows (for profilers); --only square:
-  // the square shapes' cuBLASLt candidates and the engine's choice.
+  // the square shapes' cuBLASLt candidates and the engine's choice; --only fp8: the fp8 rows.
   const char* kUsage =
-      "usage: rlx_gemm_bench [--only sm90|ln|square]\n"
+      "usage: rlx_gemm_bench [--only sm90|ln|square|fp8]\n"
       "cuBLASLt GEMM (cached plans) on square and BERT-layer shapes in f16/bf16, TFLOP/s beside the bf16 limit,\n"
-      "then rlx's sm90 kernels against cuBLASLt, and the fused GEMM + residual LayerNorm against GEMM then norm\n"
-      "(--only sm90: just those; --only ln: just the GEMM + LayerNorm rows; --only square: every cuBLASLt\n"
-      "candidate of the square shapes beside the engine's choice); torch peer: bench/gemm_torch.py.\n";
+      "the fp8 GEMM (ScaledMatMul) beside the fp8 limit, then rlx's sm90 kernels against cuBLASLt, and the fused\n"
+      "GEMM + residual LayerNorm against GEMM then norm (--only sm90: just those; --only ln: just the GEMM +\n"
+      "LayerNorm rows; --only square: every cuBLASLt candidate of the square shapes beside the engine's choice;\n"
+      "--only fp8: just the fp8 rows); torch peer: bench/gemm_torch.py.\n";
   bool sm90_only = false, ln_only = false;
   const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
-  const bool square_only = only == "square";
+  const bool square_only = only == "square", fp8_only = only == "fp8";
   if (only == "sm90" || only == "ln") {
     sm90_only = true;
     ln_only = only == "ln";
-  } else if (argc > 1 && !square_only) {
+  } else if (argc > 1 && !square_only && !fp8_only) {
     const bool help = std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help";
     std::fputs(kUsage, help ? stdout : stderr);
     return help ? 0 : 2;
@@ -312,6 +393,10 @@ int main(int argc, char** argv) {
   std::printf("hardware limit: bf16 GEMM %.0f TFLOP/s (cuBLAS 8192^3, measured)\n", bench::kGemmBf16Tflops);
   if (square_only) {
     square_candidates(engine, stream, shapes);
+    return 0;
+  }
+  if (fp8_only) {
+    fp8_gemms(engine, stream, shapes);
     return 0;
   }
   for (DType t : sm90_only ? std::vector<DType>{} : std::vector<DType>{DType::BF16, DType::F16}) {
@@ -347,6 +432,7 @@ int main(int argc, char** argv) {
       bench::json_line("gemm", key, tflops, "TFLOP/s");
     }
   }
+  if (!sm90_only) fp8_gemms(engine, stream, shapes);
   if (!ln_only) sm90_kernels(engine, stream, shapes);
   gemm_ln(engine, stream);
   if (!sm90_only) candidates(engine, stream, shapes);
