@@ -15,13 +15,14 @@ namespace rlx {
 namespace {
 
 // An fp8 matmul's operands and scales are made from f32 values on purpose
-// (quantize_fp8: Abs, Reduce, Max, Div, Cast): those elementwise chains, back
-// to the first op of another kind, and the leaves they read stay f32 (a scale
-// in f16 loses bits or underflows), as do scales given as params.
+// (quantize_fp8: Abs, Reduce, Max, Div, Mul, Cast): those elementwise chains
+// (and reshapes), back to the first op of another kind, and the leaves they
+// read stay f32 (a scale in f16 loses bits or underflows), as do scales given
+// as params.
 std::set<NodeId> fp8_f32_chains(const Graph& g) {
   auto chain_op = [](const Node& n) {
     return n.is_leaf() || n.op == OpKind::Cast || n.op == OpKind::Unary || n.op == OpKind::Binary ||
-           n.op == OpKind::Reduce;
+           n.op == OpKind::Reduce || n.op == OpKind::Reshape;
   };
   std::set<NodeId> keep;
   std::vector<NodeId> todo;

@@ -121,9 +121,9 @@ TEST(ScaledMatMul, PrecisionPolicyKeepsScalesF32) {
   auto a = input(g, "a", DType::F8E4M3, {5, 32});
   auto b = param(g, "b", DType::F8E4M3, {16, 32});
   auto sa = param(g, "sa", DType::F32, {1});
-  auto sb = param(g, "sb", DType::F32, {16, 1});
+  auto sb = param(g, "sb", DType::F32, {16});  // per row of b, through a reshape
   auto bias = param(g, "bias", DType::F32, {16});
-  output("y", scaled_matmul(a, b, sa, sb, DType::F32, bias));
+  output("y", scaled_matmul(a, b, sa, reshape(sb, {16, 1}), DType::F32, bias));
   PassContext ctx;
   ctx.precision = DType::F16;
   const Graph h = apply_precision_policy(g, ctx);
@@ -135,6 +135,11 @@ TEST(ScaledMatMul, PrecisionPolicyKeepsScalesF32) {
     EXPECT_EQ(h.node(n.inputs[2]).type.dtype, DType::F32);
     EXPECT_EQ(h.node(n.inputs[3]).type.dtype, DType::F32);
     EXPECT_EQ(h.node(n.inputs[4]).type.dtype, DType::F16);
+  }
+  for (NodeId id : h.leaves(OpKind::Param)) {
+    if (h.node(id).attr<LeafAttrs>().name != "bias") {
+      EXPECT_NE(h.node(id).type.dtype, DType::F16) << h.node(id).attr<LeafAttrs>().name;
+    }
   }
   EXPECT_EQ(found, 1);
   EXPECT_EQ(h.node(h.outputs()[0].second).type.dtype, DType::F32);  // cast back at the exit
