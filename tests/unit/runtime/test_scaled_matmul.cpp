@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -113,6 +114,48 @@ TEST(ScaledMatMul, DynamicQuantizationThenMatmulOnCpu) {
           }
         }
     }
+}
+
+// An fp8 weight (param) is widened and packed once and kept; setting it again
+// drops the packed copy. Packed or not, the sums are the same (bit for bit),
+// and each run matches float64 on the weights of the time. M = 2 takes the
+// GEMV (nothing packed), the others the packed path.
+TEST(ScaledMatMul, Fp8WeightPackedOnceAndRepackedWhenSet) {
+  RLX_TRACE_SEED();
+  const int64_t K = 96, N = 40;
+  Graph g;
+  auto a = input(g, "a", DType::F8E4M3, {"M", K});
+  auto sa = input(g, "sa", DType::F32, {"M", 1});
+  auto b = param(g, "b", DType::F8E4M3, {N, K});
+  auto sb = param(g, "sb", DType::F32, {N, 1});
+  output("y", scaled_matmul(a, b, sa, sb, DType::F32));
+  Session s("cpu");
+  auto exe = s.compile(g);
+  for (int version = 0; version < 3; ++version) {
+    const Tensor B = uniform_f32({N, K}, -4.0f, 4.0f).to(DType::F8E4M3), SB = uniform_f32({N, 1}, 0.1f, 1.0f);
+    exe->set_param("b", B);
+    exe->set_param("sb", SB);
+    const Tensor Bf = B.to(DType::F32);
+    for (int64_t M : {70, 2, 13, 70}) {
+      SCOPED_TRACE(testing::Message() << "weights version " << version << ", M=" << M);
+      const Tensor A = uniform_f32({M, K}, -4.0f, 4.0f).to(DType::F8E4M3), SA = uniform_f32({M, 1}, 0.1f, 1.0f);
+      const Tensor Af = A.to(DType::F32);
+      const Tensor y = exe->run({A, SA})[0];
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double want = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double p = double(Af.data<float>()[m * K + k]) * Bf.data<float>()[n * K + k];
+            want += p, mag += std::fabs(p);
+          }
+          const double sc = double(SA.data<float>()[m]) * SB.data<float>()[n];
+          ASSERT_NEAR(y.data<float>()[m * N + n], sc * want, 1e-6 * sc * mag + 1e-6) << m << ", " << n;
+        }
+      rlx::test::ScopedEnv off("RLX_CPU_PACK_WEIGHTS", "0");
+      const Tensor unpacked = exe->run({A, SA})[0];
+      ASSERT_EQ(std::memcmp(y.raw(), unpacked.raw(), y.nbytes()), 0);
+    }
+  }
 }
 
 // Under an f16 policy the product's result becomes f16 but its scales stay f32.

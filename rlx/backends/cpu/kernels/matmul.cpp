@@ -140,7 +140,8 @@ void matmul_bias_act_kernel(KernelArgs& args) {
 
 // ScaledMatMul: the fp8 operands widened to f32 (exactly), one f32 GEMM with
 // b as [N, K], then the scales and the bias applied to the f32 sums, which
-// finish() rounds once to the result dtype.
+// finish() rounds once to the result dtype. A weight (param) b is widened and
+// packed once and kept with it, as the 16-bit weights of MatMul are.
 void scaled_matmul_kernel(KernelArgs& args) {
   const auto& od = args.out_dims();
   GemmProblem p;
@@ -148,10 +149,20 @@ void scaled_matmul_kernel(KernelArgs& args) {
   p.K = args.in_dims(0).back();
   p.M = p.N > 0 ? args.out_numel() / p.N : 0;
   p.trans_b = true;
-  p.a = args.in_f32(0);
-  p.b = args.in_f32(1);
   p.c = args.out_f32();
   if (p.M == 0 || p.N == 0) return;
+  p.a = args.in_f32(0);
+  std::shared_ptr<const void> packed;
+  ParamCache* cache = args.param_cache(1);
+  if (cache && p.K > 0 && gemm_packs_b(p) && env_bool("RLX_CPU_PACK_WEIGHTS")) {
+    packed = cache->get(str("f32 gemm K=", p.K, " N=", p.N, " tb=1"), [&] {
+      p.b = args.in_f32(1);
+      return std::make_shared<const std::vector<float>>(gemm_pack_b(args.pool, p));
+    });
+    p.b_packed = static_cast<const std::vector<float>*>(packed.get())->data();
+  } else {
+    p.b = args.in_f32(1);
+  }
   gemm_f32(args.pool, p);
   const float* sa = args.in<float>(2);
   const float* sb = args.in<float>(3);
