@@ -104,8 +104,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "The fused FFN kernel's two consumer warpgroups take turns issuing their MMAs, so one's GELU runs beside "
        "the other's MMAs (0: each issues as soon as its operands are ready)."},
       {"RLX_CUDA_FUSE_FP8_QUANT", EnvType::Bool, "1",
-       "CUDA lowering: quantize_fp8's per-row chain (abs, row max, max with its floor, scale, divide, cast to "
-       "fp8) as one kernel that reads x once and writes the fp8 values and the f32 scales."},
+       "CUDA lowering: quantize_fp8's per-row chain (abs, row max, max with its floor, the scale and its "
+       "reciprocal, multiply, cast to fp8) as one kernel that reads x once and writes the fp8 values and the f32 "
+       "scales."},
       {"RLX_CUDA_FUSE_POOL_NORM", EnvType::Bool, "1",
        "CUDA lowering: an encoder's pooling tail (mask cast, weighted token sum as an M = 1 batched matmul, RMS/L2 "
        "norm, cast to the output dtype) as one kernel."},
