@@ -30,9 +30,9 @@ Graph fp8_linear(DType x_dtype, bool per_row_x, bool also_output_abs) {
   output("y", scaled_matmul(qx.q, qw.q, qx.scale, qw.scale, DType::F32));
   if (also_output_abs) {
     // The chain's Abs read outside it: that chain stays unfused.
-    for (const Node& n : g.nodes())
-      if (n.op == OpKind::Unary && n.attr<UnaryAttrs>().fn == UnaryFn::Abs) {
-        g.set_output("abs", static_cast<NodeId>(&n - &g.nodes()[0]));
+    for (NodeId i = 0; i < g.size(); ++i)
+      if (g.node(i).op == OpKind::Unary && g.node(i).attr<UnaryAttrs>().fn == UnaryFn::Abs) {
+        g.set_output("abs", i);
         break;
       }
   }
