@@ -32,7 +32,8 @@ for bin in "$@"; do
   done
 done
 mkdir -p "$(dirname "$ARCHIVE")"
-# xz -9: a 64 MiB dictionary spans a whole binary, so the next one (the same device code, mostly)
-# costs little: five test and bench binaries pack into ~21 MB instead of ~14 MB each.
-XZ_OPT=-9 tar cJf "$ARCHIVE" -C "$stage" .
+# A 256 MiB dictionary spans several whole binaries (~63 MB each, stripped), so the next one (the
+# same library and device code, mostly) costs little; at xz -9's 64 MiB a binary's twin sat at the
+# dictionary's edge and six packed into 42 MB. Packing takes ~3 GB of memory, unpacking 256 MiB.
+XZ_OPT='--lzma2=preset=9,dict=256MiB' tar cJf "$ARCHIVE" -C "$stage" .
 echo "carry_binaries: $ARCHIVE $(du -h "$ARCHIVE" | cut -f1) ($(ls "$stage" | grep -v '^lib$' | tr '\n' ' ')+ $(ls "$stage/lib" | wc -l) libraries)"
