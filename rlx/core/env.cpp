@@ -120,7 +120,7 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_QKV_ATTENTION_BK", EnvType::Int, "64",
        "K slab width of the fused QKV projection + attention kernel: 64 (two TMA stages of 40 KB) or 32 (four "
        "of 20 KB, three slabs in flight behind the one in use)."},
-      {"RLX_CUDA_SM90_W_EARLY", EnvType::Bool, "1",
+      {"RLX_CUDA_SM90_W_EARLY", EnvType::Bool, "0",
        "The fused sm90 encoder kernels (QKV projection + attention, GEMM + residual LayerNorm) request their "
        "first stages of W (a param or constant) before they wait for the kernel before them; 0: after, with "
        "the activations."},
