@@ -117,16 +117,6 @@ const std::vector<EnvKnob>& env_knobs() {
       {"RLX_CUDA_QKV_ATTENTION_MIN_CTAS", EnvType::Int, "0",
        "Fewest CTAs (packs of sequences x 64-column groups) for which RLX_CUDA_FUSE_QKV_ATTENTION fuses; 0: the "
        "SM count. Below it the projection and attention kernels are faster."},
-      {"RLX_CUDA_QKV_ATTENTION_BK", EnvType::Int, "64",
-       "K slab width of the fused QKV projection + attention kernel: 64 (two TMA stages of 40 KB) or 32 (four "
-       "of 20 KB, three slabs in flight behind the one in use)."},
-      {"RLX_CUDA_SM90_W_EARLY", EnvType::Bool, "0",
-       "The fused sm90 encoder kernels (QKV projection + attention, GEMM + residual LayerNorm) request their "
-       "first stages of W (a param or constant) before they wait for the kernel before them; 0: after, with "
-       "the activations."},
-      {"RLX_CUDA_GEMM_LN_BK", EnvType::Int, "64",
-       "K slab width of the fused GEMM + residual LayerNorm kernel: 64 (three TMA stages) or 32 (six stages of "
-       "half the size, the same shared memory)."},
       {"RLX_CUDA_GEMM_LN_MIN_ROWS", EnvType::Int, "0",
        "Fewest rows (tokens) for which RLX_CUDA_FUSE_GEMM_LN fuses; 0: one wave of the kernel's 128-row CTAs "
        "(128 x the SM count). Below it cuBLASLt and the norm kernel are faster."},

@@ -115,11 +115,6 @@ bool is_program_input(LowerCtx& c, NodeId s) {
   return c.node(s).op == OpKind::Input;
 }
 
-bool is_weight(LowerCtx& c, NodeId s) {
-  while (is_view_op(c.node(s))) s = c.node(s).inputs[0];
-  return c.node(s).op == OpKind::Param || c.node(s).op == OpKind::Constant;
-}
-
 namespace {
 
 // One decode query (B = Lq = 1) over a KV cache as the persistent decode
@@ -402,7 +397,6 @@ bool try_lower_qkv_attention(LowerCtx& c, NodeId p) {
   a.H = at.num_heads;
   a.D = at.head_dim;
   a.scale = at.effective_scale();
-  a.w_ready = is_weight(c, c.node(p).inputs[1]) && env_bool("RLX_CUDA_SM90_W_EARLY");
   if (sm90_qkv_attention_unsupported(a) != nullptr) return false;
 
   // A key mask in another dtype than bytes is converted once per program (prepared_mask).

@@ -101,7 +101,6 @@ bool try_lower_gemm_layer_norm(LowerCtx& c, NodeId id) {
   a.M = static_numel(n.type.shape) / a.N;
   a.K = c.dims(c.node(id).inputs[1])[1];
   a.eps = n.attr<NormAttrs>().eps;
-  a.w_ready = is_weight(c, c.node(id).inputs[1]) && env_bool("RLX_CUDA_SM90_W_EARLY");
   if (sm90_gemm_ln_unsupported(a) != nullptr) return false;
   c.absorb(ln);
   c.add(id,

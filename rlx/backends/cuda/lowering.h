@@ -217,9 +217,6 @@ inline int norm_axis(int a, size_t rank) { return a < 0 ? a + static_cast<int>(r
 // Whether s is (a view of) a program input: the run's one input copy fills
 // it before any kernel starts, so a kernel may read it before pdl_wait.
 bool is_program_input(LowerCtx& c, NodeId s);
-// Whether s is (a view of) a param or constant: no kernel of the program
-// writes it (set_param runs between runs), so it too may be read before pdl_wait.
-bool is_weight(LowerCtx& c, NodeId s);
 
 // Narrows that attention reads in place (lower_attention.cpp); the program
 // passes this to the memory planner so they become views of their source.

@@ -39,16 +39,12 @@ namespace rlx::cuda::dev {
 #define RLX_SM90A_DEVICE 1
 #endif
 
-// wgmma shared-memory descriptor of a K-major tile whose rows are kRowBytes
-// long (128 or 64: 64 or 32 f16 elements of K) and swizzled at that width,
-// as a TMA box of that width with the matching swizzle writes it.
-template <int kRowBytes = 128>
+// wgmma shared-memory descriptor of a K-major, 128-byte-swizzled tile.
 __device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr) {
-  static_assert(kRowBytes == 128 || kRowBytes == 64, "128- or 64-byte swizzled rows");
-  uint64_t d = (smem_addr & 0x3FFFF) >> 4;          // start address
-  d |= uint64_t{1} << 16;                           // leading byte offset (unused by swizzled K-major)
-  d |= uint64_t{8 * kRowBytes >> 4} << 32;          // stride byte offset: 8 rows
-  d |= uint64_t{kRowBytes == 128 ? 1 : 2} << 62;  // 128- or 64-byte swizzle
+  uint64_t d = (smem_addr & 0x3FFFF) >> 4;  // start address
+  d |= uint64_t{1} << 16;                   // leading byte offset (unused by swizzled K-major)
+  d |= uint64_t{1024 >> 4} << 32;           // stride byte offset: 8 rows × 128 bytes
+  d |= uint64_t{1} << 62;                   // 128-byte swizzle
   return d;
 }
 

@@ -3,10 +3,9 @@
 // A CTA of two warpgroups owns 128 rows and all N = 128·NB columns of Y:
 // warpgroup w computes rows 64w..64w+63 with NB wgmma m64n128k16 per k16 step
 // (NB·64 accumulators a thread, 192 at N = 384). K advances in slabs of 64 as
-// in the classic GEMM (gemm_sm90.cu), or of 32 (LnShape): thread 0 issues each
-// slab as TMA copies of A's 128 rows and W's N rows (swizzled at the slab's
-// row width, out-of-bounds rows zero) into one of three (six) stages counted
-// on its `full` mbarrier; every warp
+// in the classic GEMM (gemm_sm90.cu): thread 0 issues each slab as TMA copies
+// of A's 128 rows and W's N rows (128-byte swizzle, out-of-bounds rows zero)
+// into one of three stages counted on its `full` mbarrier; every warp
 // arrives on the stage's `empty` mbarrier once its wgmmas have read it. CTA b
 // walks the slabs from slab b mod (slabs) on, wrapping around.
 //
@@ -31,7 +30,6 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
-#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -39,17 +37,12 @@ namespace {
 
 using namespace dev;
 
-constexpr int kBM = 128, kThreads = 256, kWarps = kThreads / 32;
+constexpr int kBM = 128, kBK = 64, kThreads = 256, kWarps = kThreads / 32, kStages = 3;
+constexpr int kSlabBytes = kBM * kBK * 2;  // 16 KB: A's slab, or 128 rows of W's
 
-// K slabs of BK = 64 (128-byte swizzled rows) in three stages, or of BK = 32
-// (64-byte rows) in six: the same bytes, with five slabs in flight behind the
-// one in use instead of two (RLX_CUDA_GEMM_LN_BK).
-template <int NB, int BK>
+template <int NB>
 struct LnShape {
   static constexpr int N = 128 * NB;
-  static constexpr int kRowBytes = BK * 2;
-  static constexpr int kSlabBytes = kBM * kRowBytes;  // A's slab, or 128 rows of W's: 16 / 8 KB
-  static constexpr int kStages = 3 * 64 / BK;
   static constexpr int kStageBytes = (1 + NB) * kSlabBytes;
   // Stages, 2·kStages mbarriers, bias/gamma/beta as f32, slack to align the stages to 1024 bytes.
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 3 * N * 4 + 1024;
@@ -65,7 +58,6 @@ struct LnKernelArgs {
   int M, K;
   float eps;
   int params_f32;
-  int w_ready;  // W's first stages may be requested before pdl_wait
 };
 
 template <typename T>
@@ -79,12 +71,12 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
-template <typename T, int NB, int BK>
+template <typename T, int NB>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_ln_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
                    const LnKernelArgs p) {
-  using S = LnShape<NB, BK>;
-  constexpr int N = S::N, kStages = S::kStages, kSlabBytes = S::kSlabBytes;
+  using S = LnShape<NB>;
+  constexpr int N = S::N;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
@@ -97,7 +89,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, lane = tid & 31;
   const int m0 = static_cast<int>(blockIdx.x) * kBM;
   const int rows = min(kBM, p.M - m0);
-  const int nk = (p.K + BK - 1) / BK;
+  const int nk = (p.K + kBK - 1) / kBK;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
@@ -106,34 +98,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_fence_init();
   }
   __syncthreads();
+  pdl_begin();  // A and R may be earlier kernels' outputs
 
   // Every CTA reads all of W. Each starts at another K slab (and wraps), so
   // the CTAs running at once spread their requests over W's slabs, where
   // from one start they would all ask L2 for the same lines at the same time.
-  // A stage's copies (A's slab, W's N rows) count on one barrier.
   const int rot = static_cast<int>(blockIdx.x) % nk;
-  auto k_of = [&](int kb) { return (kb + rot < nk ? kb + rot : kb + rot - nk) * BK; };
-  auto issue_w = [&](int kb) {
-    const int s = kb % kStages;
+  auto issue = [&](int kb) {
+    const int s = kb % kStages, k0 = (kb + rot < nk ? kb + rot : kb + rot - nk) * kBK;
     unsigned char* st = smem + s * S::kStageBytes;
     mbar_arrive_expect_tx(&full[s], S::kStageBytes);
+    tma_load_2d(st, &map_a, k0, m0, &full[s]);
 #pragma unroll
-    for (int nb = 0; nb < NB; ++nb) tma_load_2d(st + (1 + nb) * kSlabBytes, &map_w, k_of(kb), nb * 128, &full[s]);
+    for (int nb = 0; nb < NB; ++nb) tma_load_2d(st + (1 + nb) * kSlabBytes, &map_w, k0, nb * 128, &full[s]);
   };
-  auto issue_a = [&](int kb) {
-    const int s = kb % kStages;
-    tma_load_2d(smem + s * S::kStageBytes, &map_a, k_of(kb), m0, &full[s]);
-  };
-  auto issue = [&](int kb) {
-    issue_w(kb);
-    issue_a(kb);
-  };
-  // A weight's first stages go out before the wait, so their latency overlaps the kernel before.
-  if (tid == 0 && p.w_ready)
-    for (int kb = 0; kb < kStages && kb < nk; ++kb) issue_w(kb);
-  pdl_begin();  // A and R may be earlier kernels' outputs
   if (tid == 0) {
-    for (int kb = 0; kb < kStages && kb < nk; ++kb) p.w_ready ? issue_a(kb) : issue(kb);
+    for (int kb = 0; kb < kStages && kb < nk; ++kb) issue(kb);
     prefetch_l2(static_cast<const T*>(p.R) + static_cast<int64_t>(m0) * N, static_cast<uint32_t>(rows * N * 2));
   }
   for (int c = tid; c < N; c += kThreads) {
@@ -152,16 +132,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s = kb % kStages;
     mbar_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1);
     const uint32_t st = smem_u32(smem + s * S::kStageBytes);
-    const uint64_t da = wgmma_desc<S::kRowBytes>(st + static_cast<uint32_t>(wg * 64 * S::kRowBytes));
+    const uint64_t da = wgmma_desc(st + static_cast<uint32_t>(wg * 64 * 128));
     wgmma_fence();
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) pin(acc[nb]);
 #pragma unroll
-    for (int k = 0; k < BK / 16; ++k)  // +32 bytes per k16 step = +2 in the descriptor's address field
+    for (int k = 0; k < kBK / 16; ++k)  // +32 bytes per k16 step = +2 in the descriptor's address field
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
-        wgmma_m64n128k16<T>(acc[nb], da + 2 * k,
-                            wgmma_desc<S::kRowBytes>(st + static_cast<uint32_t>((1 + nb) * kSlabBytes)) + 2 * k,
+        wgmma_m64n128k16<T>(acc[nb], da + 2 * k, wgmma_desc(st + static_cast<uint32_t>((1 + nb) * kSlabBytes)) + 2 * k,
                             kb > 0 || k > 0);
     wgmma_commit();
     wgmma_wait<1>();  // the previous slab's group is done: release its stage
@@ -185,25 +164,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                            s_beta, p.eps, tid, 1);
 }
 
-template <int BK>
 const void* kernel_for(DType t, int nb) {
   return by_column_blocks(nb, [t](auto c) {
-    return t == DType::F16 ? reinterpret_cast<const void*>(gemm_ln_kernel<__half, c.value, BK>)
-                           : reinterpret_cast<const void*>(gemm_ln_kernel<__nv_bfloat16, c.value, BK>);
+    return t == DType::F16 ? reinterpret_cast<const void*>(gemm_ln_kernel<__half, c.value>)
+                           : reinterpret_cast<const void*>(gemm_ln_kernel<__nv_bfloat16, c.value>);
   });
 }
-const void* kernel_for(DType t, int nb, int bk) { return bk == 32 ? kernel_for<32>(t, nb) : kernel_for<64>(t, nb); }
-int smem_bytes_of(int nb, int bk) {
-  return by_column_blocks(nb, [bk](auto c) {
-    return bk == 32 ? LnShape<c.value, 32>::kSmemBytes : LnShape<c.value, 64>::kSmemBytes;
-  });
-}
-
-// The K slab width (RLX_CUDA_GEMM_LN_BK): 64, or 32 for six stages.
-int slab_k() {
-  const int64_t bk = env_int("RLX_CUDA_GEMM_LN_BK");
-  RLX_CHECK_AS(InvalidArgument, bk == 64 || bk == 32, "RLX_CUDA_GEMM_LN_BK=", bk, " must be 64 or 32");
-  return static_cast<int>(bk);
+int smem_bytes_of(int nb) {
+  return by_column_blocks(nb, [](auto c) { return LnShape<c.value>::kSmemBytes; });
 }
 
 }  // namespace
@@ -231,7 +199,7 @@ bool sm90_gemm_ln_available(int device) {
     bool ok = true;
     for (int nb = 1; nb <= 3; ++nb)
       for (DType t : {DType::F16, DType::BF16})
-        for (int bk : {64, 32}) ok = ok && sm90_kernel_loads(kernel_for(t, nb, bk), smem_bytes_of(nb, bk), kThreads);
+        ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb), kThreads);
     return ok;
   });
 }
@@ -239,14 +207,14 @@ bool sm90_gemm_ln_available(int device) {
 void launch_sm90_gemm_ln(const GemmLnArgs& a, cudaStream_t stream) {
   const std::string what = str("sm90 gemm + layer_norm ", dtype_name(a.dtype), " M=", a.M, " N=", a.N, " K=", a.K);
   if (const char* why = sm90_gemm_ln_unsupported(a)) throw Unsupported(str(what, ": ", why));
-  const int nb = static_cast<int>(a.N / 128), bk = slab_k();
-  CUtensorMap map_a = sm90_slab_map(a.dtype, a.A, a.M, a.K, a.K, kBM, what, bk);
-  CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, a.N, a.K, a.K, 128, what, bk);
+  const int nb = static_cast<int>(a.N / 128);
+  CUtensorMap map_a = sm90_slab_map(a.dtype, a.A, a.M, a.K, a.K, kBM, what);
+  CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, a.N, a.K, a.K, 128, what);
   LnKernelArgs k{a.bias, a.R, a.gamma, a.beta, a.Y, static_cast<int>(a.M), static_cast<int>(a.K), a.eps,
-                 a.param_dtype == DType::F32 ? 1 : 0, a.w_ready ? 1 : 0};
+                 a.param_dtype == DType::F32 ? 1 : 0};
   void* args[] = {&map_a, &map_w, &k};
-  sm90_launch(kernel_for(a.dtype, nb, bk), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads,
-              smem_bytes_of(nb, bk), stream, args, what);
+  sm90_launch(kernel_for(a.dtype, nb), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads, smem_bytes_of(nb),
+              stream, args, what);
 }
 
 }  // namespace rlx::cuda

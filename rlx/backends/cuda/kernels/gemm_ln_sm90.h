@@ -28,9 +28,6 @@ struct GemmLnArgs {
   void* Y = nullptr;               // [M, N], contiguous; may be R itself
   int64_t M = 0, N = 0, K = 0;
   float eps = 1e-12f;
-  // W is a weight no kernel of the program writes (a param or constant): its
-  // first stages are requested before the kernel waits for the one before it.
-  bool w_ready = false;
 };
 
 // Why the kernel cannot run `a` (nullptr: it can): dtypes, N not 128/256/384,

@@ -65,11 +65,10 @@ bool sm90_aligned(const void* p, uintptr_t bytes);
 void sm90_launch(const void* kernel, unsigned grid, int threads, int smem_bytes, cudaStream_t stream, void** args,
                  const std::string& what);
 // the TMA map of a row-major f16/bf16 [rows, cols] operand (leading dimension
-// ld elements) read as box_cols × box_rows slabs (box_cols 64 with the
-// 128-byte swizzle, or 32 with the 64-byte one), out-of-bounds elements zero;
-// throws DeviceError naming `what`.
+// ld elements) read as 64-column × box_rows slabs with the 128-byte swizzle,
+// out-of-bounds elements zero; throws DeviceError naming `what`.
 CUtensorMap sm90_slab_map(DType dtype, const void* p, int64_t rows, int64_t cols, int64_t ld, int box_rows,
-                          const std::string& what, int box_cols = 64);
+                          const std::string& what);
 // the TMA map of [rows, row_bytes] raw bytes (p and row_bytes multiples of
 // 16) read as box_rows × box_bytes boxes (box_bytes a multiple of 16, at
 // most 1024), unswizzled, out-of-bounds bytes zero.

@@ -12,11 +12,9 @@
 // rows × 192 columns by wgmma m64n192k16 (96 accumulators a thread); K in
 // slabs of 64, issued by thread 0 as TMA copies of X's 128 rows (rows past
 // the tensor zero, rows of the next pack computed and never used) and of
-// W's three 64-row blocks (Q, K, V), into two stages of 40 KB (or 32-wide
-// slabs in four stages of 20 KB: QkvPipe). The 80 KB keep a CTA at 83 KB of
-// shared memory and 128 registers a thread, so two CTAs share an SM and one's
-// attention overlaps the other's MMAs. Where W is a weight, its first stages
-// are requested before the wait for the kernel before.
+// W's three 64-row blocks (Q, K, V), into two stages of 40 KB. Two stages
+// keep a CTA at 83 KB of shared memory and 128 registers a thread, so two
+// CTAs share an SM and one's attention overlaps the other's MMAs.
 //
 // Q, K and V (+ bias, rounded to T as the unfused projection stores them)
 // are staged over the stages, per head as [128 rows][D + 8] (the padding
@@ -50,7 +48,6 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
-#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -61,32 +58,20 @@ using namespace dev;
 constexpr int kRows = 128;  // query and key rows a CTA holds: the longest sequence
 constexpr int kCols = 64;   // columns of each of Q, K, V a CTA computes: 64 / D heads
 constexpr int kN = 3 * kCols;
-constexpr int kThreads = 256;
-constexpr int kStagesBytes = 80 * 1024;  // the TMA stages; Q, K and V are staged over them afterwards
-
-// K slabs of BK = 64 (128-byte swizzled rows) in two stages, or of BK = 32
-// (64-byte rows) in four: the same 80 KB, with three slabs in flight behind
-// the one in use instead of one (RLX_CUDA_QKV_ATTENTION_BK).
-template <int BK>
-struct QkvPipe {
-  static constexpr int kRowBytes = BK * 2;
-  static constexpr int kSlabA = kRows * kRowBytes;   // 16 / 8 KB
-  static constexpr int kBlockB = kCols * kRowBytes;  // 8 / 4 KB: one of W's three 64-row blocks
-  static constexpr int kStageBytes = kSlabA + 3 * kBlockB;
-  static constexpr int kStages = kStagesBytes / kStageBytes;
-  static_assert(kStages * kStageBytes == kStagesBytes, "whole stages");
-};
-constexpr int kMaxStages = QkvPipe<32>::kStages;
+constexpr int kBK = 64, kThreads = 256, kStages = 2;
+constexpr int kSlabA = kRows * kBK * 2;  // 16 KB
+constexpr int kBlockB = kCols * kBK * 2;  // 8 KB: one of W's three 64-row blocks
+constexpr int kStageBytes = kSlabA + 3 * kBlockB;
 
 template <int D>
 struct QkvShape {
   static constexpr int G = kCols / D;  // heads per CTA
   static constexpr int S = D + 8;      // staged row, elements
   static constexpr int kHeadBytes = kRows * S * 2;
-  static_assert(3 * G * kHeadBytes <= kStagesBytes, "Q, K and V are staged over the stages");
+  static_assert(3 * G * kHeadBytes <= kStages * kStageBytes, "Q, K and V are staged over the stages");
 };
-// Stages, the key-visibility bytes, 2·kMaxStages mbarriers, slack to align the stages to 1024 bytes.
-constexpr int kSmemBytes = kStagesBytes + kRows + 2 * kMaxStages * 8 + 1024;
+// Stages, the key-visibility bytes, 2·kStages mbarriers, slack to align the stages to 1024 bytes.
+constexpr int kSmemBytes = kStages * kStageBytes + kRows + 2 * kStages * 8 + 1024;
 
 struct QkvKernelArgs {
   const void* bias;
@@ -97,7 +82,6 @@ struct QkvKernelArgs {
   int seqs;      // sequences per CTA (the pack)
   int64_t rows;  // B·L
   float scale_log2;
-  int w_ready;   // W's first stages may be requested before pdl_wait
 };
 
 constexpr uint8_t kHidden = 0xFF;  // key_seq of a key no row sees
@@ -200,25 +184,23 @@ __device__ __forceinline__ void attend(uint32_t sQ, uint32_t sK, uint32_t sV, co
   }
 }
 
-template <typename T, int D, int kKeyTile, int BK>
+template <typename T, int D, int kKeyTile>
 __global__ void __launch_bounds__(kThreads, 2)
     qkv_attention_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                          const QkvKernelArgs p) {
   using Sh = QkvShape<D>;
-  using Pp = QkvPipe<BK>;
   constexpr int G = Sh::G, S = Sh::S;
-  constexpr int kStages = Pp::kStages, kStageBytes = Pp::kStageBytes, kSlabA = Pp::kSlabA, kBlockB = Pp::kBlockB;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
-  uint8_t* key_seq = smem + kStagesBytes;  // [kRows]: key j's sequence in the pack, or kHidden
+  uint8_t* key_seq = smem + kStages * kStageBytes;  // [kRows]: key j's sequence in the pack, or kHidden
   uint64_t* full = reinterpret_cast<uint64_t*>(key_seq + kRows);
   uint64_t* empty = full + kStages;
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, warp = tid >> 5, lane = tid & 31;
   const int grp = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.groups));
   const int pack = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.groups));
-  const int m0 = pack * p.seqs * p.L, nk = (p.K + BK - 1) / BK;
+  const int m0 = pack * p.seqs * p.L, nk = (p.K + kBK - 1) / kBK;
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.seqs * p.L), p.rows - m0));  // rows of this pack
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -228,30 +210,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     mbar_fence_init();
   }
   __syncthreads();
+  pdl_begin();  // X (and the key mask) may be earlier kernels' outputs
 
-  // A stage's copies: W's three blocks and X's slab, counted on one barrier.
-  auto issue_w = [&](int kb) {
+  auto issue = [&](int kb) {
     const int s = kb % kStages;
     unsigned char* st = smem + s * kStageBytes;
     mbar_arrive_expect_tx(&full[s], kStageBytes);
-    tma_load_2d(st + kSlabA, &map_w, kb * BK, p.q_row + grp * kCols, &full[s]);
-    tma_load_2d(st + kSlabA + kBlockB, &map_w, kb * BK, p.k_row + grp * kCols, &full[s]);
-    tma_load_2d(st + kSlabA + 2 * kBlockB, &map_w, kb * BK, p.v_row + grp * kCols, &full[s]);
+    tma_load_2d(st, &map_x, kb * kBK, m0, &full[s]);
+    tma_load_2d(st + kSlabA, &map_w, kb * kBK, p.q_row + grp * kCols, &full[s]);
+    tma_load_2d(st + kSlabA + kBlockB, &map_w, kb * kBK, p.k_row + grp * kCols, &full[s]);
+    tma_load_2d(st + kSlabA + 2 * kBlockB, &map_w, kb * kBK, p.v_row + grp * kCols, &full[s]);
   };
-  auto issue_x = [&](int kb) {
-    const int s = kb % kStages;
-    tma_load_2d(smem + s * kStageBytes, &map_x, kb * BK, m0, &full[s]);
-  };
-  auto issue = [&](int kb) {
-    issue_w(kb);
-    issue_x(kb);
-  };
-  // A weight's first stages go out before the wait, so their latency overlaps the kernel before.
-  if (tid == 0 && p.w_ready)
-    for (int kb = 0; kb < kStages && kb < nk; ++kb) issue_w(kb);
-  pdl_begin();  // X (and the key mask) may be earlier kernels' outputs
   if (tid == 0)
-    for (int kb = 0; kb < kStages && kb < nk; ++kb) p.w_ready ? issue_x(kb) : issue(kb);
+    for (int kb = 0; kb < kStages && kb < nk; ++kb) issue(kb);
   if (tid < kRows) {  // the key mask [B, L] is row-major: key j of the pack is element m0 + j
     const bool seen = tid < rows && (p.key_mask == nullptr || p.key_mask[static_cast<int64_t>(m0) + tid] != 0);
     key_seq[tid] = seen ? static_cast<uint8_t>(tid / p.L) : kHidden;
@@ -264,12 +235,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int s = kb % kStages;
     mbar_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1);
     const uint32_t st = smem_u32(smem + s * kStageBytes);
-    const uint64_t da = wgmma_desc<Pp::kRowBytes>(st + static_cast<uint32_t>(wg * 64 * Pp::kRowBytes));
-    const uint64_t db = wgmma_desc<Pp::kRowBytes>(st + kSlabA);
+    const uint64_t da = wgmma_desc(st + static_cast<uint32_t>(wg * 64 * 128));
+    const uint64_t db = wgmma_desc(st + kSlabA);
     wgmma_fence();
     pin(acc);
 #pragma unroll
-    for (int k = 0; k < BK / 16; ++k) wgmma_m64n192k16<T>(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
+    for (int k = 0; k < kBK / 16; ++k) wgmma_m64n192k16<T>(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
     wgmma_commit();
     wgmma_wait<1>();  // the previous slab's group is done: release its stage
     pin(acc);
@@ -350,25 +321,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 // and a pack's rows see only their own sequence's tiles).
 int key_tile(int D, int L) { return D == 32 && L > 64 ? 128 : 64; }
 
-template <typename T, int BK>
-const void* kernel_for(int D, int kt) {
-  if (D == 64) return reinterpret_cast<const void*>(qkv_attention_kernel<T, 64, 64, BK>);
-  return kt == 128 ? reinterpret_cast<const void*>(qkv_attention_kernel<T, 32, 128, BK>)
-                   : reinterpret_cast<const void*>(qkv_attention_kernel<T, 32, 64, BK>);
-}
 template <typename T>
-const void* kernel_for(int D, int kt, int bk) {
-  return bk == 32 ? kernel_for<T, 32>(D, kt) : kernel_for<T, 64>(D, kt);
+const void* kernel_for(int D, int kt) {
+  if (D == 64) return reinterpret_cast<const void*>(qkv_attention_kernel<T, 64, 64>);
+  return kt == 128 ? reinterpret_cast<const void*>(qkv_attention_kernel<T, 32, 128>)
+                   : reinterpret_cast<const void*>(qkv_attention_kernel<T, 32, 64>);
 }
-const void* kernel_for(DType t, int D, int kt, int bk) {
-  return t == DType::F16 ? kernel_for<__half>(D, kt, bk) : kernel_for<__nv_bfloat16>(D, kt, bk);
-}
-
-// The K slab width (RLX_CUDA_QKV_ATTENTION_BK): 64, or 32 for four stages.
-int slab_k() {
-  const int64_t bk = env_int("RLX_CUDA_QKV_ATTENTION_BK");
-  RLX_CHECK_AS(InvalidArgument, bk == 64 || bk == 32, "RLX_CUDA_QKV_ATTENTION_BK=", bk, " must be 64 or 32");
-  return static_cast<int>(bk);
+const void* kernel_for(DType t, int D, int kt) {
+  return t == DType::F16 ? kernel_for<__half>(D, kt) : kernel_for<__nv_bfloat16>(D, kt);
 }
 
 }  // namespace
@@ -406,7 +366,7 @@ bool sm90_qkv_attention_available(int device) {
     for (int D : {32, 64})
       for (int kt : {64, 128})
         for (DType t : {DType::F16, DType::BF16})
-          for (int bk : {64, 32}) ok = ok && sm90_kernel_loads(kernel_for(t, D, kt, bk), kSmemBytes, kThreads);
+          ok = ok && sm90_kernel_loads(kernel_for(t, D, kt), kSmemBytes, kThreads);
     return ok;
   });
 }
@@ -415,15 +375,13 @@ void launch_sm90_qkv_attention(const QkvAttentionArgs& a, cudaStream_t stream) {
   const std::string what = str("sm90 qkv projection + attention ", dtype_name(a.dtype), " B=", a.B, " L=", a.L,
                                " K=", a.K, " H=", a.H, " D=", a.D);
   if (const char* why = sm90_qkv_attention_unsupported(a)) throw Unsupported(str(what, ": ", why));
-  const int bk = slab_k();
-  CUtensorMap map_x = sm90_slab_map(a.dtype, a.X, a.B * a.L, a.K, a.K, kRows, what, bk);
-  CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, a.w_rows, a.K, a.K, kCols, what, bk);
+  CUtensorMap map_x = sm90_slab_map(a.dtype, a.X, a.B * a.L, a.K, a.K, kRows, what);
+  CUtensorMap map_w = sm90_slab_map(a.dtype, a.W, a.w_rows, a.K, a.K, kCols, what);
   const int groups = a.H * a.D / kCols, seqs = kRows / a.L;
   QkvKernelArgs k{a.bias, a.key_mask, a.out, static_cast<int>(a.q_row), static_cast<int>(a.k_row),
-                  static_cast<int>(a.v_row), a.L, a.K, groups, seqs, a.B * a.L, a.scale * kLog2e,
-                  a.w_ready ? 1 : 0};
+                  static_cast<int>(a.v_row), a.L, a.K, groups, seqs, a.B * a.L, a.scale * kLog2e};
   void* args[] = {&map_x, &map_w, &k};
-  sm90_launch(kernel_for(a.dtype, a.D, key_tile(a.D, a.L), bk), static_cast<unsigned>(sm90_qkv_attention_ctas(a)),
+  sm90_launch(kernel_for(a.dtype, a.D, key_tile(a.D, a.L)), static_cast<unsigned>(sm90_qkv_attention_ctas(a)),
               kThreads, kSmemBytes, stream, args, what);
 }
 

@@ -31,9 +31,6 @@ struct QkvAttentionArgs {
   int64_t B = 0;
   int L = 0, K = 0, H = 0, D = 0;
   float scale = 1.0f;  // > 0
-  // W is a weight no kernel of the program writes (a param or constant): its
-  // first stages are requested before the kernel waits for the one before it.
-  bool w_ready = false;
 };
 
 // Why the kernel cannot run `a` (nullptr: it can): dtype, D not 32 or 64,
