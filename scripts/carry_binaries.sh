@@ -6,8 +6,8 @@
 # lacks (the Debian ones under /usr/lib, e.g. libutf8proc, libopenblas; not
 # CUDA's or the C runtime's), and writes ARCHIVE (.tar.xz) with the binaries
 # at its top and the libraries under lib/. Pass ARCHIVE's folder in the call's
-# carry (under build/, which git ignores; the 64 MiB limit counts the archive,
-# which xz shrinks about sixfold), then on the device:
+# carry (under build/, which git ignores; the 64 MiB limit counts the archive and the tree:
+# six binaries pack into ~20 MB), then on the device:
 #   mkdir -p build/run && tar xJf ARCHIVE -C build/run
 #   LD_LIBRARY_PATH=$PWD/build/run/lib build/run/rlx_gemm_bench ...
 set -euo pipefail
