@@ -12,7 +12,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -143,6 +145,65 @@ TEST(GemmSm90, LongK) {
   RLX_TRACE_SEED();
   run_case(DType::F16, Activation::None, true, {260, 392, 3080});
   run_case(DType::BF16, Activation::GeluErf, false, {130, 384, 1544, 0, 8});
+}
+
+// GELU-erf in the ping-pong epilogue for every f16 input: C[m, j] =
+// GELU(x_m · 1), A's row m holding x_m then zeros, every B row (1, 0, ...).
+// The exact form (RLX_CUDA_GELU_F16X2=0, dev::gelu_erf_f16) stays within an
+// ulp of the correctly rounded GELU everywhere; the f16x2 form within an ulp
+// for x ≥ 0 and 2^-10 absolute for x < 0 (dev::gelu_erf_f16x2's bound).
+TEST(GemmSm90, GeluErfF16x2EveryInput) {
+  SKIP_WITHOUT_SM90();
+  constexpr int64_t M = 65536, N = 8, K = 8;
+  std::vector<uint16_t> a(static_cast<size_t>(M * K), 0), b(static_cast<size_t>(N * K), 0);
+  for (int64_t m = 0; m < M; ++m) a[static_cast<size_t>(m * K)] = static_cast<uint16_t>(m);
+  for (int64_t j = 0; j < N; ++j) b[static_cast<size_t>(j * K)] = f32_to_f16(1.0f);
+  DevMem dA(a.size() * 2), dB(b.size() * 2), dC(static_cast<size_t>(M * N) * 2);
+  ASSERT_EQ(cudaMemcpy(dA.p, a.data(), a.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dB.p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  GemmArgs g;
+  g.dtype = DType::F16;
+  g.trans_b = true;
+  g.M = M, g.N = N, g.K = K;
+  g.A = dA.p, g.lda = K;
+  g.B = dB.p, g.ldb = K;
+  g.C = dC.p, g.ldc = N;
+  // Sign-magnitude bits as an ordered integer: neighbours differ by one.
+  auto key = [](uint16_t v) { return (v & 0x8000) ? -static_cast<int>(v & 0x7fff) : static_cast<int>(v & 0x7fff); };
+  for (const char* packed : {"0", "1"}) {
+    SCOPED_TRACE(str("RLX_CUDA_GELU_F16X2=", packed));
+    ScopedEnv env("RLX_CUDA_GELU_F16X2", packed);
+    ASSERT_EQ(cudaMemset(dC.p, 0xFF, static_cast<size_t>(M * N) * 2), cudaSuccess);
+    launch_sm90_gemm(g, Activation::GeluErf, nullptr, Sm90GemmKernel::PingPong);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> c(static_cast<size_t>(M * N));
+    ASSERT_EQ(cudaMemcpy(c.data(), dC.p, c.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    int bad = 0;
+    double worst_neg = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      const double x = f16_to_f32(static_cast<uint16_t>(m));
+      const double ref = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+      const uint16_t want = f32_to_f16(static_cast<float>(ref));
+      for (int64_t j = 0; j < N; ++j) {
+        const uint16_t got = c[static_cast<size_t>(m * N + j)];
+        const double gv = f16_to_f32(got);
+        bool ok;
+        if (std::isnan(x)) ok = std::isnan(gv);
+        else if (std::isinf(x)) ok = x < 0 || (std::isinf(gv) && gv > 0);  // GELU(−∞) is NaN in both forms
+        else if (packed[0] == '0' || x >= 0) ok = std::abs(key(got) - key(want)) <= 1;
+        else {
+          worst_neg = std::max(worst_neg, std::fabs(gv - ref));
+          ok = std::fabs(gv - ref) <= 0x1p-10;
+        }
+        if (!ok && bad++ < 10) ADD_FAILURE() << "gelu(" << x << ") = " << gv << ", want " << ref;
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    if (packed[0] == '1') {
+      RecordProperty("worst_abs_error_negative_x", str(worst_neg));
+      std::printf("f16x2 GELU-erf: worst absolute error for x < 0: %.3g\n", worst_neg);
+    }
+  }
 }
 
 TEST(GemmSm90, RefusesWhatItCannotRun) {

@@ -3,7 +3,8 @@
 // (below; activation and bias applied to the f32 accumulator before the one
 // rounding to the output dtype) and the persistent ping-pong kernel (further
 // down, its own description; the activation applied to the rounded sum, as
-// cuBLASLt plus a separate activation kernel would).
+// cuBLASLt plus a separate activation kernel would, except that f16 GELU-erf
+// runs in f16x2 arithmetic unless RLX_CUDA_GELU_F16X2=0: dev::gelu_erf_f16x2).
 //
 // Classic tiling. A CTA of two warpgroups owns a 128 × 128 tile of C; warpgroup w
 // computes rows 64w..64w+63 with wgmma m64n128k16, both reading the same B
@@ -49,6 +50,7 @@
 #include "rlx/backends/cuda/device/smem.cuh"
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
+#include "rlx/core/env.h"
 
 namespace rlx::cuda {
 namespace {
@@ -200,10 +202,14 @@ __device__ __forceinline__ void pp_round_pre(const float (&acc)[64], uint32_t (&
   }
 }
 
-template <typename T, Activation kAct>
+// kF16x2: GELU-erf of f16 in f16x2 arithmetic (dev::gelu_erf_f16x2).
+template <typename T, Activation kAct, bool kF16x2>
 __device__ __forceinline__ uint32_t pp_act2(uint32_t v) {
   if constexpr (kAct == Activation::None) {
     return v;
+  } else if constexpr (kF16x2) {
+    static_assert(kAct == Activation::GeluErf && std::is_same_v<T, __half>, "f16x2 GELU-erf only");
+    return dev::gelu_erf_f16x2(v);
   } else {
     const float2 x = unpack2<T>(v);
     return pack2<T>(epilogue_act<T, kAct>(x.x), epilogue_act<T, kAct>(x.y));
@@ -213,7 +219,7 @@ __device__ __forceinline__ uint32_t pp_act2(uint32_t v) {
 // One 64-row half of a consumer's tile (rows 64·half + 16·warp + ...) into the
 // staging tile at `stage` (shared address) by stmatrix: two 64-column halves
 // of 128 rows × 128 bytes, 16-byte chunk c of row r at c ^ (r mod 8).
-template <typename T, Activation kAct>
+template <typename T, Activation kAct, bool kF16x2>
 __device__ __forceinline__ void pp_stage_half(uint32_t (&pre)[32], uint32_t stage, int half, int warp, int lane) {
   const int m = lane >> 3, i = lane & 7;
   const int row = 64 * half + 16 * warp + i + 8 * (m & 1);  // the row this lane addresses for stmatrix
@@ -226,12 +232,12 @@ __device__ __forceinline__ void pp_stage_half(uint32_t (&pre)[32], uint32_t stag
     const int cb = j + (m >> 1);              // this lane's matrix: its column group = 16-byte chunk
     const uint32_t addr =
         stage + static_cast<uint32_t>((cb >> 3) * kPpSlabBytes + row * 128 + (((cb & 7) ^ (row & 7)) << 4));
-    stmatrix_x4(addr, pp_act2<T, kAct>(pre[2 * j]), pp_act2<T, kAct>(pre[2 * j + 1]),
-                pp_act2<T, kAct>(pre[2 * j + 2]), pp_act2<T, kAct>(pre[2 * j + 3]));
+    stmatrix_x4(addr, pp_act2<T, kAct, kF16x2>(pre[2 * j]), pp_act2<T, kAct, kF16x2>(pre[2 * j + 1]),
+                pp_act2<T, kAct, kF16x2>(pre[2 * j + 2]), pp_act2<T, kAct, kF16x2>(pre[2 * j + 3]));
   }
 }
 
-template <typename T, Activation kAct>
+template <typename T, Activation kAct, bool kF16x2 = false>
 __global__ void __launch_bounds__(kPpThreads, 1)
     gemm_pp_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                    const __grid_constant__ CUtensorMap map_c, const T* __restrict__ bias, int M, int N, int K) {
@@ -322,8 +328,8 @@ __global__ void __launch_bounds__(kPpThreads, 1)
       pp_round_pre<T>(acc1, pre1, bias2);
       if (leader) bulk_wait_read_all();  // the staging tile's previous store has read it
       named_barrier_sync(1 + c, 128);
-      pp_stage_half<T, kAct>(pre0, stage_c, 0, warp, lane);
-      pp_stage_half<T, kAct>(pre1, stage_c, 1, warp, lane);
+      pp_stage_half<T, kAct, kF16x2>(pre0, stage_c, 0, warp, lane);
+      pp_stage_half<T, kAct, kF16x2>(pre1, stage_c, 1, warp, lane);
       dev::fence_proxy_async_smem();  // the stmatrix writes, before the TMA engine reads them
       named_barrier_sync(1 + c, 128);
       if (leader) {
@@ -353,6 +359,9 @@ const void* kernel_for(Activation act) {
   }
   return nullptr;
 }
+
+// The ping-pong kernel with f16 GELU-erf in f16x2 arithmetic.
+const void* gelu_f16x2_kernel() { return reinterpret_cast<const void*>(&gemm_pp_kernel<__half, Activation::GeluErf, true>); }
 
 const void* kernel_for(DType t, Activation act, Sm90GemmKernel k) {
   const bool f16 = t == DType::F16;
@@ -491,7 +500,8 @@ bool sm90_gemm_available(int device) {
         for (Activation act :
              {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
           ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k), threads_of(k));
-    return ok;
+    return ok && sm90_kernel_loads(gelu_f16x2_kernel(), smem_bytes_of(Sm90GemmKernel::PingPong),
+                                   threads_of(Sm90GemmKernel::PingPong));
   });
 }
 
@@ -535,7 +545,8 @@ void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream, Sm
     CUtensorMap map_a = tile_map(a, a.A, a.M, a.lda, kPpTile), map_b = tile_map(a, a.B, a.N, a.ldb, kPpTile);
     CUtensorMap map_c = sm90_slab_map(a.dtype, a.C, a.M, a.N, a.ldc, kPpTile, str("sm90 gemm ", GemmEngine::describe(a)));
     void* args[] = {&map_a, &map_b, &map_c, &bias, &M, &N, &K};
-    err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, act, kernel), args);
+    const bool f16x2 = act == Activation::GeluErf && a.dtype == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2");
+    err = cudaLaunchKernelExC(&cfg, f16x2 ? gelu_f16x2_kernel() : kernel_for(a.dtype, act, kernel), args);
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
