@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 56 call 1: the ping-pong GEMM's f16 GELU-erf in f16x2 arithmetic (RLX_CUDA_GELU_F16X2,
 # default 1): its every-input test, rlx_gemm_bench --only sm90 and the encoders under both settings
-# (rounds interleaved); the full GPU suite and CUDA conformance; the encoders beside the PyTorch
+# (rounds interleaved), and the fused FFN (RLX_CUDA_FUSE_FFN_LN, whose GELU now takes the same form)
+# on and off; the full GPU suite and CUDA conformance; the encoders beside the PyTorch
 # peer (eager and torch.compile; issue 5). Archive, not in git:
 #   B=build/sm90; scripts/carry_binaries.sh build/carry-s56/s56.tar.xz $B/tests/rlx_gpu_tests \
 #     $B/tests/rlx_op_tests $B/bench/rlx_gemm_bench $B/bench/rlx_bert_bench \
@@ -21,6 +22,7 @@ for round in 1 2; do
 done
 pack
 bert_ab bert-base 256x128 "RLX_CUDA_GELU_F16X2=1" "RLX_CUDA_GELU_F16X2=0"
+bert_ab minilm-l6 256x128 "RLX_CUDA_FUSE_FFN_LN=1" "RLX_CUDA_FUSE_FFN_LN=0"
 suites
 encoders
 (cd bench && timeout 200 python3 bert_torch.py --compile) > "$L/bert-torch.log" 2>&1

@@ -7,8 +7,9 @@
 // chunk's rows, 128 columns each) and NB items of W2 (128 rows, the chunk's
 // 64 columns). Per chunk each warpgroup
 //   - computes its 64 × 64 block of X·W1ᵀ (wgmma m64n64k16, A and B from
-//     shared memory), adds b1, rounds to T, applies GELU-erf and rounds again
-//     (what the up projection's epilogue stores), and keeps the result in
+//     shared memory), adds b1, rounds to T, applies GELU-erf (f16: in f16x2
+//     arithmetic unless RLX_CUDA_GELU_F16X2=0) and rounds again (what the up
+//     projection's epilogue stores), and keeps the result in
 //     registers, already laid out as a wgmma A operand;
 //   - multiplies it into its 64 × N accumulators (wgmma m64n128k16 with A
 //     from registers, one per 128 columns of W2 and k16 step).
@@ -45,6 +46,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
+#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -84,14 +86,19 @@ __device__ __forceinline__ float param_at(const void* p, int c, int is_f32) {
   return is_f32 ? static_cast<const float*>(p)[c] : to_f32(static_cast<const T*>(p)[c]);
 }
 
-// round(GELU(round(a + b))) as T pairs: the up projection's stored values.
-template <typename T>
+// round(GELU(round(a + b))) as T pairs: the up projection's stored values
+// (kF16x2: f16 in f16x2 arithmetic, dev::gelu_erf_f16x2, as the ping-pong GEMM).
+template <typename T, bool kF16x2>
 __device__ __forceinline__ uint32_t gelu_pair(float a0, float a1, float2 b) {
-  const float2 x = unpack2<T>(pack2<T>(a0 + b.x, a1 + b.y));
-  return pack2<T>(gelu_erf_16bit<T>(x.x), gelu_erf_16bit<T>(x.y));
+  if constexpr (kF16x2) {
+    return gelu_erf_f16x2(pack2<T>(a0 + b.x, a1 + b.y));
+  } else {
+    const float2 x = unpack2<T>(pack2<T>(a0 + b.x, a1 + b.y));
+    return pack2<T>(gelu_erf_16bit<T>(x.x), gelu_erf_16bit<T>(x.y));
+  }
 }
 
-template <typename T, int NB>
+template <typename T, int NB, bool kF16x2 = false>
 __global__ void __launch_bounds__(kThreads, 1)
     ffn_ln_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w1,
                   const __grid_constant__ CUtensorMap map_w2, const FfnKernelArgs p) {
@@ -212,7 +219,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int col = f0 + 16 * k + 8 * (r >> 1) + 2 * t4;
-        a[k][r] = gelu_pair<T>(h[8 * k + 2 * r], h[8 * k + 2 * r + 1], *reinterpret_cast<const float2*>(s_b1 + col));
+        a[k][r] = gelu_pair<T, kF16x2>(h[8 * k + 2 * r], h[8 * k + 2 * r + 1],
+                                       *reinterpret_cast<const float2*>(s_b1 + col));
       }
 
     for (int j = 0; j < NB; ++j) mbar_wait(&full[(it + j) % kSlots], static_cast<uint32_t>((it + j) / kSlots) & 1);
@@ -240,10 +248,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                            s_beta, p.eps, tid, kEpilogueBar);
 }
 
-const void* kernel_for(DType t, int nb) {
-  return by_column_blocks(nb, [t](auto c) {
-    return t == DType::F16 ? reinterpret_cast<const void*>(ffn_ln_kernel<__half, c.value>)
-                           : reinterpret_cast<const void*>(ffn_ln_kernel<__nv_bfloat16, c.value>);
+// f16x2: f16's GELU-erf in f16x2 arithmetic (RLX_CUDA_GELU_F16X2).
+const void* kernel_for(DType t, int nb, bool f16x2) {
+  return by_column_blocks(nb, [t, f16x2](auto c) {
+    if (t != DType::F16) return reinterpret_cast<const void*>(ffn_ln_kernel<__nv_bfloat16, c.value>);
+    return f16x2 ? reinterpret_cast<const void*>(ffn_ln_kernel<__half, c.value, true>)
+                 : reinterpret_cast<const void*>(ffn_ln_kernel<__half, c.value>);
   });
 }
 int smem_bytes_of(int nb) {
@@ -278,7 +288,8 @@ bool sm90_ffn_ln_available(int device) {
     bool ok = true;
     for (int nb = 1; nb <= 3; ++nb)
       for (DType t : {DType::F16, DType::BF16})
-        ok = ok && sm90_kernel_loads(kernel_for(t, nb), smem_bytes_of(nb), kThreads);
+        for (bool f16x2 : {false, true})
+          ok = ok && sm90_kernel_loads(kernel_for(t, nb, f16x2), smem_bytes_of(nb), kThreads);
     return ok;
   });
 }
@@ -294,7 +305,8 @@ void launch_sm90_ffn_ln(const FfnLnArgs& a, cudaStream_t stream) {
   FfnKernelArgs k{a.b1, a.b2, a.R, a.gamma, a.beta, a.Y, static_cast<int>(a.M), static_cast<int>(a.F), a.eps,
                   a.param_dtype == DType::F32 ? 1 : 0, a.ordered ? 1 : 0};
   void* args[] = {&map_x, &map_w1, &map_w2, &k};
-  sm90_launch(kernel_for(a.dtype, nb), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads, smem_bytes_of(nb),
+  const bool f16x2 = env_bool("RLX_CUDA_GELU_F16X2");
+  sm90_launch(kernel_for(a.dtype, nb, f16x2), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads, smem_bytes_of(nb),
               stream, args, what);
 }
 
