@@ -262,14 +262,20 @@ std::string GemmEngine::describe(const GemmArgs& a) {
              activation_name(a.act));
 }
 
-GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
-  const int64_t e = dtype_size(a.dtype), ea = dtype_size(a.a_type()), eb = dtype_size(a.b_type());
+// Every field of a problem but its pointers: the shape a timing is kept for.
+static std::string shape_fields(const GemmArgs& a) {
   return str(static_cast<int>(a.dtype), ",", static_cast<int>(a.a_type()), ",", static_cast<int>(a.b_type()), ",",
              a.scale_a != nullptr, a.scale_a_rows, a.scale_b != nullptr, a.scale_b_rows, ",", a.trans_a, a.trans_b,
              ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",",
              a.stride_c, ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",",
-             alignment(a.A, a.stride_a, ea), ",", alignment(a.B, a.stride_b, eb), ",", alignment(a.C, a.stride_c, e),
-             ",", a.bias ? alignment(a.bias, 0, e) : 0u, ",", a.residual ? alignment(a.residual, a.stride_c, e) : 0u);
+             a.residual != nullptr);
+}
+
+GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
+  const int64_t e = dtype_size(a.dtype), ea = dtype_size(a.a_type()), eb = dtype_size(a.b_type());
+  return str(shape_fields(a), ",", alignment(a.A, a.stride_a, ea), ",", alignment(a.B, a.stride_b, eb), ",",
+             alignment(a.C, a.stride_c, e), ",", a.bias ? alignment(a.bias, 0, e) : 0u, ",",
+             a.residual ? alignment(a.residual, a.stride_c, e) : 0u);
 }
 
 GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
@@ -385,12 +391,7 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
 // other pointer alignments reuses the winner when it is among its candidates,
 // so one process runs one algorithm per shape.
 bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
-  const std::string shape =
-      str(static_cast<int>(a.dtype), ",", static_cast<int>(a.a_type()), ",", static_cast<int>(a.b_type()), ",",
-          a.scale_a != nullptr, a.scale_a_rows, a.scale_b != nullptr, a.scale_b_rows, ",", a.trans_a, a.trans_b, ",",
-          a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",", a.ldc, ",", a.stride_a, ",", a.stride_b, ",",
-          a.stride_c, ",", a.batch, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", a.allow_tf32, ",",
-          a.residual != nullptr);
+  const std::string shape = shape_fields(a);
   if (auto it = tuned_.find(shape); it != tuned_.end()) {
     for (const GemmAlgo& g : p.infos)
       if (g.config == it->second) {
