@@ -276,6 +276,70 @@ void gemm_ln(GemmEngine& engine, Stream& stream) {
   }
 }
 
+// LayerNorm folding (Sm90LnFold) at MiniLM's shapes, for the design where
+// the residual norms become statistics: attention-out and FFN down as the
+// residual fold (C = A·Wᵀ + b + LN(R), C's row partials out; compare the fused
+// GEMM + LayerNorm rows above), FFN up and QKV as the row-scale fold (compare
+// the ping-pong rows of the sm90 table). A and R rotated over 4 buffers;
+// statistics of mean 0 and variance 1.
+void ln_fold(Stream& stream) {
+  if (!sm90_gemm_available(0)) return;
+  std::printf("\nsm90 GEMM with a folded LayerNorm (f16, ms)\n");
+  struct FoldShape {
+    GemmShape s;
+    bool residual;
+    Activation act;
+  };
+  const FoldShape shapes[] = {{{32768, 384, 384, "minilm attn-out"}, true, Activation::None},
+                              {{32768, 384, 1536, "minilm ffn2"}, true, Activation::None},
+                              {{32768, 1536, 384, "minilm ffn1"}, false, Activation::GeluErf},
+                              {{32768, 1152, 384, "minilm qkv"}, false, Activation::None}};
+  for (const FoldShape& f : shapes) {
+    const GemmShape& s = f.s;
+    const int64_t e = 2, rot = 4, parts_a = (s.K + 127) / 128, parts_c = (s.N + 127) / 128;
+    DeviceBuffer a(0, static_cast<size_t>(s.M * s.K * e * rot)), w(0, static_cast<size_t>(s.K * s.N * e)),
+        r(0, static_cast<size_t>(s.M * s.N * e * rot)), c(0, static_cast<size_t>(s.M * s.N * e)),
+        bias(0, static_cast<size_t>(s.N * e)), gamma(0, static_cast<size_t>(s.N * e)),
+        beta(0, static_cast<size_t>(s.N * e)), stats(0, static_cast<size_t>(s.M * std::max(parts_a, parts_c) * 8)),
+        c_stats(0, static_cast<size_t>(s.M * parts_c * 8));
+    for (DeviceBuffer* b : {&a, &w, &r, &bias, &gamma, &beta}) fill_random(*b, DType::F16);
+    std::vector<float> st(stats.size() / 4);
+    for (size_t i = 0; i < st.size(); i += 2) st[i] = 0.0f, st[i + 1] = 128.0f;  // mean 0, M2 over 128 values
+    stats.upload(st.data(), stats.size());
+    auto run = [&](int i) {
+      GemmArgs g;
+      g.dtype = DType::F16;
+      g.M = s.M, g.N = s.N, g.K = s.K;
+      g.trans_b = true;
+      g.A = static_cast<const char*>(a.data()) + (i % rot) * s.M * s.K * e, g.lda = s.K;
+      g.B = w.data(), g.ldb = s.K;
+      g.C = c.data(), g.ldc = s.N;
+      g.bias = bias.data();
+      Sm90LnFold fold;
+      if (f.residual) {
+        fold.R = static_cast<const char*>(r.data()) + (i % rot) * s.M * s.N * e, fold.ldr = s.N;
+        fold.r_stats = static_cast<const float2*>(stats.data());
+        fold.gamma = gamma.data(), fold.beta = beta.data();
+        fold.c_stats = static_cast<float2*>(c_stats.data());
+      } else {
+        fold.a_stats = static_cast<const float2*>(stats.data());
+      }
+      launch_sm90_gemm_fold(g, f.act, fold, stream.get());
+    };
+    double ms = 0;
+    try {
+      ms = median_ms(stream, run);
+    } catch (const Error& err) {
+      std::printf("  %-16s failed: %s\n", s.what, err.what());
+      continue;
+    }
+    const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+    const std::string form = f.residual ? "residual + LN(R), stats out" : str("row scale, ", activation_name(f.act));
+    std::printf("  %-16s %-30s %8.4f ms %6.1f TFLOP/s\n", s.what, form.c_str(), ms, flop / (ms * 1e-3) / 1e12);
+    bench::json_line("gemm_ln_fold", str(s.what, f.residual ? " residual" : " row-scale"), ms, "ms");
+  }
+}
+
 // FP8 (ScaledMatMul as the CUDA backend runs it: cuBLASLt's fp8 GEMM, e4m3 x
 // e4m3, f32 scales applied by the GEMM, bf16 result), per-tensor and per-row
 // scales, A rotated as above, beside the fp8 limit; then the whole fp8 linear
@@ -434,6 +498,7 @@ int main(int argc, char** argv) {
   }
   if (!sm90_only) fp8_gemms(engine, stream, shapes);
   if (!ln_only) sm90_kernels(engine, stream, shapes);
+  ln_fold(stream);
   gemm_ln(engine, stream);
   if (!sm90_only) candidates(engine, stream, shapes);
   return 0;

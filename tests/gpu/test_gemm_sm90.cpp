@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -204,6 +205,238 @@ TEST(GemmSm90, GeluErfF16x2EveryInput) {
       std::printf("f16x2 GELU-erf: worst absolute error for x < 0: %.3g\n", worst_neg);
     }
   }
+}
+
+// ---- LayerNorm folding (Sm90LnFold) ----
+
+// Row partials in the kernels' format: (mean, M2) of each 128-column block.
+std::vector<float> row_partials(const std::vector<double>& x, int64_t M, int64_t cols) {
+  const int64_t parts = (cols + 127) / 128;
+  std::vector<float> st(static_cast<size_t>(2 * parts * M));
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t b = 0; b < parts; ++b) {
+      const int64_t c0 = 128 * b, c1 = std::min(cols, c0 + 128);
+      double mean = 0, m2 = 0;
+      for (int64_t c = c0; c < c1; ++c) mean += x[static_cast<size_t>(r * cols + c)];
+      mean /= double(c1 - c0);
+      for (int64_t c = c0; c < c1; ++c) m2 += std::pow(x[static_cast<size_t>(r * cols + c)] - mean, 2);
+      st[static_cast<size_t>(2 * (b * M + r))] = static_cast<float>(mean);
+      st[static_cast<size_t>(2 * (b * M + r) + 1)] = static_cast<float>(m2);
+    }
+  return st;
+}
+
+// Values of dtype dt, row r drawn around its own mean (−3..3) with its own
+// spread (0.5..2), as a LayerNorm's input is: bits and their float64 values.
+void offset_rows(DType dt, int64_t M, int64_t cols, std::vector<uint16_t>& bits, std::vector<double>& vals) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f), mu(-3.0f, 3.0f), sd(0.5f, 2.0f);
+  bits.resize(static_cast<size_t>(M * cols));
+  vals.resize(bits.size());
+  for (int64_t r = 0; r < M; ++r) {
+    const float m = mu(rng()), d = sd(rng());
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      bits[i] = to_bits(dt, m + d * 1.7f * u(rng()));
+      vals[i] = from_bits(dt, bits[i]);
+    }
+  }
+}
+
+void layer_norm_ref(std::vector<double>& x, int64_t M, int64_t cols, const std::vector<double>& gamma,
+                    const std::vector<double>& beta, double eps) {
+  for (int64_t r = 0; r < M; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += x[static_cast<size_t>(r * cols + c)];
+    mean /= double(cols);
+    for (int64_t c = 0; c < cols; ++c) var += std::pow(x[static_cast<size_t>(r * cols + c)] - mean, 2);
+    const double rstd = 1.0 / std::sqrt(var / double(cols) + eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      double& v = x[static_cast<size_t>(r * cols + c)];
+      v = (v - mean) * rstd * gamma[static_cast<size_t>(c)] + beta[static_cast<size_t>(c)];
+    }
+  }
+}
+
+std::vector<uint16_t> upload_random(DType dt, size_t n, float lo, float hi, std::vector<double>& vals) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<uint16_t> bits(n);
+  vals.resize(n);
+  for (size_t i = 0; i < n; ++i) vals[i] = from_bits(dt, bits[i] = to_bits(dt, u(rng())));
+  return bits;
+}
+
+void expect_close(DType dt, const DevMem& d, const std::vector<double>& ref, double tol) {
+  std::vector<uint16_t> got(ref.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), d.p, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  int64_t bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double v = from_bits(dt, got[i]);
+    if (!(std::fabs(v - ref[i]) <= tol * (1.0 + std::fabs(ref[i]))) && ++bad <= 5)
+      ADD_FAILURE() << "C[" << i << "] = " << v << ", want " << ref[i];
+  }
+  EXPECT_EQ(bad, 0) << bad << " bad values";
+}
+
+// The row-scale fold end to end: LN(x)·Wᵀ + b (and its GELU) computed as
+// rstd·(x·W'ᵀ) + b' from x's partials, with W' = W·diag(γ) less each row's
+// mean and b' = b + W·β prepared on the host, against float64 on LN(x).
+// Rows with means up to ±3 cost precision (x is rounded before it is
+// centred): the tolerance is four f16 roundings.
+TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
+  SKIP_WITHOUT_SM90();
+  RLX_TRACE_SEED();
+  for (DType dt : {DType::F16, DType::BF16})
+    for (const auto [M, N, K] : {std::array<int64_t, 3>{300, 264, 384}, {129, 136, 200}})
+      for (Activation act : {Activation::None, Activation::GeluErf}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dt) << " " << activation_name(act) << " M=" << M << " N=" << N
+                                        << " K=" << K);
+        std::vector<uint16_t> xb;
+        std::vector<double> x, w, b, gamma, beta;
+        offset_rows(dt, M, K, xb, x);
+        upload_random(dt, static_cast<size_t>(N * K), -1.0f, 1.0f, w);
+        for (double& v : w) v /= std::sqrt(double(K));
+        upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
+        upload_random(dt, static_cast<size_t>(K), 0.5f, 1.5f, gamma);
+        upload_random(dt, static_cast<size_t>(K), -0.5f, 0.5f, beta);
+        std::vector<uint16_t> wb(static_cast<size_t>(N * K)), bb(static_cast<size_t>(N));
+        for (int64_t n = 0; n < N; ++n) {
+          double mean = 0, bias = b[static_cast<size_t>(n)];
+          for (int64_t k = 0; k < K; ++k) {
+            mean += w[static_cast<size_t>(n * K + k)] * gamma[static_cast<size_t>(k)];
+            bias += w[static_cast<size_t>(n * K + k)] * beta[static_cast<size_t>(k)];
+          }
+          mean /= double(K);
+          for (int64_t k = 0; k < K; ++k)
+            wb[static_cast<size_t>(n * K + k)] =
+                to_bits(dt, static_cast<float>(w[static_cast<size_t>(n * K + k)] * gamma[static_cast<size_t>(k)] - mean));
+          bb[static_cast<size_t>(n)] = to_bits(dt, static_cast<float>(bias));
+        }
+        std::vector<double> h = x, ref(static_cast<size_t>(M * N));
+        layer_norm_ref(h, M, K, gamma, beta, 1e-12);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = b[static_cast<size_t>(n)];
+            for (int64_t k = 0; k < K; ++k) acc += h[static_cast<size_t>(i * K + k)] * w[static_cast<size_t>(n * K + k)];
+            ref[static_cast<size_t>(i * N + n)] = act_ref(act, acc);
+          }
+        const std::vector<float> st = row_partials(x, M, K);
+        DevMem dX(xb.size() * 2), dW(wb.size() * 2), dB(bb.size() * 2), dC(ref.size() * 2), dS(st.size() * 4);
+        ASSERT_EQ(cudaMemcpy(dX.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dW.p, wb.data(), wb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dB.p, bb.data(), bb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dS.p, st.data(), st.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        GemmArgs g;
+        g.dtype = dt;
+        g.trans_b = true;
+        g.M = M, g.N = N, g.K = K;
+        g.A = dX.p, g.lda = K;
+        g.B = dW.p, g.ldb = K;
+        g.C = dC.p, g.ldc = N;
+        g.bias = dB.p;
+        Sm90LnFold f;
+        f.a_stats = static_cast<const float2*>(dS.p);
+        launch_sm90_gemm_fold(g, act, f, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        expect_close(dt, dC, ref, dt == DType::F16 ? 8e-3 : 6e-2);
+      }
+}
+
+// The residual fold: C = A·Bᵀ + bias + LN(R) (R's partials; or R itself),
+// C's partials out, in place (C = R) as a layer's norm chain runs it; a
+// partial last column block (N = 264) and row tile (M = 300).
+TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
+  SKIP_WITHOUT_SM90();
+  RLX_TRACE_SEED();
+  for (DType dt : {DType::F16, DType::BF16})
+    for (bool deferred : {true, false})
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dt) << " deferred=" << deferred << " in_place=" << in_place);
+        const int64_t M = 300, N = 264, K = 200, parts = (N + 127) / 128;
+        std::vector<double> a, w, b, gamma, beta, r;
+        std::vector<uint16_t> ab = upload_random(dt, static_cast<size_t>(M * K), -1.0f, 1.0f, a);
+        std::vector<uint16_t> wb = upload_random(dt, static_cast<size_t>(N * K), -1.0f, 1.0f, w);
+        std::vector<uint16_t> bb = upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
+        std::vector<uint16_t> gb = upload_random(dt, static_cast<size_t>(N), 0.5f, 1.5f, gamma);
+        std::vector<uint16_t> beb = upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, beta);
+        std::vector<uint16_t> rb;
+        offset_rows(dt, M, N, rb, r);
+        const std::vector<float> st = row_partials(r, M, N);
+        std::vector<double> h = r, ref(static_cast<size_t>(M * N));
+        if (deferred) layer_norm_ref(h, M, N, gamma, beta, 1e-12);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = b[static_cast<size_t>(n)] + h[static_cast<size_t>(i * N + n)];
+            for (int64_t k = 0; k < K; ++k) acc += a[static_cast<size_t>(i * K + k)] * w[static_cast<size_t>(n * K + k)];
+            ref[static_cast<size_t>(i * N + n)] = acc;
+          }
+        DevMem dA(ab.size() * 2), dW(wb.size() * 2), dB(bb.size() * 2), dG(gb.size() * 2), dBe(beb.size() * 2),
+            dR(rb.size() * 2), dC(ref.size() * 2), dS(st.size() * 4), dCs(static_cast<size_t>(parts * M * 8));
+        ASSERT_EQ(cudaMemcpy(dA.p, ab.data(), ab.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dW.p, wb.data(), wb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dB.p, bb.data(), bb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dG.p, gb.data(), gb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dBe.p, beb.data(), beb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dR.p, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dS.p, st.data(), st.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dC.p, 0xFF, ref.size() * 2), cudaSuccess);
+        GemmArgs g;
+        g.dtype = dt;
+        g.trans_b = true;
+        g.M = M, g.N = N, g.K = K;
+        g.A = dA.p, g.lda = K;
+        g.B = dW.p, g.ldb = K;
+        g.C = in_place ? dR.p : dC.p, g.ldc = N;
+        g.bias = dB.p;
+        Sm90LnFold f;
+        f.R = dR.p, f.ldr = N;
+        if (deferred) f.r_stats = static_cast<const float2*>(dS.p), f.gamma = dG.p, f.beta = dBe.p;
+        f.c_stats = static_cast<float2*>(dCs.p);
+        launch_sm90_gemm_fold(g, Activation::None, f, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const DevMem& out = in_place ? dR : dC;
+        expect_close(dt, out, ref, dt == DType::F16 ? 3e-3 : 2e-2);
+        // C's partials against float64 statistics of the C the kernel wrote.
+        std::vector<uint16_t> cb(ref.size());
+        ASSERT_EQ(cudaMemcpy(cb.data(), out.p, cb.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        std::vector<double> cv(cb.size());
+        for (size_t i = 0; i < cb.size(); ++i) cv[i] = from_bits(dt, cb[i]);
+        const std::vector<float> want = row_partials(cv, M, N);
+        std::vector<float> got(want.size());
+        ASSERT_EQ(cudaMemcpy(got.data(), dCs.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        int bad = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          const double scale = i % 2 ? std::fabs(want[i]) + 1e-3 : 1.0 + std::fabs(want[i]);  // M2 relative, mean absolute
+          if (!(std::fabs(got[i] - want[i]) <= 1e-4 * scale) && bad++ < 5)
+            ADD_FAILURE() << "partial " << i / 2 << (i % 2 ? " M2 " : " mean ") << got[i] << ", want " << want[i];
+        }
+        EXPECT_EQ(bad, 0);
+      }
+}
+
+TEST(GemmSm90Fold, RefusesWhatItCannotRun) {
+  GemmArgs g;
+  g.dtype = DType::F16;
+  g.trans_b = true;
+  g.M = 64, g.N = 64, g.K = 64;
+  alignas(16) static char buf[64];
+  g.A = g.B = g.C = buf;
+  g.lda = g.ldb = g.ldc = 64;
+  Sm90LnFold none;
+  EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::None, none, nullptr), InvalidArgument);  // neither fold
+  Sm90LnFold both;
+  both.a_stats = reinterpret_cast<const float2*>(buf);
+  both.R = buf, both.ldr = 64;
+  EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::None, both, nullptr), InvalidArgument);
+  Sm90LnFold rs;
+  rs.a_stats = reinterpret_cast<const float2*>(buf);
+  EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::Silu, rs, nullptr), Unsupported);
+  Sm90LnFold res;
+  res.R = buf, res.ldr = 64;
+  EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::GeluErf, res, nullptr), Unsupported);
+  res.r_stats = reinterpret_cast<const float2*>(buf);  // without gamma and beta
+  EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::None, res, nullptr), InvalidArgument);
+  res.r_stats = nullptr, res.ldr = 60;
+  EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::None, res, nullptr), InvalidArgument);
 }
 
 TEST(GemmSm90, RefusesWhatItCannotRun) {

@@ -240,6 +240,18 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
 #endif
 }
 
+// The inverse of stmatrix_x4: the same lane addresses, the same register layout.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+#ifdef RLX_SM90A_DEVICE
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+#else
+  r[0] = r[1] = r[2] = r[3] = addr;
+#endif
+}
+
 // A barrier among `threads` threads (a multiple of 32) under id 1..15
 // (0 is __syncthreads'): lets one warpgroup synchronize without the others.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

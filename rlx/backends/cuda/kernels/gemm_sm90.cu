@@ -51,6 +51,7 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/core/env.h"
+#include "rlx/core/error.h"
 
 namespace rlx::cuda {
 namespace {
@@ -178,7 +179,35 @@ constexpr int kPpStages = 5;
 constexpr int kPpStagingBytes = 2 * kPpSlabBytes;  // one consumer's C tile
 constexpr int kPpProducerRegs = 24, kPpConsumerRegs = 240;  // 128·24 + 256·240 ≤ 65,536
 // Stages, two staging tiles, 2·kPpStages + 2 mbarriers, slack to align to 1024 bytes.
-constexpr int kPpSmemBytes = kPpStages * kPpStageBytes + 2 * kPpStagingBytes + (2 * kPpStages + 2) * 8 + 1024;
+constexpr int kPpSmemBytes = kPpStages * kPpStageBytes + 2 * kPpStagingBytes + (2 * kPpStages + 4) * 8 + 1024;
+
+// The ping-pong kernel's epilogues: bias (+ activation); a row scale from
+// A's row statistics (LayerNorm folded into B, Sm90LnFold::a_stats); or the
+// residual with its own deferred LayerNorm added, C's row statistics out.
+enum class PpEpi { Bias, RowScale, Residual };
+
+struct PpFold {
+  const float2* a_stats;  // RowScale: A's rows, ceil(K / 128) partials a row
+  const float2* r_stats;  // Residual: R's rows, ceil(N / 128) partials a row, or null (R as it is)
+  const void* gamma;      // Residual with r_stats: [N]
+  const void* beta;
+  float2* c_stats;  // Residual: C's partials, or null
+  float eps;
+};
+
+// (mean, 1/sqrt(var + eps)) of `row` from its partials: (mean, M2) over each
+// 128-column block of `cols` (the last one partial), combined as Chan et al.
+__device__ __forceinline__ float2 row_norm(const float2* stats, int64_t M, int row, int cols, float eps) {
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  for (int b = 0; b * 128 < cols; ++b) {
+    const float2 p = stats[b * M + row];
+    const float nb = static_cast<float>(min(128, cols - b * 128)), d = p.x - mean, t = n + nb;
+    mean += d * (nb / t);
+    m2 += p.y + d * d * (n * nb / t);
+    n = t;
+  }
+  return make_float2(mean, rsqrtf(m2 / static_cast<float>(cols) + eps));
+}
 
 // The epilogue in two steps. First the accumulators plus bias are rounded to
 // T in pairs (pre[p]: fragment values 2p, 2p + 1, at row g (+8 for odd p),
@@ -193,12 +222,15 @@ constexpr int kPpSmemBytes = kPpStages * kPpStageBytes + 2 * kPpStagingBytes + (
 // session 24. Nsight Compute on the form kept here, f16 GELU-erf at MiniLM's
 // FFN up: 0.44 instructions per cycle and scheduler, ~5 cycles per issued
 // instruction, fixed-latency dependencies the largest named stall.)
+// rs: the scales of the thread's two rows (RowScale; else 1).
 template <typename T>
-__device__ __forceinline__ void pp_round_pre(const float (&acc)[64], uint32_t (&pre)[32], const uint32_t (&bias2)[16]) {
+__device__ __forceinline__ void pp_round_pre(const float (&acc)[64], uint32_t (&pre)[32], const uint32_t (&bias2)[16],
+                                             float2 rs = make_float2(1.0f, 1.0f)) {
 #pragma unroll
   for (int p = 0; p < 32; ++p) {
     const float2 b = unpack2<T>(bias2[p / 2]);
-    pre[p] = pack2<T>(acc[2 * p] + b.x, acc[2 * p + 1] + b.y);
+    const float r = p & 1 ? rs.y : rs.x;
+    pre[p] = pack2<T>(fmaf(r, acc[2 * p], b.x), fmaf(r, acc[2 * p + 1], b.y));
   }
 }
 
@@ -237,10 +269,71 @@ __device__ __forceinline__ void pp_stage_half(uint32_t (&pre)[32], uint32_t stag
   }
 }
 
-template <typename T, Activation kAct, bool kF16x2 = false>
+// The Residual epilogue of one 64-row half: R's tile, loaded into the
+// staging tile by TMA, read back by ldmatrix in the fragments' layout;
+// C = round(acc + bias + LN(R)), LN(R) = (R − mean)·rstd·gamma + beta per row
+// (nr: the two rows' mean and rstd; plain R without r_stats), written by
+// stmatrix where R was. sum / sq: the rows' sums of C's values and squares
+// over the tile's columns below N.
+template <typename T>
+__device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const uint32_t (&bias2)[16],
+                                                 const uint32_t (&gamma2)[16], const uint32_t (&beta2)[16],
+                                                 bool deferred, float2 nr0, float2 nr1, uint32_t stage, int half,
+                                                 int warp, int lane, int cols, float2& sum, float2& sq) {
+  const int m = lane >> 3, i = lane & 7, t4 = lane & 3;
+  const int row = 64 * half + 16 * warp + i + 8 * (m & 1);
+#pragma unroll
+  for (int j = 0; j < kPpTile / 8; j += 2) {
+    const int cb = j + (m >> 1);
+    const uint32_t addr =
+        stage + static_cast<uint32_t>((cb >> 3) * kPpSlabBytes + row * 128 + (((cb & 7) ^ (row & 7)) << 4));
+    uint32_t r[4], out[4];
+    ldmatrix_x4(addr, r);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int p = 2 * j + q, g = p / 2;  // fragment pair p: row g (+8 for odd p), column group g
+      const float2 nr = q & 1 ? nr1 : nr0;
+      float2 h = unpack2<T>(r[q]);
+      if (deferred) {
+        const float2 ga = unpack2<T>(gamma2[g]), be = unpack2<T>(beta2[g]);
+        h.x = fmaf((h.x - nr.x) * nr.y, ga.x, be.x);
+        h.y = fmaf((h.y - nr.x) * nr.y, ga.y, be.y);
+      }
+      const float2 b = unpack2<T>(bias2[g]);
+      out[q] = pack2<T>(acc[2 * p] + b.x + h.x, acc[2 * p + 1] + b.y + h.y);
+      const float2 o = unpack2<T>(out[q]);
+      const bool in = 8 * g + 2 * t4 < cols;  // N % 8 == 0: the pair is in or out together
+      const float s = in ? o.x + o.y : 0.0f, s2 = in ? o.x * o.x + o.y * o.y : 0.0f;
+      if (q & 1) sum.y += s, sq.y += s2;
+      else sum.x += s, sq.x += s2;
+    }
+    stmatrix_x4(addr, out[0], out[1], out[2], out[3]);
+  }
+}
+
+// The partials (mean, M2) of the thread's two rows over the tile's `cols`
+// columns from their sums, reduced over the quad that holds each row.
+__device__ __forceinline__ void pp_write_stats(float2 sum, float2 sq, float2* c_stats, int64_t M, int tile_n, int row0,
+                                               int cols, int lane) {
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    sum.x += __shfl_xor_sync(0xffffffffu, sum.x, o);
+    sum.y += __shfl_xor_sync(0xffffffffu, sum.y, o);
+    sq.x += __shfl_xor_sync(0xffffffffu, sq.x, o);
+    sq.y += __shfl_xor_sync(0xffffffffu, sq.y, o);
+  }
+  if ((lane & 3) != 0) return;
+  const float n = static_cast<float>(cols);
+  const float m0 = sum.x / n, m1 = sum.y / n;
+  if (row0 < M) c_stats[tile_n * M + row0] = make_float2(m0, fmaxf(sq.x - sum.x * m0, 0.0f));
+  if (row0 + 8 < M) c_stats[tile_n * M + row0 + 8] = make_float2(m1, fmaxf(sq.y - sum.y * m1, 0.0f));
+}
+
+template <typename T, Activation kAct, bool kF16x2 = false, PpEpi kEpi = PpEpi::Bias>
 __global__ void __launch_bounds__(kPpThreads, 1)
     gemm_pp_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                   const __grid_constant__ CUtensorMap map_c, const T* __restrict__ bias, int M, int N, int K) {
+                   const __grid_constant__ CUtensorMap map_c, const T* __restrict__ bias, int M, int N, int K,
+                   const __grid_constant__ CUtensorMap map_r, const PpFold fold) {
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = dev::smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
@@ -248,6 +341,7 @@ __global__ void __launch_bounds__(kPpThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + 2 * kPpStagingBytes);
   uint64_t* empty = full + kPpStages;
   uint64_t* order = empty + kPpStages;  // order[c]: consumer c may start its next main loop
+  uint64_t* rfull = order + 2;           // rfull[c]: R's tile is in consumer c's staging tile (Residual)
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7;
   const int tiles_n = (N + kPpTile - 1) / kPpTile, tiles = (M + kPpTile - 1) / kPpTile * tiles_n;
@@ -259,6 +353,8 @@ __global__ void __launch_bounds__(kPpThreads, 1)
     }
     dev::mbar_init(&order[0], 1);
     dev::mbar_init(&order[1], 1);
+    dev::mbar_init(&rfull[0], 1);
+    dev::mbar_init(&rfull[1], 1);
     dev::mbar_fence_init();
   }
   __syncthreads();
@@ -288,6 +384,15 @@ __global__ void __launch_bounds__(kPpThreads, 1)
     float acc0[64], acc1[64];
     int done = 0;  // tiles this consumer finished
     for (int t = static_cast<int>(blockIdx.x) + c * ctas, j = c; t < tiles; t += 2 * ctas, j += 2, ++done) {
+      const int n0 = t % tiles_n * kPpTile, m0 = t / tiles_n * kPpTile;
+      if constexpr (kEpi == PpEpi::Residual) {
+        if (leader) {  // R's tile into the staging tile, once the last store has read it
+          bulk_wait_read_all();
+          dev::mbar_arrive_expect_tx(&rfull[c], kPpStagingBytes);
+          tma_load_2d(staging + c * kPpStagingBytes, &map_r, n0, m0, &rfull[c]);
+          tma_load_2d(staging + c * kPpStagingBytes + kPpSlabBytes, &map_r, n0 + kBK, m0, &rfull[c]);
+        }
+      }
       if (c == 1 || done > 0) dev::mbar_wait(&order[c], static_cast<uint32_t>((c == 0 ? done - 1 : done) & 1));
       const int it0 = j * nk;
       for (int kb = 0; kb < nk; ++kb) {
@@ -316,20 +421,64 @@ __global__ void __launch_bounds__(kPpThreads, 1)
       pin(acc1);
       if (lane == 0) dev::mbar_arrive(&empty[(it0 + nk - 1) % kPpStages]);
 
-      const int n0 = t % tiles_n * kPpTile, m0 = t / tiles_n * kPpTile;
-      uint32_t bias2[16] = {}, pre0[32], pre1[32];  // bias pairs at columns n0 + 8j + 2·t4
+      uint32_t bias2[16] = {};  // bias pairs at columns n0 + 8j + 2·t4
       if (bias != nullptr)
 #pragma unroll
         for (int jb = 0; jb < 16; ++jb) {
           const int col = n0 + 8 * jb + 2 * (lane & 3);
           if (col < N) bias2[jb] = *reinterpret_cast<const uint32_t*>(bias + col);  // N % 8 == 0: col + 1 < N
         }
-      pp_round_pre<T>(acc0, pre0, bias2);
-      pp_round_pre<T>(acc1, pre1, bias2);
-      if (leader) bulk_wait_read_all();  // the staging tile's previous store has read it
-      named_barrier_sync(1 + c, 128);
-      pp_stage_half<T, kAct, kF16x2>(pre0, stage_c, 0, warp, lane);
-      pp_stage_half<T, kAct, kF16x2>(pre1, stage_c, 1, warp, lane);
+      const int row0 = m0 + 16 * warp + (lane >> 2);  // the thread's first row; then +8, +64, +72
+      if constexpr (kEpi == PpEpi::Residual) {
+        const bool deferred = fold.r_stats != nullptr;
+        uint32_t gamma2[16] = {}, beta2[16] = {};
+        float2 nr[4] = {};
+        if (deferred) {
+#pragma unroll
+          for (int jb = 0; jb < 16; ++jb) {
+            const int col = n0 + 8 * jb + 2 * (lane & 3);
+            if (col < N) {
+              gamma2[jb] = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.gamma) + col);
+              beta2[jb] = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.beta) + col);
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int row = row0 + 8 * (r & 1) + 64 * (r >> 1);
+            if (row < M) nr[r] = row_norm(fold.r_stats, M, row, N, fold.eps);
+          }
+        }
+        const int cols = min(kPpTile, N - n0);
+        float2 sum0 = {}, sq0 = {}, sum1 = {}, sq1 = {};
+        dev::mbar_wait(&rfull[c], static_cast<uint32_t>(done & 1));
+        pp_residual_half<T>(acc0, bias2, gamma2, beta2, deferred, nr[0], nr[1], stage_c, 0, warp, lane, cols, sum0,
+                            sq0);
+        pp_residual_half<T>(acc1, bias2, gamma2, beta2, deferred, nr[2], nr[3], stage_c, 1, warp, lane, cols, sum1,
+                            sq1);
+        if (fold.c_stats != nullptr) {
+          pp_write_stats(sum0, sq0, fold.c_stats, M, n0 / kPpTile, row0, cols, lane);
+          pp_write_stats(sum1, sq1, fold.c_stats, M, n0 / kPpTile, row0 + 64, cols, lane);
+        }
+      } else {
+        uint32_t pre0[32], pre1[32];
+        if constexpr (kEpi == PpEpi::RowScale) {
+          float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int row = row0 + 8 * (r & 1) + 64 * (r >> 1);
+            if (row < M) rs[r] = row_norm(fold.a_stats, M, row, K, fold.eps).y;
+          }
+          pp_round_pre<T>(acc0, pre0, bias2, make_float2(rs[0], rs[1]));
+          pp_round_pre<T>(acc1, pre1, bias2, make_float2(rs[2], rs[3]));
+        } else {
+          pp_round_pre<T>(acc0, pre0, bias2);
+          pp_round_pre<T>(acc1, pre1, bias2);
+        }
+        if (leader) bulk_wait_read_all();  // the staging tile's previous store has read it
+        named_barrier_sync(1 + c, 128);
+        pp_stage_half<T, kAct, kF16x2>(pre0, stage_c, 0, warp, lane);
+        pp_stage_half<T, kAct, kF16x2>(pre1, stage_c, 1, warp, lane);
+      }
       dev::fence_proxy_async_smem();  // the stmatrix writes, before the TMA engine reads them
       named_barrier_sync(1 + c, 128);
       if (leader) {
@@ -362,6 +511,21 @@ const void* kernel_for(Activation act) {
 
 // The ping-pong kernel with f16 GELU-erf in f16x2 arithmetic.
 const void* gelu_f16x2_kernel() { return reinterpret_cast<const void*>(&gemm_pp_kernel<__half, Activation::GeluErf, true>); }
+
+// The LayerNorm-folding variants: RowScale with no activation or GELU-erf
+// (f16x2: its f16 form in f16x2 arithmetic), Residual with none.
+template <typename T>
+const void* fold_kernel(PpEpi e, Activation act, bool f16x2) {
+  auto pick = [](auto kernel) -> const void* { return reinterpret_cast<const void*>(kernel); };
+  if (e == PpEpi::Residual) return pick(&gemm_pp_kernel<T, Activation::None, false, PpEpi::Residual>);
+  if (act == Activation::None) return pick(&gemm_pp_kernel<T, Activation::None, false, PpEpi::RowScale>);
+  if constexpr (std::is_same_v<T, __half>)
+    if (f16x2) return pick(&gemm_pp_kernel<__half, Activation::GeluErf, true, PpEpi::RowScale>);
+  return pick(&gemm_pp_kernel<T, Activation::GeluErf, false, PpEpi::RowScale>);
+}
+const void* fold_kernel(DType t, PpEpi e, Activation act, bool f16x2) {
+  return t == DType::F16 ? fold_kernel<__half>(e, act, f16x2) : fold_kernel<__nv_bfloat16>(e, act, f16x2);
+}
 
 const void* kernel_for(DType t, Activation act, Sm90GemmKernel k) {
   const bool f16 = t == DType::F16;
@@ -500,8 +664,13 @@ bool sm90_gemm_available(int device) {
         for (Activation act :
              {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
           ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k), threads_of(k));
-    return ok && sm90_kernel_loads(gelu_f16x2_kernel(), smem_bytes_of(Sm90GemmKernel::PingPong),
-                                   threads_of(Sm90GemmKernel::PingPong));
+    const int pp_smem = smem_bytes_of(Sm90GemmKernel::PingPong), pp_threads = threads_of(Sm90GemmKernel::PingPong);
+    ok = ok && sm90_kernel_loads(gelu_f16x2_kernel(), pp_smem, pp_threads);
+    for (DType t : {DType::F16, DType::BF16})
+      for (PpEpi e : {PpEpi::RowScale, PpEpi::Residual})
+        for (Activation act : {Activation::None, Activation::GeluErf})
+          for (bool f16x2 : {false, true}) ok = ok && sm90_kernel_loads(fold_kernel(t, e, act, f16x2), pp_smem, pp_threads);
+    return ok;
   });
 }
 
@@ -512,6 +681,31 @@ const char* sm90_gemm_kernel_name(Sm90GemmKernel k) {
     case Sm90GemmKernel::PingPong: return "ping-pong";
   }
   return "?";
+}
+
+// The ping-pong kernel `kernel` on `a`: a CTA per SM at most, each walking a
+// strided share of the tiles. C (and R, with `r`) as 64-column × 128-row
+// boxes, the layout of a slab map.
+static cudaError_t launch_pp(const GemmArgs& a, const void* kernel, const CUtensorMap* r, const PpFold& fold,
+                             cudaStream_t stream) {
+  int device = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  const int64_t tiles = (a.M + kPpTile - 1) / kPpTile * ((a.N + kPpTile - 1) / kPpTile);
+  cudaLaunchConfig_t cfg{};
+  cfg.dynamicSmemBytes = static_cast<size_t>(kPpSmemBytes);
+  cfg.stream = stream;
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, device_props(device).sm_count)));
+  cfg.blockDim = dim3(kPpThreads);
+  const std::string what = str("sm90 gemm ", GemmEngine::describe(a));
+  CUtensorMap map_a = tile_map(a, a.A, a.M, a.lda, kPpTile), map_b = tile_map(a, a.B, a.N, a.ldb, kPpTile);
+  CUtensorMap map_c = sm90_slab_map(a.dtype, a.C, a.M, a.N, a.ldc, kPpTile, what);
+  CUtensorMap map_r = r != nullptr ? *r : map_c;  // unread without a residual
+  const void* bias = a.bias;
+  int M = static_cast<int>(a.M), N = static_cast<int>(a.N), K = static_cast<int>(a.K);
+  PpFold f = fold;
+  // Parameters: (CUtensorMap A, B, C, const T* bias, int M, N, K, CUtensorMap R, PpFold).
+  void* args[] = {&map_a, &map_b, &map_c, &bias, &M, &N, &K, &map_r, &f};
+  return cudaLaunchKernelExC(&cfg, kernel, args);
 }
 
 void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream, Sm90GemmKernel kernel) {
@@ -534,24 +728,42 @@ void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream, Sm
     void* args[] = {&map_a, &map_b, &C, &ldc, &bias, &M, &N, &K};
     err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, act, kernel), args);
   } else {
-    // Persistent: a CTA per SM at most, each walking a strided share of the tiles.
-    int device = 0;
-    RLX_CUDA_CHECK(cudaGetDevice(&device));
-    const int64_t tiles = (a.M + kPpTile - 1) / kPpTile * ((a.N + kPpTile - 1) / kPpTile);
-    cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, device_props(device).sm_count)));
-    cfg.blockDim = dim3(kPpThreads);
-    // Parameters: (CUtensorMap A, B, C, const T* bias, int, int, int); C is
-    // stored in 64-column × 128-row boxes, the layout of a slab map.
-    CUtensorMap map_a = tile_map(a, a.A, a.M, a.lda, kPpTile), map_b = tile_map(a, a.B, a.N, a.ldb, kPpTile);
-    CUtensorMap map_c = sm90_slab_map(a.dtype, a.C, a.M, a.N, a.ldc, kPpTile, str("sm90 gemm ", GemmEngine::describe(a)));
-    void* args[] = {&map_a, &map_b, &map_c, &bias, &M, &N, &K};
     const bool f16x2 = act == Activation::GeluErf && a.dtype == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2");
-    err = cudaLaunchKernelExC(&cfg, f16x2 ? gelu_f16x2_kernel() : kernel_for(a.dtype, act, kernel), args);
+    err = launch_pp(a, f16x2 ? gelu_f16x2_kernel() : kernel_for(a.dtype, act, kernel), nullptr, PpFold{}, stream);
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     throw DeviceError(str("sm90 gemm ", GemmEngine::describe(a), " (", activation_name(act), ", ",
                           sm90_gemm_kernel_name(kernel), "): launch failed: ", cudaGetErrorString(err)));
+  }
+}
+
+void launch_sm90_gemm_fold(const GemmArgs& a, Activation act, const Sm90LnFold& f, cudaStream_t stream) {
+  const std::string what = str("sm90 gemm (layer-norm fold) ", GemmEngine::describe(a));
+  if (const char* why = sm90_gemm_unsupported(a)) throw Unsupported(str(what, ": ", why));
+  const bool row_scale = f.a_stats != nullptr, residual = f.R != nullptr;
+  if (row_scale == residual) throw InvalidArgument(str(what, ": needs exactly one of a_stats and R"));
+  if (row_scale && act != Activation::None && act != Activation::GeluErf)
+    throw Unsupported(str(what, ": a row scale takes no activation or GELU-erf, not ", activation_name(act)));
+  if (residual && act != Activation::None) throw Unsupported(str(what, ": a residual takes no activation"));
+  if (residual && (!sm90_aligned(f.R, 16) || f.ldr % 8 || f.ldr < a.N))
+    throw InvalidArgument(str(what, ": R must be 16-byte aligned with a leading dimension ≥ N, a multiple of 8"));
+  if (residual && f.r_stats != nullptr &&
+      (f.gamma == nullptr || f.beta == nullptr || !sm90_aligned(f.gamma, 4) || !sm90_aligned(f.beta, 4)))
+    throw InvalidArgument(str(what, ": a deferred LayerNorm of R needs 4-byte-aligned gamma and beta"));
+  if (!(f.eps > 0.0f)) throw InvalidArgument(str(what, ": eps must be positive"));
+  const PpFold fold{f.a_stats, f.r_stats, f.gamma, f.beta, f.c_stats, f.eps};
+  const bool f16x2 = a.dtype == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2");
+  cudaError_t err;
+  if (residual) {
+    const CUtensorMap map_r = sm90_slab_map(a.dtype, f.R, a.M, a.N, f.ldr, kPpTile, what);
+    err = launch_pp(a, fold_kernel(a.dtype, PpEpi::Residual, act, f16x2), &map_r, fold, stream);
+  } else {
+    err = launch_pp(a, fold_kernel(a.dtype, PpEpi::RowScale, act, f16x2), nullptr, fold, stream);
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw DeviceError(str(what, ": launch failed: ", cudaGetErrorString(err)));
   }
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <vector_types.h>
 
 #include <cstdint>
 #include <functional>
@@ -38,6 +39,33 @@ const char* sm90_gemm_kernel_name(Sm90GemmKernel k);
 // device cannot place) and DeviceError naming the problem if the launch fails.
 void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream,
                       Sm90GemmKernel kernel = Sm90GemmKernel::Auto);
+
+// LayerNorm folding on the ping-pong kernel. A LayerNorm y = (x − mean)·rstd·γ
+// + β feeding a GEMM y·Wᵀ + b equals rstd·(x·W'ᵀ) + b' with W' = W·diag(γ),
+// each row of W' less its mean (so x·W'ᵀ = (x − mean)·(W·diag γ)ᵀ), and b' =
+// b + W·β: x itself is the A operand, and only its rows' statistics travel.
+// They travel as partials: for 128-column block j of row r, float2 (mean,
+// M2 = Σ (v − mean)²) at stats[j·M + r], the last block partial.
+struct Sm90LnFold {
+  // Row scale: C = act(rstd_r·(A·Bᵀ)_r + bias), rstd from A's partials
+  // (ceil(K / 128) a row); act None or GeluErf.
+  const float2* a_stats = nullptr;
+  // Residual: C = A·Bᵀ + bias + LN(R), LN(R)_rn = (R_rn − mean_r)·rstd_r·γ_n
+  // + β_n from R's partials (ceil(N / 128) a row), or R itself without them;
+  // act None. c_stats (or null) gets C's partials (ceil(N / 128) a row) for
+  // the next fold. R may be C.
+  const void* R = nullptr;
+  int64_t ldr = 0;
+  const float2* r_stats = nullptr;
+  const void* gamma = nullptr;  // [N], the dtype
+  const void* beta = nullptr;
+  float2* c_stats = nullptr;
+  float eps = 1e-12f;  // the LayerNorm's, for a_stats or r_stats
+};
+
+// Asynchronous on `stream`: one of the folds above (exactly one of a_stats and
+// R). Throws Unsupported / InvalidArgument naming what it cannot run.
+void launch_sm90_gemm_fold(const GemmArgs& a, Activation act, const Sm90LnFold& f, cudaStream_t stream);
 
 // Shared with the quantized wgmma GEMM (qgemm_sm90.cu):
 // whether `device` is compute capability 9.0 and the driver encodes tensor maps;
