@@ -195,18 +195,38 @@ struct PpFold {
   float eps;
 };
 
-// (mean, 1/sqrt(var + eps)) of `row` from its partials: (mean, M2) over each
-// 128-column block of `cols` (the last one partial), combined as Chan et al.
-__device__ __forceinline__ float2 row_norm(const float2* stats, int64_t M, int row, int cols, float eps) {
-  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-  for (int b = 0; b * 128 < cols; ++b) {
-    const float2 p = stats[b * M + row];
-    const float nb = static_cast<float>(min(128, cols - b * 128)), d = p.x - mean, t = n + nb;
-    mean += d * (nb / t);
-    m2 += p.y + d * d * (n * nb / t);
-    n = t;
+// (mean, 1/sqrt(var + eps)) of the thread's four rows (row0 + 0, 8, 64, 72)
+// from their partials, (mean, M2) over each 128-column block of `cols` (the
+// last one partial), combined as Chan et al. Four blocks of all four rows are
+// requested at once: one round trip for cols ≤ 512.
+__device__ __forceinline__ void row_norms(const float2* stats, int M, int row0, int cols, float eps,
+                                          float2 (&out)[4]) {
+  float n[4] = {}, mean[4] = {}, m2[4] = {};
+  for (int b0 = 0; b0 * 128 < cols; b0 += 4) {
+    float2 p[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = row0 + 8 * (r & 1) + 64 * (r >> 1), b = b0 + i;
+        p[r][i] = row < M && b * 128 < cols ? stats[static_cast<int64_t>(b) * M + row] : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int b = b0 + i;
+      if (b * 128 >= cols) break;
+      const float nb = static_cast<float>(min(128, cols - b * 128));
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float t = n[r] + nb, w = __fdividef(nb, t), d = p[r][i].x - mean[r];
+        mean[r] = fmaf(d, w, mean[r]);
+        m2[r] += fmaf(d * d, n[r] * w, p[r][i].y);
+        n[r] = t;
+      }
+    }
   }
-  return make_float2(mean, rsqrtf(m2 / static_cast<float>(cols) + eps));
+#pragma unroll
+  for (int r = 0; r < 4; ++r) out[r] = make_float2(mean[r], rsqrtf(__fdividef(m2[r], static_cast<float>(cols)) + eps));
 }
 
 // The epilogue in two steps. First the accumulators plus bias are rounded to
@@ -393,6 +413,12 @@ __global__ void __launch_bounds__(kPpThreads, 1)
           tma_load_2d(staging + c * kPpStagingBytes + kPpSlabBytes, &map_r, n0 + kBK, m0, &rfull[c]);
         }
       }
+      // The rows' norms, before the wait for the tensor cores: their loads' latency hides there.
+      const int row0 = m0 + 16 * ((tid >> 5) & 3) + ((tid & 31) >> 2);  // the thread's first row; then +8, +64, +72
+      float2 nrm[4] = {};
+      if constexpr (kEpi == PpEpi::RowScale) row_norms(fold.a_stats, M, row0, K, fold.eps, nrm);
+      if constexpr (kEpi == PpEpi::Residual)
+        if (fold.r_stats != nullptr) row_norms(fold.r_stats, M, row0, N, fold.eps, nrm);
       if (c == 1 || done > 0) dev::mbar_wait(&order[c], static_cast<uint32_t>((c == 0 ? done - 1 : done) & 1));
       const int it0 = j * nk;
       for (int kb = 0; kb < nk; ++kb) {
@@ -428,12 +454,10 @@ __global__ void __launch_bounds__(kPpThreads, 1)
           const int col = n0 + 8 * jb + 2 * (lane & 3);
           if (col < N) bias2[jb] = *reinterpret_cast<const uint32_t*>(bias + col);  // N % 8 == 0: col + 1 < N
         }
-      const int row0 = m0 + 16 * warp + (lane >> 2);  // the thread's first row; then +8, +64, +72
       if constexpr (kEpi == PpEpi::Residual) {
         const bool deferred = fold.r_stats != nullptr;
         uint32_t gamma2[16] = {}, beta2[16] = {};
-        float2 nr[4] = {};
-        if (deferred) {
+        if (deferred)
 #pragma unroll
           for (int jb = 0; jb < 16; ++jb) {
             const int col = n0 + 8 * jb + 2 * (lane & 3);
@@ -442,18 +466,12 @@ __global__ void __launch_bounds__(kPpThreads, 1)
               beta2[jb] = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.beta) + col);
             }
           }
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int row = row0 + 8 * (r & 1) + 64 * (r >> 1);
-            if (row < M) nr[r] = row_norm(fold.r_stats, M, row, N, fold.eps);
-          }
-        }
         const int cols = min(kPpTile, N - n0);
         float2 sum0 = {}, sq0 = {}, sum1 = {}, sq1 = {};
         dev::mbar_wait(&rfull[c], static_cast<uint32_t>(done & 1));
-        pp_residual_half<T>(acc0, bias2, gamma2, beta2, deferred, nr[0], nr[1], stage_c, 0, warp, lane, cols, sum0,
+        pp_residual_half<T>(acc0, bias2, gamma2, beta2, deferred, nrm[0], nrm[1], stage_c, 0, warp, lane, cols, sum0,
                             sq0);
-        pp_residual_half<T>(acc1, bias2, gamma2, beta2, deferred, nr[2], nr[3], stage_c, 1, warp, lane, cols, sum1,
+        pp_residual_half<T>(acc1, bias2, gamma2, beta2, deferred, nrm[2], nrm[3], stage_c, 1, warp, lane, cols, sum1,
                             sq1);
         if (fold.c_stats != nullptr) {
           pp_write_stats(sum0, sq0, fold.c_stats, M, n0 / kPpTile, row0, cols, lane);
@@ -462,14 +480,8 @@ __global__ void __launch_bounds__(kPpThreads, 1)
       } else {
         uint32_t pre0[32], pre1[32];
         if constexpr (kEpi == PpEpi::RowScale) {
-          float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int row = row0 + 8 * (r & 1) + 64 * (r >> 1);
-            if (row < M) rs[r] = row_norm(fold.a_stats, M, row, K, fold.eps).y;
-          }
-          pp_round_pre<T>(acc0, pre0, bias2, make_float2(rs[0], rs[1]));
-          pp_round_pre<T>(acc1, pre1, bias2, make_float2(rs[2], rs[3]));
+          pp_round_pre<T>(acc0, pre0, bias2, make_float2(nrm[0].y, nrm[1].y));
+          pp_round_pre<T>(acc1, pre1, bias2, make_float2(nrm[2].y, nrm[3].y));
         } else {
           pp_round_pre<T>(acc0, pre0, bias2);
           pp_round_pre<T>(acc1, pre1, bias2);
