@@ -293,9 +293,10 @@ __device__ __forceinline__ void pp_stage_half(uint32_t (&pre)[32], uint32_t stag
 // staging tile by TMA, read back by ldmatrix in the fragments' layout;
 // C = round(acc + bias + LN(R)), LN(R) = (R − mean)·rstd·gamma + beta per row
 // (nr: the two rows' mean and rstd; plain R without r_stats), written by
-// stmatrix where R was. sum / sq: the rows' sums of C's values and squares
-// over the tile's columns below N.
-template <typename T>
+// stmatrix where R was. sum / sq: the rows' sums of C's values (before
+// their rounding, which moves a statistic by ~2^-12 of itself) and squares
+// over the tile's columns below N (kFull: all 128 are).
+template <typename T, bool kFull>
 __device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const uint32_t (&bias2)[16],
                                                  const uint32_t (&gamma2)[16], const uint32_t (&beta2)[16],
                                                  bool deferred, float2 nr0, float2 nr1, uint32_t stage, int half,
@@ -320,10 +321,10 @@ __device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const u
         h.y = fmaf((h.y - nr.x) * nr.y, ga.y, be.y);
       }
       const float2 b = unpack2<T>(bias2[g]);
-      out[q] = pack2<T>(acc[2 * p] + b.x + h.x, acc[2 * p + 1] + b.y + h.y);
-      const float2 o = unpack2<T>(out[q]);
-      const bool in = 8 * g + 2 * t4 < cols;  // N % 8 == 0: the pair is in or out together
-      const float s = in ? o.x + o.y : 0.0f, s2 = in ? o.x * o.x + o.y * o.y : 0.0f;
+      const float vx = acc[2 * p] + b.x + h.x, vy = acc[2 * p + 1] + b.y + h.y;
+      out[q] = pack2<T>(vx, vy);
+      const bool in = kFull || 8 * g + 2 * t4 < cols;  // N % 8 == 0: the pair is in or out together
+      const float s = in ? vx + vy : 0.0f, s2 = in ? fmaf(vx, vx, vy * vy) : 0.0f;
       if (q & 1) sum.y += s, sq.y += s2;
       else sum.x += s, sq.x += s2;
     }
@@ -469,10 +470,17 @@ __global__ void __launch_bounds__(kPpThreads, 1)
         const int cols = min(kPpTile, N - n0);
         float2 sum0 = {}, sq0 = {}, sum1 = {}, sq1 = {};
         dev::mbar_wait(&rfull[c], static_cast<uint32_t>(done & 1));
-        pp_residual_half<T>(acc0, bias2, gamma2, beta2, deferred, nrm[0], nrm[1], stage_c, 0, warp, lane, cols, sum0,
-                            sq0);
-        pp_residual_half<T>(acc1, bias2, gamma2, beta2, deferred, nrm[2], nrm[3], stage_c, 1, warp, lane, cols, sum1,
-                            sq1);
+        if (cols == kPpTile) {
+          pp_residual_half<T, true>(acc0, bias2, gamma2, beta2, deferred, nrm[0], nrm[1], stage_c, 0, warp, lane, cols,
+                                    sum0, sq0);
+          pp_residual_half<T, true>(acc1, bias2, gamma2, beta2, deferred, nrm[2], nrm[3], stage_c, 1, warp, lane, cols,
+                                    sum1, sq1);
+        } else {
+          pp_residual_half<T, false>(acc0, bias2, gamma2, beta2, deferred, nrm[0], nrm[1], stage_c, 0, warp, lane, cols,
+                                     sum0, sq0);
+          pp_residual_half<T, false>(acc1, bias2, gamma2, beta2, deferred, nrm[2], nrm[3], stage_c, 1, warp, lane, cols,
+                                     sum1, sq1);
+        }
         if (fold.c_stats != nullptr) {
           pp_write_stats(sum0, sq0, fold.c_stats, M, n0 / kPpTile, row0, cols, lane);
           pp_write_stats(sum1, sq1, fold.c_stats, M, n0 / kPpTile, row0 + 64, cols, lane);
