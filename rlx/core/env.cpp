@@ -137,8 +137,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "f16/bf16 Linear layers (A[M,K]·W[N,K]ᵀ + bias, any activation) on rlx's Hopper wgmma GEMM (persistent, warp-specialized) with the activation fused: auto (the first time a shape of 2 GFLOP or more is planned, timed against cuBLASLt, plus a separate activation kernel where cuBLASLt's epilogue lacks it, e.g. GELU-erf or SiLU; without such an activation only at K ≤ 512; the fastest is kept; other shapes stay on cuBLASLt), 1 always where it applies, 0 never."},
       {"RLX_CUDA_GELU_F16X2", EnvType::Bool, "1",
        "The sm90 ping-pong GEMM's (and fused FFN's) GELU-erf for f16 outputs in f16x2 arithmetic (x/2 + x/2 "
-       "tanh(z), z a fit of logit(Phi(x))/2): within an ulp for x >= 0 and 2^-11 max(1, |x|) absolute for x < 0 "
-       "(half an ulp of x), a third of the exact form's instructions (MiniLM 256 x 128 -4.6%, H100); 0: the exact "
+       "tanh(z), z a fit of logit(Phi(x))/2): within an ulp for x >= 0 and 2^-10 max(1, |x|) absolute for x < 0 "
+       "(about an ulp of x), a third of the exact form's instructions (MiniLM 256 x 128 -4.6%, H100); 0: the exact "
        "form (within an ulp everywhere, as the separate GELU kernel)."},
       {"RLX_CUDA_SYNC_DEBUG", EnvType::Bool, "0",
        "Launch CUDA thunks one by one and synchronize after each, so a fault names its thunk (slow)."},

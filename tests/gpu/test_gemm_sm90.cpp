@@ -152,9 +152,10 @@ TEST(GemmSm90, LongK) {
 // GELU(x_m · 1), A's row m holding x_m then zeros, every B row (1, 0, ...).
 // The exact form (RLX_CUDA_GELU_F16X2=0, dev::gelu_erf_f16) stays within an
 // ulp of the correctly rounded GELU everywhere; the f16x2 form within an ulp
-// for x ≥ 0 and, for x < 0, within 2^-11·max(1, |x|) absolute: half an ulp
-// of x itself (dev::gelu_erf_f16x2's bound; tanh.approx near −1 is off by
-// one f16 step, 2^-11, which h = x/2 scales).
+// for x ≥ 0 and, for x < 0, within 2^-10·max(1, |x|) absolute, about an ulp
+// of x itself (dev::gelu_erf_f16x2's bound: tanh.approx near −1 is an f16
+// step, 2^-11, off, which h = x/2 scales; an f16 emulation with every tanh
+// a step off stays below 5.1e-4·max(1, |x|)).
 TEST(GemmSm90, GeluErfF16x2EveryInput) {
   SKIP_WITHOUT_SM90();
   constexpr int64_t M = 65536, N = 8, K = 8;
@@ -197,7 +198,7 @@ TEST(GemmSm90, GeluErfF16x2EveryInput) {
         else {
           const double rel = std::fabs(gv - ref) / std::max(1.0, std::fabs(x));
           worst_neg = std::max(worst_neg, rel);
-          ok = rel <= 0x1p-11;
+          ok = rel <= 0x1p-10;
         }
         if (!ok && bad++ < 10) ADD_FAILURE() << "gelu(" << x << ") = " << gv << ", want " << ref;
       }
@@ -205,8 +206,8 @@ TEST(GemmSm90, GeluErfF16x2EveryInput) {
     EXPECT_EQ(bad, 0);
     if (packed[0] == '1') {
       RecordProperty("worst_error_over_max_1_abs_x_negative_x", str(worst_neg));
-      std::printf("f16x2 GELU-erf: worst |error| / max(1, |x|) for x < 0: %.3g (bound 2^-11 = %.3g)\n", worst_neg,
-                  0x1p-11);
+      std::printf("f16x2 GELU-erf: worst |error| / max(1, |x|) for x < 0: %.3g (bound 2^-10 = %.3g)\n", worst_neg,
+                  0x1p-10);
     }
   }
 }

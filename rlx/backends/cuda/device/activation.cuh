@@ -59,10 +59,11 @@ __device__ __forceinline__ float gelu_erf_f16(float x) {
 // its conversions. Error (every f16 input, float64 reference): within an ulp
 // for x ≥ 0; for x < 0 the result is h·(1 + t) with t an f16 near −1 (steps
 // of 2^-11, and tanh.approx is off by one step there: gelu(−4.22) comes out
-// −1.03e-3 against −5.2e-5), so the error is absolute, within 2^-11·max(1,
-// |x|), half an ulp of x (GemmSm90.GeluErfF16x2EveryInput, H100: 1.23e-3 at
-// worst): many ulps of the tiny outputs past x ≈ −2, below the rounding of
-// the outputs near |x|.
+// −1.03e-3 against −5.2e-5), so the error is absolute: 1.23e-3 at worst on
+// an H100; the bound is 2^-10·max(1, |x|), about an ulp of x
+// (GemmSm90.GeluErfF16x2EveryInput; an f16 emulation with every tanh a step
+// off reaches 5.1e-4·max(1, |x|)): many ulps of the tiny outputs past
+// x ≈ −2, below the rounding of the outputs near |x|.
 __device__ __forceinline__ uint32_t gelu_erf_f16x2(uint32_t v) {
   const __half2 x = *reinterpret_cast<const __half2*>(&v);
   const __half2 u = __hmin2(__hmul2(x, x), __float2half2_rn(36.0f));  // NaN x: u = 36, NaN stays in h
