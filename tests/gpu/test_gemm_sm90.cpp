@@ -311,9 +311,10 @@ TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
             bias += w[static_cast<size_t>(n * K + k)] * beta[static_cast<size_t>(k)];
           }
           mean /= double(K);
-          for (int64_t k = 0; k < K; ++k)
-            wb[static_cast<size_t>(n * K + k)] =
-                to_bits(dt, static_cast<float>(w[static_cast<size_t>(n * K + k)] * gamma[static_cast<size_t>(k)] - mean));
+          for (int64_t k = 0; k < K; ++k) {
+            const double v = w[static_cast<size_t>(n * K + k)] * gamma[static_cast<size_t>(k)] - mean;
+            wb[static_cast<size_t>(n * K + k)] = to_bits(dt, static_cast<float>(v));
+          }
           bb[static_cast<size_t>(n)] = to_bits(dt, static_cast<float>(bias));
         }
         std::vector<double> h = x, ref(static_cast<size_t>(M * N));
@@ -321,7 +322,8 @@ TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
         for (int64_t i = 0; i < M; ++i)
           for (int64_t n = 0; n < N; ++n) {
             double acc = b[static_cast<size_t>(n)];
-            for (int64_t k = 0; k < K; ++k) acc += h[static_cast<size_t>(i * K + k)] * w[static_cast<size_t>(n * K + k)];
+            for (int64_t k = 0; k < K; ++k)
+              acc += h[static_cast<size_t>(i * K + k)] * w[static_cast<size_t>(n * K + k)];
             ref[static_cast<size_t>(i * N + n)] = act_ref(act, acc);
           }
         const std::vector<float> st = row_partials(x, M, K);
@@ -371,7 +373,8 @@ TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
         for (int64_t i = 0; i < M; ++i)
           for (int64_t n = 0; n < N; ++n) {
             double acc = b[static_cast<size_t>(n)] + h[static_cast<size_t>(i * N + n)];
-            for (int64_t k = 0; k < K; ++k) acc += a[static_cast<size_t>(i * K + k)] * w[static_cast<size_t>(n * K + k)];
+            for (int64_t k = 0; k < K; ++k)
+              acc += a[static_cast<size_t>(i * K + k)] * w[static_cast<size_t>(n * K + k)];
             ref[static_cast<size_t>(i * N + n)] = acc;
           }
         DevMem dA(ab.size() * 2), dW(wb.size() * 2), dB(bb.size() * 2), dG(gb.size() * 2), dBe(beb.size() * 2),
@@ -407,7 +410,8 @@ TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
         ASSERT_EQ(cudaMemcpy(got.data(), dCs.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         int bad = 0;
         for (size_t i = 0; i < want.size(); ++i) {
-          const double scale = i % 2 ? std::fabs(want[i]) + 1e-3 : 1.0 + std::fabs(want[i]);  // M2 relative, mean absolute
+          // M2 relative, the mean absolute
+          const double scale = i % 2 ? std::fabs(want[i]) + 1e-3 : 1.0 + std::fabs(want[i]);
           if (!(std::fabs(got[i] - want[i]) <= 1e-4 * scale) && bad++ < 5)
             ADD_FAILURE() << "partial " << i / 2 << (i % 2 ? " M2 " : " mean ") << got[i] << ", want " << want[i];
         }

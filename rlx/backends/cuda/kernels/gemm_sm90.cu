@@ -291,16 +291,16 @@ __device__ __forceinline__ void pp_stage_half(uint32_t (&pre)[32], uint32_t stag
 
 // The Residual epilogue of one 64-row half: R's tile, loaded into the
 // staging tile by TMA, read back by ldmatrix in the fragments' layout;
-// C = round(acc + bias + LN(R)), LN(R) = (R − mean)·rstd·gamma + beta per row
-// (nr: the two rows' mean and rstd; plain R without r_stats), written by
-// stmatrix where R was. sum / sq: the rows' sums of C's values (before
-// their rounding, which moves a statistic by ~2^-12 of itself) and squares
-// over the tile's columns below N (kFull: all 128 are).
-template <typename T, bool kFull>
-__device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const uint32_t (&bias2)[16],
-                                                 const uint32_t (&gamma2)[16], const uint32_t (&beta2)[16],
-                                                 bool deferred, float2 nr0, float2 nr1, uint32_t stage, int half,
-                                                 int warp, int lane, int cols, float2& sum, float2& sq) {
+// C = round(acc + bias + LN(R)) with LN(R) = (R − mean)·rstd·gamma + beta
+// (kDeferred; else R itself), written by stmatrix where R was. Per column
+// pair g of the thread: gam[g] (gamma) and bb[g] (bias + beta, or bias);
+// per row (g, g + 8): nr = (rstd, −mean·rstd). sum / sq: the rows' sums of
+// C's values (before their rounding, which moves a statistic by ~2^-12 of
+// itself) and squares over the tile's columns below N (kFull: all 128 are).
+template <typename T, bool kDeferred, bool kFull>
+__device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const float2 (&gam)[16],
+                                                 const float2 (&bb)[16], float2 nr0, float2 nr1, uint32_t stage,
+                                                 int half, int warp, int lane, int cols, float2& sum, float2& sq) {
   const int m = lane >> 3, i = lane & 7, t4 = lane & 3;
   const int row = 64 * half + 16 * warp + i + 8 * (m & 1);
 #pragma unroll
@@ -313,15 +313,16 @@ __device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const u
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const int p = 2 * j + q, g = p / 2;  // fragment pair p: row g (+8 for odd p), column group g
-      const float2 nr = q & 1 ? nr1 : nr0;
-      float2 h = unpack2<T>(r[q]);
-      if (deferred) {
-        const float2 ga = unpack2<T>(gamma2[g]), be = unpack2<T>(beta2[g]);
-        h.x = fmaf((h.x - nr.x) * nr.y, ga.x, be.x);
-        h.y = fmaf((h.y - nr.x) * nr.y, ga.y, be.y);
+      const float2 h = unpack2<T>(r[q]);
+      float vx = acc[2 * p] + bb[g].x, vy = acc[2 * p + 1] + bb[g].y;
+      if constexpr (kDeferred) {
+        const float2 nr = q & 1 ? nr1 : nr0;
+        vx = fmaf(fmaf(h.x, nr.x, nr.y), gam[g].x, vx);
+        vy = fmaf(fmaf(h.y, nr.x, nr.y), gam[g].y, vy);
+      } else {
+        vx += h.x;
+        vy += h.y;
       }
-      const float2 b = unpack2<T>(bias2[g]);
-      const float vx = acc[2 * p] + b.x + h.x, vy = acc[2 * p + 1] + b.y + h.y;
       out[q] = pack2<T>(vx, vy);
       const bool in = kFull || 8 * g + 2 * t4 < cols;  // N % 8 == 0: the pair is in or out together
       const float s = in ? vx + vy : 0.0f, s2 = in ? fmaf(vx, vx, vy * vy) : 0.0f;
@@ -330,6 +331,16 @@ __device__ __forceinline__ void pp_residual_half(const float (&acc)[64], const u
     }
     stmatrix_x4(addr, out[0], out[1], out[2], out[3]);
   }
+}
+
+// Both halves of a consumer's tile (pp_residual_half).
+template <typename T, bool kDeferred, bool kFull>
+__device__ __forceinline__ void pp_residual_tile(const float (&acc0)[64], const float (&acc1)[64],
+                                                 const float2 (&gam)[16], const float2 (&bb)[16],
+                                                 const float2 (&nr)[4], uint32_t stage, int warp, int lane, int cols,
+                                                 float2 (&sum)[2], float2 (&sq)[2]) {
+  pp_residual_half<T, kDeferred, kFull>(acc0, gam, bb, nr[0], nr[1], stage, 0, warp, lane, cols, sum[0], sq[0]);
+  pp_residual_half<T, kDeferred, kFull>(acc1, gam, bb, nr[2], nr[3], stage, 1, warp, lane, cols, sum[1], sq[1]);
 }
 
 // The partials (mean, M2) of the thread's two rows over the tile's `cols`
@@ -457,33 +468,36 @@ __global__ void __launch_bounds__(kPpThreads, 1)
         }
       if constexpr (kEpi == PpEpi::Residual) {
         const bool deferred = fold.r_stats != nullptr;
-        uint32_t gamma2[16] = {}, beta2[16] = {};
-        if (deferred)
+        float2 gam[16], bb[16];  // per column pair: gamma; bias + beta (deferred) or bias
 #pragma unroll
-          for (int jb = 0; jb < 16; ++jb) {
-            const int col = n0 + 8 * jb + 2 * (lane & 3);
-            if (col < N) {
-              gamma2[jb] = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.gamma) + col);
-              beta2[jb] = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.beta) + col);
-            }
+        for (int jb = 0; jb < 16; ++jb) {
+          const int col = n0 + 8 * jb + 2 * (lane & 3);
+          uint32_t g2 = 0, b2 = 0;
+          if (deferred && col < N) {
+            g2 = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.gamma) + col);
+            b2 = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(fold.beta) + col);
           }
-        const int cols = min(kPpTile, N - n0);
-        float2 sum0 = {}, sq0 = {}, sum1 = {}, sq1 = {};
-        dev::mbar_wait(&rfull[c], static_cast<uint32_t>(done & 1));
-        if (cols == kPpTile) {
-          pp_residual_half<T, true>(acc0, bias2, gamma2, beta2, deferred, nrm[0], nrm[1], stage_c, 0, warp, lane, cols,
-                                    sum0, sq0);
-          pp_residual_half<T, true>(acc1, bias2, gamma2, beta2, deferred, nrm[2], nrm[3], stage_c, 1, warp, lane, cols,
-                                    sum1, sq1);
-        } else {
-          pp_residual_half<T, false>(acc0, bias2, gamma2, beta2, deferred, nrm[0], nrm[1], stage_c, 0, warp, lane, cols,
-                                     sum0, sq0);
-          pp_residual_half<T, false>(acc1, bias2, gamma2, beta2, deferred, nrm[2], nrm[3], stage_c, 1, warp, lane, cols,
-                                     sum1, sq1);
+          gam[jb] = unpack2<T>(g2);
+          const float2 be = unpack2<T>(b2), bi = unpack2<T>(bias2[jb]);
+          bb[jb] = make_float2(bi.x + be.x, bi.y + be.y);
         }
+        float2 nr[4];  // per row: (rstd, −mean·rstd)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) nr[r] = make_float2(nrm[r].y, -nrm[r].x * nrm[r].y);
+        const int cols = min(kPpTile, N - n0);
+        float2 sum[2] = {}, sq[2] = {};
+        dev::mbar_wait(&rfull[c], static_cast<uint32_t>(done & 1));
+        auto tile = [&](auto deferred_c, auto full_c) {
+          pp_residual_tile<T, deferred_c.value, full_c.value>(acc0, acc1, gam, bb, nr, stage_c, warp, lane, cols, sum,
+                                                              sq);
+        };
+        using Yes = std::true_type;
+        using No = std::false_type;
+        if (deferred) cols == kPpTile ? tile(Yes{}, Yes{}) : tile(Yes{}, No{});
+        else cols == kPpTile ? tile(No{}, Yes{}) : tile(No{}, No{});
         if (fold.c_stats != nullptr) {
-          pp_write_stats(sum0, sq0, fold.c_stats, M, n0 / kPpTile, row0, cols, lane);
-          pp_write_stats(sum1, sq1, fold.c_stats, M, n0 / kPpTile, row0 + 64, cols, lane);
+          pp_write_stats(sum[0], sq[0], fold.c_stats, M, n0 / kPpTile, row0, cols, lane);
+          pp_write_stats(sum[1], sq[1], fold.c_stats, M, n0 / kPpTile, row0 + 64, cols, lane);
         }
       } else {
         uint32_t pre0[32], pre1[32];
@@ -530,7 +544,9 @@ const void* kernel_for(Activation act) {
 }
 
 // The ping-pong kernel with f16 GELU-erf in f16x2 arithmetic.
-const void* gelu_f16x2_kernel() { return reinterpret_cast<const void*>(&gemm_pp_kernel<__half, Activation::GeluErf, true>); }
+const void* gelu_f16x2_kernel() {
+  return reinterpret_cast<const void*>(&gemm_pp_kernel<__half, Activation::GeluErf, true>);
+}
 
 // The LayerNorm-folding variants: RowScale with no activation or GELU-erf
 // (f16x2: its f16 form in f16x2 arithmetic), Residual with none.
@@ -689,7 +705,8 @@ bool sm90_gemm_available(int device) {
     for (DType t : {DType::F16, DType::BF16})
       for (PpEpi e : {PpEpi::RowScale, PpEpi::Residual})
         for (Activation act : {Activation::None, Activation::GeluErf})
-          for (bool f16x2 : {false, true}) ok = ok && sm90_kernel_loads(fold_kernel(t, e, act, f16x2), pp_smem, pp_threads);
+          for (bool f16x2 : {false, true})
+            ok = ok && sm90_kernel_loads(fold_kernel(t, e, act, f16x2), pp_smem, pp_threads);
     return ok;
   });
 }
