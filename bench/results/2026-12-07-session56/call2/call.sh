@@ -3,7 +3,7 @@
 # tensor cores (call 1 had them as a dependent chain in the epilogue), the f16x2 GELU test with its
 # bound as 2^-11·max(1, |x|); rlx_gemm_bench --only ln twice; MiniLM 256 × 128 at the defaults.
 # (The full suite was left out: ~300 s of device budget remained; call 1 ran it.)
-# Archive as call 1's (build/carry-s56/s56.tar.xz, rebuilt).
+# Archive as call 1's (build/carry-s56/s56.tar.xz, rebuilt from the tree that runs it).
 cd "$(dirname "$0")/../../../.."
 source scripts/carried_call.sh build/carry-s56/s56.tar.xz "${1:?OUT}"
 timeout 120 $R/rlx_gpu_tests --gtest_filter='GemmSm90*:CudaKernels.GeluErf*' > "$L/gelu-tests.log" 2>&1
