@@ -288,7 +288,7 @@ void expect_close(DType dt, const DevMem& d, const std::vector<double>& ref, dou
 // Rows with means up to ±3 cost precision (x is rounded before it is
 // centred): the tolerance is four f16 roundings.
 TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
-  SKIP_WITHOUT_SM90();
+  RLX_SKIP_WITHOUT_SM90_KERNEL(sm90_gemm_fold_available);
   RLX_TRACE_SEED();
   for (DType dt : {DType::F16, DType::BF16})
     for (const auto [M, N, K] : {std::array<int64_t, 3>{300, 264, 384}, {129, 136, 200}})
@@ -352,7 +352,7 @@ TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
 // C's partials out, in place (C = R) as a layer's norm chain runs it; a
 // partial last column block (N = 264) and row tile (M = 300).
 TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
-  SKIP_WITHOUT_SM90();
+  RLX_SKIP_WITHOUT_SM90_KERNEL(sm90_gemm_fold_available);
   RLX_TRACE_SEED();
   for (DType dt : {DType::F16, DType::BF16})
     for (bool deferred : {true, false})

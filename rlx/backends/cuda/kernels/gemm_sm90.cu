@@ -700,13 +700,21 @@ bool sm90_gemm_available(int device) {
         for (Activation act :
              {Activation::None, Activation::GeluErf, Activation::GeluTanh, Activation::Relu, Activation::Silu})
           ok = ok && sm90_kernel_loads(kernel_for(t, act, k), smem_bytes_of(k), threads_of(k));
-    const int pp_smem = smem_bytes_of(Sm90GemmKernel::PingPong), pp_threads = threads_of(Sm90GemmKernel::PingPong);
-    ok = ok && sm90_kernel_loads(gelu_f16x2_kernel(), pp_smem, pp_threads);
+    return ok && sm90_kernel_loads(gelu_f16x2_kernel(), kPpSmemBytes, kPpThreads);
+  });
+}
+
+// Apart from sm90_gemm_available, so that a fold variant the device cannot
+// place never takes the plain kernels away.
+bool sm90_gemm_fold_available(int device) {
+  static Sm90Availability known;
+  return known(device, [] {
+    bool ok = true;
     for (DType t : {DType::F16, DType::BF16})
       for (PpEpi e : {PpEpi::RowScale, PpEpi::Residual})
         for (Activation act : {Activation::None, Activation::GeluErf})
           for (bool f16x2 : {false, true})
-            ok = ok && sm90_kernel_loads(fold_kernel(t, e, act, f16x2), pp_smem, pp_threads);
+            ok = ok && sm90_kernel_loads(fold_kernel(t, e, act, f16x2), kPpSmemBytes, kPpThreads);
     return ok;
   });
 }
@@ -789,6 +797,9 @@ void launch_sm90_gemm_fold(const GemmArgs& a, Activation act, const Sm90LnFold& 
       (f.gamma == nullptr || f.beta == nullptr || !sm90_aligned(f.gamma, 4) || !sm90_aligned(f.beta, 4)))
     throw InvalidArgument(str(what, ": a deferred LayerNorm of R needs 4-byte-aligned gamma and beta"));
   if (!(f.eps > 0.0f)) throw InvalidArgument(str(what, ": eps must be positive"));
+  int device = 0;
+  RLX_CUDA_CHECK(cudaGetDevice(&device));
+  if (!sm90_gemm_fold_available(device)) throw Unsupported(str(what, ": the fold kernels do not run on this device"));
   const PpFold fold{f.a_stats, f.r_stats, f.gamma, f.beta, f.c_stats, f.eps};
   const bool f16x2 = a.dtype == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2");
   cudaError_t err;

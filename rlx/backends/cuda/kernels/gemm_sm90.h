@@ -63,6 +63,9 @@ struct Sm90LnFold {
   float eps = 1e-12f;  // the LayerNorm's, for a_stats or r_stats
 };
 
+// Whether `device` runs the fold kernels (as sm90_gemm_available).
+bool sm90_gemm_fold_available(int device);
+
 // Asynchronous on `stream`: one of the folds above (exactly one of a_stats and
 // R). Throws Unsupported / InvalidArgument naming what it cannot run.
 void launch_sm90_gemm_fold(const GemmArgs& a, Activation act, const Sm90LnFold& f, cudaStream_t stream);
