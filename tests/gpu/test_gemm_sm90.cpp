@@ -54,6 +54,25 @@ double act_ref(Activation a, double x) {
   return x;
 }
 
+// C[M, N] (leading dimension ldc) = A[M, K] (lda)·B[N, K]ᵀ + bias in dtype dt.
+GemmArgs gemm_args(DType dt, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B, void* C,
+                   int64_t ldc, const void* bias) {
+  GemmArgs g;
+  g.dtype = dt;
+  g.trans_b = true;
+  g.M = M, g.N = N, g.K = K;
+  g.A = A, g.lda = lda;
+  g.B = B, g.ldb = K;
+  g.C = C, g.ldc = ldc;
+  g.bias = bias;
+  return g;
+}
+
+template <typename V>
+void upload(const DevMem& d, const std::vector<V>& v) {
+  ASSERT_EQ(cudaMemcpy(d.p, v.data(), v.size() * sizeof(V), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
 struct Case {
   int64_t M, N, K, lda_pad = 0, ldc_pad = 0;
 };
@@ -83,18 +102,10 @@ void run_case(DType dt, Activation act, bool with_bias, const Case& cs) {
     }
   }
   DevMem dA(a.size() * 2), dB(b.size() * 2), dC(static_cast<size_t>(M * ldc) * 2), dBias(bias.size() * 2);
-  ASSERT_EQ(cudaMemcpy(dA.p, a.data(), a.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dB.p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dBias.p, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-
-  GemmArgs g;
-  g.dtype = dt;
-  g.trans_b = true;
-  g.M = M, g.N = N, g.K = K;
-  g.A = dA.p, g.lda = lda;
-  g.B = dB.p, g.ldb = K;
-  g.C = dC.p, g.ldc = ldc;
-  g.bias = with_bias ? dBias.p : nullptr;
+  upload(dA, a);
+  upload(dB, b);
+  upload(dBias, bias);
+  const GemmArgs g = gemm_args(dt, M, N, K, dA.p, lda, dB.p, dC.p, ldc, with_bias ? dBias.p : nullptr);
   ASSERT_EQ(sm90_gemm_unsupported(g), nullptr);
   const double tol = dt == DType::F16 ? 2e-3 : 1e-2;
   std::vector<uint16_t> c(static_cast<size_t>(M * ldc));
@@ -163,15 +174,9 @@ TEST(GemmSm90, GeluErfF16x2EveryInput) {
   for (int64_t m = 0; m < M; ++m) a[static_cast<size_t>(m * K)] = static_cast<uint16_t>(m);
   for (int64_t j = 0; j < N; ++j) b[static_cast<size_t>(j * K)] = f32_to_f16(1.0f);
   DevMem dA(a.size() * 2), dB(b.size() * 2), dC(static_cast<size_t>(M * N) * 2);
-  ASSERT_EQ(cudaMemcpy(dA.p, a.data(), a.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dB.p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  GemmArgs g;
-  g.dtype = DType::F16;
-  g.trans_b = true;
-  g.M = M, g.N = N, g.K = K;
-  g.A = dA.p, g.lda = K;
-  g.B = dB.p, g.ldb = K;
-  g.C = dC.p, g.ldc = N;
+  upload(dA, a);
+  upload(dB, b);
+  const GemmArgs g = gemm_args(DType::F16, M, N, K, dA.p, K, dB.p, dC.p, N, nullptr);
   // Sign-magnitude bits as an ordered integer: neighbours differ by one.
   auto key = [](uint16_t v) { return (v & 0x8000) ? -static_cast<int>(v & 0x7fff) : static_cast<int>(v & 0x7fff); };
   for (const char* packed : {"0", "1"}) {
@@ -328,18 +333,11 @@ TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
           }
         const std::vector<float> st = row_partials(x, M, K);
         DevMem dX(xb.size() * 2), dW(wb.size() * 2), dB(bb.size() * 2), dC(ref.size() * 2), dS(st.size() * 4);
-        ASSERT_EQ(cudaMemcpy(dX.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dW.p, wb.data(), wb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dB.p, bb.data(), bb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dS.p, st.data(), st.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-        GemmArgs g;
-        g.dtype = dt;
-        g.trans_b = true;
-        g.M = M, g.N = N, g.K = K;
-        g.A = dX.p, g.lda = K;
-        g.B = dW.p, g.ldb = K;
-        g.C = dC.p, g.ldc = N;
-        g.bias = dB.p;
+        upload(dX, xb);
+        upload(dW, wb);
+        upload(dB, bb);
+        upload(dS, st);
+        const GemmArgs g = gemm_args(dt, M, N, K, dX.p, K, dW.p, dC.p, N, dB.p);
         Sm90LnFold f;
         f.a_stats = static_cast<const float2*>(dS.p);
         launch_sm90_gemm_fold(g, act, f, nullptr);
@@ -379,22 +377,11 @@ TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
           }
         DevMem dA(ab.size() * 2), dW(wb.size() * 2), dB(bb.size() * 2), dG(gb.size() * 2), dBe(beb.size() * 2),
             dR(rb.size() * 2), dC(ref.size() * 2), dS(st.size() * 4), dCs(static_cast<size_t>(parts * M * 8));
-        ASSERT_EQ(cudaMemcpy(dA.p, ab.data(), ab.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dW.p, wb.data(), wb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dB.p, bb.data(), bb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dG.p, gb.data(), gb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dBe.p, beb.data(), beb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dR.p, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dS.p, st.data(), st.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        for (auto [d, v] : {std::pair{&dA, &ab}, {&dW, &wb}, {&dB, &bb}, {&dG, &gb}, {&dBe, &beb}, {&dR, &rb}})
+          upload(*d, *v);
+        upload(dS, st);
         ASSERT_EQ(cudaMemset(dC.p, 0xFF, ref.size() * 2), cudaSuccess);
-        GemmArgs g;
-        g.dtype = dt;
-        g.trans_b = true;
-        g.M = M, g.N = N, g.K = K;
-        g.A = dA.p, g.lda = K;
-        g.B = dW.p, g.ldb = K;
-        g.C = in_place ? dR.p : dC.p, g.ldc = N;
-        g.bias = dB.p;
+        const GemmArgs g = gemm_args(dt, M, N, K, dA.p, K, dW.p, in_place ? dR.p : dC.p, N, dB.p);
         Sm90LnFold f;
         f.R = dR.p, f.ldr = N;
         if (deferred) f.r_stats = static_cast<const float2*>(dS.p), f.gamma = dG.p, f.beta = dBe.p;
@@ -420,13 +407,8 @@ TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
 }
 
 TEST(GemmSm90Fold, RefusesWhatItCannotRun) {
-  GemmArgs g;
-  g.dtype = DType::F16;
-  g.trans_b = true;
-  g.M = 64, g.N = 64, g.K = 64;
   alignas(16) static char buf[64];
-  g.A = g.B = g.C = buf;
-  g.lda = g.ldb = g.ldc = 64;
+  const GemmArgs g = gemm_args(DType::F16, 64, 64, 64, buf, 64, buf, buf, 64, nullptr);
   Sm90LnFold none;
   EXPECT_THROW(launch_sm90_gemm_fold(g, Activation::None, none, nullptr), InvalidArgument);  // neither fold
   Sm90LnFold both;
