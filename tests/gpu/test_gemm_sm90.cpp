@@ -26,6 +26,7 @@
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
+#include "rlx/passes/layer_norm_fold.h"
 #include "rlx/runtime/backend_registry.h"
 #include "rlx/runtime/session.h"
 #include "tests/gpu/sm90_test_util.h"
@@ -288,8 +289,8 @@ void expect_close(DType dt, const DevMem& d, const std::vector<double>& ref, dou
 }
 
 // The row-scale fold end to end: LN(x)·Wᵀ + b (and its GELU) computed as
-// rstd·(x·W'ᵀ) + b' from x's partials, with W' = W·diag(γ) less each row's
-// mean and b' = b + W·β prepared on the host, against float64 on LN(x).
+// rstd·(x·W'ᵀ) + b' from x's partials, with W' and b' from fold_layer_norm
+// (rlx/passes/layer_norm_fold.h) on the host, against float64 on LN(x).
 // Rows with means up to ±3 cost precision (x is rounded before it is
 // centred): the tolerance is four f16 roundings.
 TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
@@ -308,20 +309,12 @@ TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
         upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
         upload_random(dt, static_cast<size_t>(K), 0.5f, 1.5f, gamma);
         upload_random(dt, static_cast<size_t>(K), -0.5f, 0.5f, beta);
-        std::vector<uint16_t> wb(static_cast<size_t>(N * K)), bb(static_cast<size_t>(N));
-        for (int64_t n = 0; n < N; ++n) {
-          double mean = 0, bias = b[static_cast<size_t>(n)];
-          for (int64_t k = 0; k < K; ++k) {
-            mean += w[static_cast<size_t>(n * K + k)] * gamma[static_cast<size_t>(k)];
-            bias += w[static_cast<size_t>(n * K + k)] * beta[static_cast<size_t>(k)];
-          }
-          mean /= double(K);
-          for (int64_t k = 0; k < K; ++k) {
-            const double v = w[static_cast<size_t>(n * K + k)] * gamma[static_cast<size_t>(k)] - mean;
-            wb[static_cast<size_t>(n * K + k)] = to_bits(dt, static_cast<float>(v));
-          }
-          bb[static_cast<size_t>(n)] = to_bits(dt, static_cast<float>(bias));
-        }
+        auto as_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+        const std::vector<float> wf = as_float(w), bf = as_float(b), gf = as_float(gamma), betaf = as_float(beta);
+        const FoldedLinear fold = fold_layer_norm(wf.data(), N, K, bf.data(), gf.data(), betaf.data());
+        std::vector<uint16_t> wb(fold.weight.size()), bb(fold.bias.size());
+        for (size_t i = 0; i < wb.size(); ++i) wb[i] = to_bits(dt, fold.weight[i]);
+        for (size_t i = 0; i < bb.size(); ++i) bb[i] = to_bits(dt, fold.bias[i]);
         std::vector<double> h = x, ref(static_cast<size_t>(M * N));
         layer_norm_ref(h, M, K, gamma, beta, 1e-12);
         for (int64_t i = 0; i < M; ++i)

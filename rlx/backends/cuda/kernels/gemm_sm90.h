@@ -43,7 +43,8 @@ void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream,
 // LayerNorm folding on the ping-pong kernel. A LayerNorm y = (x − mean)·rstd·γ
 // + β feeding a GEMM y·Wᵀ + b equals rstd·(x·W'ᵀ) + b' with W' = W·diag(γ),
 // each row of W' less its mean (so x·W'ᵀ = (x − mean)·(W·diag γ)ᵀ), and b' =
-// b + W·β: x itself is the A operand, and only its rows' statistics travel.
+// b + W·β (fold_layer_norm, rlx/passes/layer_norm_fold.h, computes W' and b'
+// on the host): x itself is the A operand, and only its rows' statistics travel.
 // They travel as partials: for 128-column block j of row r, float2 (mean,
 // M2 = Σ (v − mean)²) at stats[j·M + r], the last block partial.
 struct Sm90LnFold {
