@@ -8,6 +8,7 @@
 
 #include <type_traits>
 
+#include "rlx/backends/cuda/device/gelu_f16x2_fit.h"
 #include "rlx/backends/cuda/device/types.cuh"
 
 extern "C" __device__ float __nv_expf(float);
@@ -54,8 +55,8 @@ __device__ __forceinline__ float gelu_erf_f16(float x) {
 // ping-pong GEMM's epilogue (RLX_CUDA_GELU_F16X2), whose activation runs on
 // one warp per scheduler: h + h·tanh(z) with h = x/2 and z = x·Q(min(x², 36))
 // ≈ logit Φ(x)/2, Q of degree 2 (least squares on |x| < 5 weighted by
-// sech² z, the error's weight in tanh). Per pair: 7 f16x2 instructions and two
-// MUFU.TANH.F16, against ~26 and four MUFU for gelu_erf_f16 on each half with
+// sech² z, the error's weight in tanh; device/gelu_f16x2_fit.h). Per pair:
+// 7 f16x2 instructions and two MUFU.TANH.F16, against ~26 and four MUFU for gelu_erf_f16 on each half with
 // its conversions. Error (every f16 input, float64 reference): within an ulp
 // for x ≥ 0; for x < 0 the result is h·(1 + t) with t an f16 near −1 (steps
 // of 2^-11, and tanh.approx is off by one step there: gelu(−4.22) comes out
@@ -66,9 +67,10 @@ __device__ __forceinline__ float gelu_erf_f16(float x) {
 // x ≈ −2, below the rounding of the outputs near |x|.
 __device__ __forceinline__ uint32_t gelu_erf_f16x2(uint32_t v) {
   const __half2 x = *reinterpret_cast<const __half2*>(&v);
-  const __half2 u = __hmin2(__hmul2(x, x), __float2half2_rn(36.0f));  // NaN x: u = 36, NaN stays in h
-  __half2 q = __hfma2(u, __float2half2_rn(-2.3055e-4f), __float2half2_rn(0.0364990234375f));
-  q = __hfma2(q, u, __float2half2_rn(0.7978515625f));
+  // NaN x: u = the clamp, and the NaN stays in h.
+  const __half2 u = __hmin2(__hmul2(x, x), __float2half2_rn(kGeluF16x2Clamp));
+  __half2 q = __hfma2(u, __float2half2_rn(kGeluF16x2Q2), __float2half2_rn(kGeluF16x2Q1));
+  q = __hfma2(q, u, __float2half2_rn(kGeluF16x2Q0));
   const __half2 z = __hmul2(x, q);
   uint32_t t;
   asm("tanh.approx.f16x2 %0, %1;" : "=r"(t) : "r"(*reinterpret_cast<const uint32_t*>(&z)));
