@@ -268,7 +268,8 @@ void layer_norm_ref(std::vector<double>& x, int64_t M, int64_t cols, const std::
   }
 }
 
-std::vector<uint16_t> upload_random(DType dt, size_t n, float lo, float hi, std::vector<double>& vals) {
+// n random values of dtype dt in [lo, hi): their bits, and their float64 values in vals.
+std::vector<uint16_t> random_bits(DType dt, size_t n, float lo, float hi, std::vector<double>& vals) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<uint16_t> bits(n);
   vals.resize(n);
@@ -304,11 +305,11 @@ TEST(GemmSm90Fold, RowScaleEqualsLayerNormThenGemm) {
         std::vector<uint16_t> xb;
         std::vector<double> x, w, b, gamma, beta;
         offset_rows(dt, M, K, xb, x);
-        upload_random(dt, static_cast<size_t>(N * K), -1.0f, 1.0f, w);
+        random_bits(dt, static_cast<size_t>(N * K), -1.0f, 1.0f, w);
         for (double& v : w) v /= std::sqrt(double(K));
-        upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
-        upload_random(dt, static_cast<size_t>(K), 0.5f, 1.5f, gamma);
-        upload_random(dt, static_cast<size_t>(K), -0.5f, 0.5f, beta);
+        random_bits(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
+        random_bits(dt, static_cast<size_t>(K), 0.5f, 1.5f, gamma);
+        random_bits(dt, static_cast<size_t>(K), -0.5f, 0.5f, beta);
         auto as_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
         const std::vector<float> wf = as_float(w), bf = as_float(b), gf = as_float(gamma), betaf = as_float(beta);
         const FoldedLinear fold = fold_layer_norm(wf.data(), N, K, bf.data(), gf.data(), betaf.data());
@@ -351,11 +352,11 @@ TEST(GemmSm90Fold, ResidualWithDeferredNormAndStatistics) {
         SCOPED_TRACE(testing::Message() << dtype_name(dt) << " deferred=" << deferred << " in_place=" << in_place);
         const int64_t M = 300, N = 264, K = 200, parts = (N + 127) / 128;
         std::vector<double> a, w, b, gamma, beta, r;
-        std::vector<uint16_t> ab = upload_random(dt, static_cast<size_t>(M * K), -1.0f, 1.0f, a);
-        std::vector<uint16_t> wb = upload_random(dt, static_cast<size_t>(N * K), -1.0f, 1.0f, w);
-        std::vector<uint16_t> bb = upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
-        std::vector<uint16_t> gb = upload_random(dt, static_cast<size_t>(N), 0.5f, 1.5f, gamma);
-        std::vector<uint16_t> beb = upload_random(dt, static_cast<size_t>(N), -0.5f, 0.5f, beta);
+        std::vector<uint16_t> ab = random_bits(dt, static_cast<size_t>(M * K), -1.0f, 1.0f, a);
+        std::vector<uint16_t> wb = random_bits(dt, static_cast<size_t>(N * K), -1.0f, 1.0f, w);
+        std::vector<uint16_t> bb = random_bits(dt, static_cast<size_t>(N), -0.5f, 0.5f, b);
+        std::vector<uint16_t> gb = random_bits(dt, static_cast<size_t>(N), 0.5f, 1.5f, gamma);
+        std::vector<uint16_t> beb = random_bits(dt, static_cast<size_t>(N), -0.5f, 0.5f, beta);
         std::vector<uint16_t> rb;
         offset_rows(dt, M, N, rb, r);
         const std::vector<float> st = row_partials(r, M, N);
