@@ -19,7 +19,8 @@
 #   host_cpu_tests  the CPU kernel and runtime tests (rlx_runtime_tests) on the device host's CPU,
 #             whose ISA (AMX, AVX-512) is printed first, then pack;
 #   bert_ab MODEL SHAPE SETTING...  rlx_bert_bench --graphs-only on one model and shape under
-#             each NAME=VALUE setting, two rounds interleaved, a line each, then pack.
+#             each NAME=VALUE setting, two rounds interleaved, a line each, then pack;
+#   torch_peer  the PyTorch peer (bench/bert_torch.py, eager and torch.compile), then pack.
 ARCHIVE=${1:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 OUT=${2:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 L=$(mktemp -d)
@@ -98,5 +99,10 @@ host_cpu_tests() {
   echo
   timeout 120 $R/rlx_runtime_tests --gtest_filter='CpuKernelsB.*:Runtime.*' > "$L/runtime-tests.log" 2>&1
   echo "runtime tests rc=$? $(grep -E '^\[  (PASSED|FAILED)|SKIPPED|Amx' "$L/runtime-tests.log" | head -6 | tr '\n' ' ')"
+  pack
+}
+torch_peer() {
+  (cd bench && timeout 200 python3 bert_torch.py --compile) > "$L/bert-torch.log" 2>&1
+  echo "torch rc=$? $(grep -E 'MiniLM|BERT|bert|minilm' "$L/bert-torch.log" | grep -v '^{' | head -12 | tr '\n' '|')"
   pack
 }

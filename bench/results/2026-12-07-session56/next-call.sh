@@ -20,9 +20,7 @@ pack
 bert_ab minilm-l6 256x128 "RLX_CUDA_GELU_F16X2=1" "RLX_CUDA_GELU_F16X2=0"
 suites
 encoders
-(cd bench && timeout 200 python3 bert_torch.py --compile) > "$L/bert-torch.log" 2>&1
-echo "torch rc=$? $(grep -E 'MiniLM|BERT|bert|minilm' "$L/bert-torch.log" | grep -v '^{' | head -12 | tr '\n' '|')"
-pack
+torch_peer
 timeout 40 $R/rlx_generate_bench $G > "$L/gen-1.log" 2>&1
 echo "gen rc=$? $(val "$L/gen-1.log")"
 pack

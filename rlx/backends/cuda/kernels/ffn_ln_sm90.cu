@@ -46,7 +46,6 @@
 #include "rlx/backends/cuda/device/types.cuh"
 #include "rlx/backends/cuda/device/wgmma.cuh"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
-#include "rlx/core/env.h"
 #include "rlx/core/error.h"
 
 namespace rlx::cuda {
@@ -305,9 +304,8 @@ void launch_sm90_ffn_ln(const FfnLnArgs& a, cudaStream_t stream) {
   FfnKernelArgs k{a.b1, a.b2, a.R, a.gamma, a.beta, a.Y, static_cast<int>(a.M), static_cast<int>(a.F), a.eps,
                   a.param_dtype == DType::F32 ? 1 : 0, a.ordered ? 1 : 0};
   void* args[] = {&map_x, &map_w1, &map_w2, &k};
-  const bool f16x2 = env_bool("RLX_CUDA_GELU_F16X2");
-  sm90_launch(kernel_for(a.dtype, nb, f16x2), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads, smem_bytes_of(nb),
-              stream, args, what);
+  sm90_launch(kernel_for(a.dtype, nb, gelu_f16x2_on(a.dtype)), static_cast<unsigned>((a.M + kBM - 1) / kBM), kThreads,
+              smem_bytes_of(nb), stream, args, what);
 }
 
 }  // namespace rlx::cuda

@@ -728,6 +728,8 @@ const char* sm90_gemm_kernel_name(Sm90GemmKernel k) {
   return "?";
 }
 
+bool gelu_f16x2_on(DType t) { return t == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2"); }
+
 // The ping-pong kernel `kernel` on `a`: a CTA per SM at most, each walking a
 // strided share of the tiles. C (and R, with `r`) as 64-column × 128-row
 // boxes, the layout of a slab map.
@@ -773,7 +775,7 @@ void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream, Sm
     void* args[] = {&map_a, &map_b, &C, &ldc, &bias, &M, &N, &K};
     err = cudaLaunchKernelExC(&cfg, kernel_for(a.dtype, act, kernel), args);
   } else {
-    const bool f16x2 = act == Activation::GeluErf && a.dtype == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2");
+    const bool f16x2 = act == Activation::GeluErf && gelu_f16x2_on(a.dtype);
     err = launch_pp(a, f16x2 ? gelu_f16x2_kernel() : kernel_for(a.dtype, act, kernel), nullptr, PpFold{}, stream);
   }
   if (err != cudaSuccess) {
@@ -801,7 +803,7 @@ void launch_sm90_gemm_fold(const GemmArgs& a, Activation act, const Sm90LnFold& 
   RLX_CUDA_CHECK(cudaGetDevice(&device));
   if (!sm90_gemm_fold_available(device)) throw Unsupported(str(what, ": the fold kernels do not run on this device"));
   const PpFold fold{f.a_stats, f.r_stats, f.gamma, f.beta, f.c_stats, f.eps};
-  const bool f16x2 = a.dtype == DType::F16 && env_bool("RLX_CUDA_GELU_F16X2");
+  const bool f16x2 = gelu_f16x2_on(a.dtype);
   cudaError_t err;
   if (residual) {
     const CUtensorMap map_r = sm90_slab_map(a.dtype, f.R, a.M, a.N, f.ldr, kPpTile, what);

@@ -40,6 +40,10 @@ const char* sm90_gemm_kernel_name(Sm90GemmKernel k);
 void launch_sm90_gemm(const GemmArgs& a, Activation act, cudaStream_t stream,
                       Sm90GemmKernel kernel = Sm90GemmKernel::Auto);
 
+// Whether a GELU-erf epilogue writing dtype t runs in f16x2 arithmetic
+// (dev::gelu_erf_f16x2): f16 with RLX_CUDA_GELU_F16X2 on (read on each call).
+bool gelu_f16x2_on(DType t);
+
 // LayerNorm folding on the ping-pong kernel. A LayerNorm y = (x − mean)·rstd·γ
 // + β feeding a GEMM y·Wᵀ + b equals rstd·(x·W'ᵀ) + b' with W' = W·diag(γ),
 // each row of W' less its mean (so x·W'ᵀ = (x − mean)·(W·diag γ)ᵀ), and b' =
