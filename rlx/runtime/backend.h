@@ -73,8 +73,10 @@ class Backend {
   virtual std::string name() const = 0;
   virtual DeviceInfo device_info() const = 0;
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
-  // Whether its programs run asynchronously and can queue runs (Program::launch).
-  virtual bool can_queue() const { return false; }
+  // How many runs of one program may be queued (Program::launch) while the
+  // device works: 0 where programs run synchronously.
+  virtual size_t queue_depth() const { return 0; }
+  bool can_queue() const { return queue_depth() > 0; }
   // Whether a kernel exists for this node; `why` explains a refusal.
   virtual bool supports(const Graph& g, NodeId id, std::string* why) const = 0;
   // `g` is static, verified, and lowered to ops this backend supports.

@@ -45,8 +45,10 @@ class Executable {
   void launch(const std::vector<Tensor>& inputs, const std::vector<Feed>& feeds = {});
   std::vector<Tensor> finish();
   size_t queued() const { return queued_.size(); }
-  // Whether launch() returns before the run is done (else it runs the graph).
+  // Whether launch() returns before the run is done (else it runs the graph),
+  // and how many runs may be queued at once.
   bool can_queue() const { return backend_->can_queue(); }
+  size_t queue_depth() const { return backend_->queue_depth(); }
   // Waits for every queued run and drops its outputs and errors.
   void discard_queued() noexcept;
 

@@ -81,6 +81,9 @@ MemoryPlan plan_cuda_memory(const Graph& g, int device) {
   return plan;
 }
 
+// Runs of one program that may be queued at once.
+constexpr size_t kQueueDepth = 2;
+
 class CudaProgram final : public Program {
  public:
   CudaProgram(const Graph& g, const CompileOptions& opts, const BoundBuffers& buffers, DeviceContext& dc)
@@ -407,9 +410,8 @@ class CudaProgram final : public Program {
     const void* dev = nullptr;  // outputs: where the run leaves the value on the device
   };
 
-  // Queued runs: each has its own staging for the inputs and the copy back,
-  // so the host can stage the next run while the device runs this one.
-  static constexpr size_t kQueueDepth = 2;
+  // Queued runs (kQueueDepth): each has its own staging for the inputs and the
+  // copy back, so the host can stage the next run while the device runs this one.
   struct QueueSlot {
     std::unique_ptr<PinnedBuffer> in, back;  // header + inputs; flags + outputs
     ThunkSchedule schedule;                  // in-copy, the program's thunks, out-copy
@@ -578,7 +580,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Buffer> allocate(size_t bytes) override {
     return std::make_shared<DeviceBuffer>(dc_->index, bytes, "weights/state buffer");
   }
-  bool can_queue() const override { return true; }
+  size_t queue_depth() const override { return kQueueDepth; }
   bool supports(const Graph& g, NodeId id, std::string* why) const override {
     if (g.node(id).is_leaf() || KernelRegistry::global().find(kCudaBackend, g, id)) return true;
     if (why) *why = str("no cuda kernel for ", op_name(g.node(id).op), " ", signature_to_string(KernelRegistry::signature(g, id)));
