@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <numeric>
 
+#include "rlx/core/env.h"
 #include "rlx/core/log.h"
 #include "rlx/formats/gguf.h"
 #include "rlx/models/llm/embedder.h"
@@ -74,6 +76,7 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
   stats_ = EmbedStats{n, 0, 0};
   if (n == 0) return out;
   const auto enc = tokenizer_->encode_batch(texts, max_length_, options_.threads);
+  const double tokenize_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Longest first, so the first batch compiles the largest bucket and memory
   // use is highest up front; ties keep input order.
@@ -82,7 +85,12 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return enc[a].input_ids.size() > enc[b].input_ids.size(); });
 
-  float* dst = out.data<float>();
+  // The batches: up to B texts of one length bucket each, longest first.
+  struct Batch {
+    size_t start, count;
+    int64_t L;
+  };
+  std::vector<Batch> batches;
   const auto B = static_cast<size_t>(options_.batch);
   for (size_t start = 0, count = 0; start < n; start += count) {
     const int64_t L = length_bucket(static_cast<int64_t>(enc[order[start]].input_ids.size()), max_length_, length_step_);
@@ -91,12 +99,19 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
     const int64_t bias = attention_bias_elements(config_, L);
     const size_t fit = bias > 0 ? static_cast<size_t>(std::max<int64_t>(1, kBiasElementBudget / bias)) : B;
     count = std::min({B, fit, n - start});
-    const auto b = static_cast<int64_t>(count);
+    batches.push_back({start, count, L});
+  }
+  const auto same_shape = [&](size_t i, size_t j) {
+    return batches[i].count == batches[j].count && batches[i].L == batches[j].L;
+  };
+
+  const auto inputs_of = [&](const Batch& bt) {
+    const int64_t b = static_cast<int64_t>(bt.count), L = bt.L;
     Tensor ids = Tensor::zeros(DType::I32, {b, L}), types = Tensor::zeros(DType::I32, {b, L}),
            mask = Tensor::zeros(DType::I32, {b, L}), pos = Tensor::empty(DType::I32, {L});
     for (int64_t l = 0; l < L; ++l) pos.data<int32_t>()[l] = static_cast<int32_t>(l);
-    for (size_t r = 0; r < count; ++r) {
-      const Encoding& e = enc[order[start + r]];
+    for (size_t r = 0; r < bt.count; ++r) {
+      const Encoding& e = enc[order[bt.start + r]];
       const size_t len = e.input_ids.size();
       stats_.tokens += len;
       std::copy(e.input_ids.begin(), e.input_ids.end(), ids.data<int32_t>() + r * static_cast<size_t>(L));
@@ -111,14 +126,60 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
       extra_length_ = L;
     }
     inputs.insert(inputs.end(), extra_.begin(), extra_.end());
-    Tensor emb = exe_->run(inputs)[0];
+    return inputs;
+  };
+
+  float* dst = out.data<float>();
+  const auto scatter = [&](const Tensor& emb, const Batch& bt) {
     const float* src = emb.data<float>();
-    for (size_t r = 0; r < count; ++r)
-      std::memcpy(dst + order[start + r] * static_cast<size_t>(dim()), src + r * static_cast<size_t>(dim()),
+    for (size_t r = 0; r < bt.count; ++r)
+      std::memcpy(dst + order[bt.start + r] * static_cast<size_t>(dim()), src + r * static_cast<size_t>(dim()),
                   sizeof(float) * static_cast<size_t>(dim()));
-    if (options_.progress) options_.progress(start + count, n);
+    if (options_.progress) options_.progress(bt.start + bt.count, n);
+  };
+
+  // Where the backend queues runs (CUDA), a stretch of batches of one shape
+  // runs queued: the host fills and stages the next batch, and copies out the
+  // last one's embeddings, while the device runs. A queue slot captures its
+  // own CUDA graphs on its first run, so a stretch queues only from
+  // RLX_EMBED_QUEUE_MIN_BATCHES batches on (0: never); the others use run().
+  const int64_t min_queued = env_int("RLX_EMBED_QUEUE_MIN_BATCHES");
+  const size_t depth = exe_->queue_depth();
+  std::deque<size_t> in_flight;
+  const auto collect = [&] {
+    const Tensor emb = exe_->finish()[0];
+    scatter(emb, batches[in_flight.front()]);
+    in_flight.pop_front();
+  };
+  size_t stretches = 0, queued_batches = 0;
+  try {
+    bool queue = false;
+    for (size_t i = 0, stretch_end = 0; i < batches.size(); ++i) {
+      if (i == stretch_end) {
+        while (stretch_end < batches.size() && same_shape(i, stretch_end)) ++stretch_end;
+        queue = depth > 0 && min_queued > 0 && static_cast<int64_t>(stretch_end - i) >= min_queued;
+        ++stretches;
+      }
+      const std::vector<Tensor> inputs = inputs_of(batches[i]);
+      if (queue) {
+        if (in_flight.size() == depth) collect();
+        exe_->launch(inputs);
+        in_flight.push_back(i);
+        ++queued_batches;
+        if (i + 1 == stretch_end)
+          while (!in_flight.empty()) collect();
+      } else {
+        scatter(exe_->run(inputs)[0], batches[i]);
+      }
+    }
+  } catch (...) {
+    exe_->discard_queued();
+    throw;
   }
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log_verbose("embed: tokenized in ", tokenize_s, " s; ", batches.size(), " batches in ", stretches,
+              " stretches of one shape, ", queued_batches, " of them queued; ", stats_.seconds - tokenize_s,
+              " s of batches");
   return out;
 }
 
