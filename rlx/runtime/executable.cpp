@@ -1,5 +1,6 @@
 #include "rlx/runtime/executable.h"
 
+#include <chrono>
 #include <iostream>
 
 #include "rlx/core/env.h"
@@ -121,8 +122,15 @@ Program& Executable::program_for(const SymbolBinding& b) {
       return *cache_.front().program;
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   Graph g = specialize(graph_, b);
   auto program = backend_->compile(g, options_, buffers_);
+  if (verbose()) {
+    std::string symbols;
+    for (const auto& [name, value] : b) symbols += str(symbols.empty() ? "" : ", ", name, "=", value);
+    log_verbose("compiled a specialization (", symbols.empty() ? "static shapes" : symbols, ") in ",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), " ms");
+  }
   if (env_bool("RLX_DISPATCH_REPORT")) std::cerr << program->dispatch_report();
   cache_.push_front(Entry{b, std::move(program)});
   const auto limit = static_cast<size_t>(std::max<int64_t>(1, env_int("RLX_COMPILE_CACHE")));

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <numeric>
+#include <set>
 
 #include "rlx/core/env.h"
 #include "rlx/core/log.h"
@@ -151,6 +152,11 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
     scatter(emb, batches[in_flight.front()]);
     in_flight.pop_front();
   };
+  // Whether batch i is the first of its shape in this call (it compiles the
+  // shape, unless an earlier call did, and captures its graphs).
+  std::set<std::pair<size_t, int64_t>> shapes_seen;
+  const auto first_of_shape = [&](size_t i) { return shapes_seen.insert({batches[i].count, batches[i].L}).second; };
+  double first_batches_s = 0;
   size_t stretches = 0, queued_batches = 0;
   try {
     bool queue = false;
@@ -161,6 +167,7 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
         ++stretches;
       }
       const std::vector<Tensor> inputs = inputs_of(batches[i]);
+      const auto b0 = std::chrono::steady_clock::now();
       if (queue) {
         if (in_flight.size() == depth) collect();
         exe_->launch(inputs);
@@ -171,6 +178,7 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
       } else {
         scatter(exe_->run(inputs)[0], batches[i]);
       }
+      if (first_of_shape(i)) first_batches_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
     }
   } catch (...) {
     exe_->discard_queued();
@@ -179,7 +187,8 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log_verbose("embed: tokenized in ", tokenize_s, " s; ", batches.size(), " batches in ", stretches,
               " stretches of one shape, ", queued_batches, " of them queued; ", stats_.seconds - tokenize_s,
-              " s of batches");
+              " s of batches, of which ", first_batches_s, " s in the first batch of each of ", shapes_seen.size(),
+              " shapes (compile, graph capture)");
   return out;
 }
 
