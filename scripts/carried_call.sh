@@ -20,7 +20,9 @@
 #             whose ISA (AMX, AVX-512) is printed first, then pack;
 #   bert_ab MODEL SHAPE SETTING...  rlx_bert_bench --graphs-only on one model and shape under
 #             each NAME=VALUE setting, two rounds interleaved, a line each, then pack;
-#   torch_peer  the PyTorch peer (bench/bert_torch.py, eager and torch.compile), then pack.
+#   torch_peer  the PyTorch peer (bench/bert_torch.py, eager and torch.compile), then pack;
+#   random_model_corpus SKELETON N  a random-weight model in SKELETON's layout (bench/random_weights_like.py)
+#             at $M and bench/embed_e2e.py's corpus of N texts at $CORPUS.
 ARCHIVE=${1:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 OUT=${2:?usage: source scripts/carried_call.sh ARCHIVE OUT}
 L=$(mktemp -d)
@@ -105,4 +107,14 @@ torch_peer() {
   (cd bench && timeout 200 python3 bert_torch.py --compile) > "$L/bert-torch.log" 2>&1
   echo "torch rc=$? $(grep -E 'MiniLM|BERT|bert|minilm' "$L/bert-torch.log" | grep -v '^{' | head -12 | tr '\n' '|')"
   pack
+}
+random_model_corpus() {
+  M=/tmp/random-model CORPUS=/tmp/corpus.txt
+  python3 bench/random_weights_like.py fill "$1" $M
+  python3 -c "
+import sys; sys.path.insert(0, 'bench')
+from embed_e2e import make_corpus
+c = make_corpus('$M', $2)
+open('$CORPUS', 'w').write('\n'.join(c) + '\n')
+print('corpus', len(c))"
 }

@@ -17,8 +17,7 @@ using test::Weights;
 
 namespace {
 
-const std::vector<std::string> kVocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
-                                         "fox",   "jumps", "over",  "lazy",  "dog",    "a",   "cat",   "."};
+const std::vector<std::string>& kVocab = test::tiny_wordpiece_vocab();
 const std::vector<std::string> kSentences = {"the quick brown fox jumps over the lazy dog.", "a cat.", ""};
 
 test::TinyBert tiny() {

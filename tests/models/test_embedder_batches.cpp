@@ -21,8 +21,7 @@ using test::Weights;
 
 namespace {
 
-const std::vector<std::string> kVocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
-                                         "fox",   "jumps", "over",  "lazy",  "dog",    "a",   "cat",   "."};
+const std::vector<std::string>& kVocab = test::tiny_wordpiece_vocab();
 
 test::TinyBert tiny() {
   test::TinyBert t;

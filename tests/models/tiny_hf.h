@@ -125,6 +125,13 @@ inline PostLnLayerNames bert_layer_names(int64_t i) {
           bert_layer(i, "output.dense"),               bert_layer(i, "output.LayerNorm")};
 }
 
+// A WordPiece vocabulary of whole words for tiny models' vocab.txt.
+inline const std::vector<std::string>& tiny_wordpiece_vocab() {
+  static const std::vector<std::string> v = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
+                                             "fox",   "jumps", "over",  "lazy",  "dog",    "a",   "cat",   "."};
+  return v;
+}
+
 // A tiny random BERT under HF names.
 struct TinyBert {
   int64_t vocab = 0, positions = 40, types = 2, hidden = 64, heads = 4, inner = 128, layers = 2;

@@ -6,14 +6,7 @@
 # Archive: as call2.sh's header (s57.tar.xz with rlx, rlx_model_tests, rlx_bert_bench).
 cd "$(dirname "$0")/../../.."
 source scripts/carried_call.sh build/carry-s57/s57.tar.xz "${1:?OUT}"
-M=/tmp/minilm-random
-python3 bench/random_weights_like.py fill build/carry-s57/minilm-skeleton $M
-python3 -c "
-import sys; sys.path.insert(0, 'bench')
-from embed_e2e import make_corpus
-c = make_corpus('$M', 100000)
-open('/tmp/corpus.txt', 'w').write('\n'.join(c) + '\n')
-print('corpus', len(c))"
+random_model_corpus build/carry-s57/minilm-skeleton 100000
 i=0
 for round in 1 2; do
   for s in "RLX_EMBED_QUEUE_MIN_BATCHES=4" "RLX_EMBED_QUEUE_MIN_BATCHES=0" \
@@ -21,7 +14,7 @@ for round in 1 2; do
     i=$((i + 1))
     f="$L/embed-$i-$round.log"
     echo "$s" > "$f"
-    env RLX_VERBOSE=1 $s timeout 120 $R/rlx embed --model $M --device cuda --input /tmp/corpus.txt --format npy \
+    env RLX_VERBOSE=1 $s timeout 120 $R/rlx embed --model $M --device cuda --input $CORPUS --format npy \
       -o /tmp/emb-$i.npy > /dev/null 2>> "$f"
     echo "$s round $round rc=$? $(grep -E 'rlx embed:|\] embed:' "$f" | tr '\n' ' ')"
     echo "  compiles: $(grep -c 'compiled a spec' "$f"), ms: $(grep -oE 'compiled a spec.* in [0-9.]+ ms' "$f" |
