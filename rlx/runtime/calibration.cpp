@@ -16,6 +16,7 @@
 #include "rlx/core/env.h"
 #include "rlx/core/error.h"
 #include "rlx/core/log.h"
+#include "rlx/runtime/calibration_json.h"
 
 #ifndef RLX_VERSION_STRING
 #error "rlx_runtime is built with RLX_VERSION_STRING (rlx/runtime/CMakeLists.txt)"
@@ -71,12 +72,7 @@ std::vector<std::string> Calibration::families() const {
 std::string calibration_to_json(const Calibration& c) {
   json j;
   j["schema_version"] = Calibration::kSchemaVersion;
-  j["gpu_name"] = c.identity.gpu_name;
-  j["gpu_uuid"] = c.identity.gpu_uuid;
-  j["driver_version"] = c.identity.driver;
-  j["cuda_runtime_version"] = c.identity.cuda_runtime;
-  j["cublaslt_version"] = c.identity.cublaslt;
-  j["rlx_version"] = c.identity.rlx;
+  put_identity(j, c.identity);
   j["created_utc"] = c.created_utc;
   j["measure_s"] = c.measure_s;
   j["complete"] = c.complete;
@@ -113,6 +109,31 @@ T field(const json& j, const char* name, const std::string& where) {
   }
 }
 
+}  // namespace
+
+void put_identity(json& j, const CalibrationIdentity& id) {
+  j["gpu_name"] = id.gpu_name;
+  j["gpu_uuid"] = id.gpu_uuid;
+  j["driver_version"] = id.driver;
+  j["cuda_runtime_version"] = id.cuda_runtime;
+  j["cublaslt_version"] = id.cublaslt;
+  j["rlx_version"] = id.rlx;
+}
+
+CalibrationIdentity get_identity(const json& j) {
+  const std::string top = "top level";
+  CalibrationIdentity id;
+  id.gpu_name = field<std::string>(j, "gpu_name", top);
+  id.gpu_uuid = field<std::string>(j, "gpu_uuid", top);
+  id.driver = field<std::string>(j, "driver_version", top);
+  id.cuda_runtime = field<std::string>(j, "cuda_runtime_version", top);
+  id.cublaslt = field<std::string>(j, "cublaslt_version", top);
+  id.rlx = field<std::string>(j, "rlx_version", top);
+  return id;
+}
+
+namespace {
+
 double positive_or_zero(const json& j, const char* name, const std::string& where) {
   const double v = field<double>(j, name, where);
   RLX_FORMAT_CHECK(std::isfinite(v) && v >= 0, "calibration: ", where, " field '", name, "' = ", v,
@@ -134,12 +155,7 @@ Calibration calibration_from_json(std::string_view text) {
   RLX_FORMAT_CHECK(schema == Calibration::kSchemaVersion, "calibration: schema_version ", schema, " (expected ",
                    Calibration::kSchemaVersion, ")");
   Calibration c;
-  c.identity.gpu_name = field<std::string>(j, "gpu_name", top);
-  c.identity.gpu_uuid = field<std::string>(j, "gpu_uuid", top);
-  c.identity.driver = field<std::string>(j, "driver_version", top);
-  c.identity.cuda_runtime = field<std::string>(j, "cuda_runtime_version", top);
-  c.identity.cublaslt = field<std::string>(j, "cublaslt_version", top);
-  c.identity.rlx = field<std::string>(j, "rlx_version", top);
+  c.identity = get_identity(j);
   c.created_utc = field<std::string>(j, "created_utc", top);
   c.measure_s = positive_or_zero(j, "measure_s", top);
   c.complete = field<bool>(j, "complete", top);
@@ -185,31 +201,41 @@ std::string calibration_dir() {
   return (fs::path(home) / ".cache" / "rlx").string();
 }
 
-std::string calibration_path(const std::string& gpu_uuid) {
+std::string calibration_file(const std::string& stem, const std::string& gpu_uuid) {
   std::string safe = gpu_uuid;
   for (char& ch : safe)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
-  return (fs::path(calibration_dir()) / str("cuda-calib-", safe, ".json")).string();
+  return (fs::path(calibration_dir()) / str(stem, "-", safe, ".json")).string();
 }
 
-void save_calibration(const Calibration& c, const std::string& path) {
+std::string calibration_path(const std::string& gpu_uuid) { return calibration_file("cuda-calib", gpu_uuid); }
+
+void write_file_atomically(const std::string& path, const std::string& text) {
   const fs::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  RLX_CHECK(!ec, "calibration: cannot create the folder of '", path, "': ", ec.message());
-  // Unique per process, so two processes calibrating at once never share a temporary.
+  RLX_CHECK(!ec, "cannot create the folder of '", path, "': ", ec.message());
+  // Unique per process, so two processes writing at once never share a temporary.
   const fs::path tmp = fs::path(path + str(".tmp.", ::getpid()));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    RLX_CHECK(f.good(), "calibration: cannot write '", tmp.string(), "'");
-    f << calibration_to_json(c) << "\n";
+    RLX_CHECK(f.good(), "cannot write '", tmp.string(), "'");
+    f << text << "\n";
     f.close();
-    RLX_CHECK(f.good(), "calibration: writing '", tmp.string(), "' failed");
+    RLX_CHECK(f.good(), "writing '", tmp.string(), "' failed");
   }
   fs::rename(tmp, p, ec);
   if (ec) {
     fs::remove(tmp);
-    throw InvalidArgument(str("calibration: cannot rename onto '", path, "': ", ec.message()));
+    throw InvalidArgument(str("cannot rename onto '", path, "': ", ec.message()));
+  }
+}
+
+void save_calibration(const Calibration& c, const std::string& path) {
+  try {
+    write_file_atomically(path, calibration_to_json(c));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("calibration: ", e.what()));
   }
 }
 

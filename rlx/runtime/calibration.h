@@ -86,11 +86,15 @@ Calibration calibration_from_json(std::string_view text);
 
 // The cache folder: RLX_CALIB_DIR, else $XDG_CACHE_HOME/rlx, else $HOME/.cache/rlx.
 std::string calibration_dir();
-// calibration_dir()/cuda-calib-<uuid>.json (the UUID's unsafe characters replaced by '_').
+// calibration_dir()/<stem>-<uuid>.json (the UUID's unsafe characters replaced
+// by '_'); calibration_path() is the calibration's ("cuda-calib").
+std::string calibration_file(const std::string& stem, const std::string& gpu_uuid);
 std::string calibration_path(const std::string& gpu_uuid);
 
-// Writes atomically (a temporary file renamed over `path`), creating folders.
-// Throws InvalidArgument naming the path when it cannot be written.
+// `text` and a newline written to a temporary file renamed over `path`,
+// creating folders. Throws InvalidArgument naming the path when it cannot.
+void write_file_atomically(const std::string& path, const std::string& text);
+// The same for a calibration.
 void save_calibration(const Calibration& c, const std::string& path);
 
 enum class CalibrationLoad { Loaded, Missing, Corrupt, Stale };
