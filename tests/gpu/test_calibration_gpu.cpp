@@ -14,8 +14,12 @@
 #include <filesystem>
 #include <random>
 
+#include <unistd.h>
+
 #include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/cudnn_graph.h"
+#include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/gemm_choices.h"
 #include "rlx/backends/cuda/memory.h"
 #include "rlx/core/half.h"
 #include "rlx/ir/builder.h"
@@ -260,6 +264,7 @@ TEST(CalibrationGpu, GemmChoiceWithinFivePercentOfBestCandidate) {
 TEST(CalibrationGpu, GemmTuningKeepsTheFastestCandidate) {
   SKIP_WITHOUT_GPU();
   setenv("RLX_CUDA_GEMM_TUNE", "1", 1);
+  setenv("RLX_CUDA_GEMM_CACHE", "0", 1);  // timed here, not taken from an earlier process's file
   GemmEngine engine(0);  // no chooser: the default engine of a program without calibration
   Stream stream;
   const int64_t M = 16384, N = 384, K = 1536;  // MiniLM's FFN down projection at 128 sequences of 128
@@ -349,6 +354,49 @@ TEST(CalibrationGpu, GemmTuningKeepsTheFastestCandidate) {
   EXPECT_EQ(plain.chosen_rank(g), 0);
   EXPECT_EQ(plain.choice_note(g).rfind("heuristic", 0), 0u) << plain.choice_note(g);
   unsetenv("RLX_CUDA_GEMM_TUNE");
+  unsetenv("RLX_CUDA_GEMM_CACHE");
+}
+
+// RLX_CUDA_GEMM_CACHE: a timed choice is kept in the cache folder, and a
+// later engine (another process, in effect) plans the shape from the file
+// without timing it, to the same algorithm.
+TEST(CalibrationGpu, GemmTimingsAreKeptForTheNextEngine) {
+  SKIP_WITHOUT_GPU();
+  const fs::path dir = fs::temp_directory_path() / ("rlx_gemm_cache_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  setenv("RLX_CALIB_DIR", dir.c_str(), 1);
+  setenv("RLX_CUDA_GEMM_TUNE", "1", 1);
+  GemmArgs g;
+  g.dtype = DType::F16;
+  g.trans_b = true;
+  g.M = 8192, g.N = 1536, g.K = 384;  // MiniLM's FFN up at 64 sequences of 128: 9.7 GFLOP, timed
+  DeviceBuffer buf(0, size_t{64} << 20, "test scratch");
+  char* base = static_cast<char*>(buf.data());
+  g.A = base;
+  g.B = base + g.M * g.K * 2;
+  g.C = base + (size_t{32} << 20);
+  g.lda = g.ldb = g.K;
+  g.ldc = g.N;
+  int first_rank = -1;
+  {
+    GemmEngine first(0);
+    const std::string note = first.choice_note(g);
+    EXPECT_EQ(note.rfind("measured: algo ", 0), 0u) << note;
+    EXPECT_NE(note.find("fastest of"), std::string::npos) << note;
+    first_rank = first.chosen_rank(g);
+  }
+  ASSERT_TRUE(fs::exists(gemm_choices_path(device_props(0).uuid))) << "no file in " << dir;
+  GemmEngine later(0);
+  const std::string note = later.choice_note(g);
+  EXPECT_NE(note.find("first planned"), std::string::npos) << note;
+  EXPECT_EQ(later.chosen_rank(g), first_rank);
+  setenv("RLX_CUDA_GEMM_CACHE", "0", 1);
+  GemmEngine without(0);
+  EXPECT_NE(without.choice_note(g).find("fastest of"), std::string::npos) << without.choice_note(g);
+  unsetenv("RLX_CUDA_GEMM_CACHE");
+  unsetenv("RLX_CUDA_GEMM_TUNE");
+  unsetenv("RLX_CALIB_DIR");
+  fs::remove_all(dir);
 }
 
 TEST(CalibrationGpu, DispatchReportShowsPredictedAndMeasured) {

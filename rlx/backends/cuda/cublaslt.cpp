@@ -8,8 +8,10 @@
 #include <memory>
 #include <vector>
 
+#include "rlx/backends/cuda/calibration.h"
 #include "rlx/backends/cuda/cuda_check.h"
 #include "rlx/backends/cuda/device.h"
+#include "rlx/backends/cuda/gemm_choices.h"
 #include "rlx/backends/cuda/kernels/elementwise.h"
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/core/env.h"
@@ -244,6 +246,16 @@ GemmEngine::GemmEngine(int device) : device_(device), timed_choice_(env_bool("RL
   DeviceGuard g(device);
   RLX_CUBLAS_CHECK(cublasLtCreate(&handle_));
   RLX_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  if (env_bool("RLX_CUDA_GEMM_CACHE")) {
+    choice_file_ =
+        std::make_unique<GemmChoiceFile>(gemm_choices_path(device_props(device).uuid), device_identity(device));
+    tuned_ = choice_file_->choices().algos;
+    for (const auto& [shape, name] : choice_file_->choices().sm90) {
+      if (name == "cublaslt") sm90_choice_[shape] = std::nullopt;
+      for (Sm90GemmKernel k : {Sm90GemmKernel::PingPong, Sm90GemmKernel::Classic})
+        if (name == sm90_gemm_kernel_name(k)) sm90_choice_[shape] = k;
+    }
+  }
 }
 
 GemmEngine::~GemmEngine() {
@@ -439,6 +451,7 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   p.chosen = static_cast<int>(win);
   p.note = str("measured: algo ", win, " fastest of ", n, " (", best[win] * 1e3, " us; algo 0 ", best[0] * 1e3, " us)");
   tuned_[shape] = p.infos[win].config;
+  if (choice_file_) choice_file_->record_algo(shape, p.infos[win].config);
   return true;
 }
 
@@ -515,6 +528,7 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
   {
     std::lock_guard lock(mu_);
     sm90_choice_[shape] = choice;
+    if (choice_file_) choice_file_->record_sm90(shape, choice ? sm90_gemm_kernel_name(*choice) : "cublaslt");
   }
   say(str(name(choice), " measured fastest: cuBLASLt", act != a.act ? " + unary " : " ", t[0] * 1e3, " us, sm90 (",
           activation_name(act), " fused) ping-pong ", t[1] * 1e3, " us, classic ", t[2] * 1e3, " us"));

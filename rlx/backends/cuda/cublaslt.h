@@ -28,6 +28,8 @@ namespace rlx::cuda {
 // other's MMAs). Auto: the launcher's default.
 enum class Sm90GemmKernel { Auto, Classic, PingPong };
 
+class GemmChoiceFile;  // gemm_choices.h
+
 struct GemmArgs {
   DType dtype = DType::F32;  // A, B, C and bias storage
   bool trans_a = false, trans_b = false;
@@ -149,6 +151,7 @@ class GemmEngine {
   GemmAlgoChooser chooser_;
   bool timed_choice_;
   std::map<std::string, std::optional<Sm90GemmKernel>> sm90_choice_;  // shape + activations -> prefer_sm90's answer
+  std::unique_ptr<GemmChoiceFile> choice_file_;  // tuned_ and sm90_choice_ across processes (RLX_CUDA_GEMM_CACHE)
 };
 
 }  // namespace rlx::cuda
