@@ -16,6 +16,7 @@
 #include "rlx/backends/cuda/kernels/gemm_sm90.h"
 #include "rlx/core/env.h"
 #include "rlx/core/half.h"
+#include "rlx/core/log.h"
 
 #define RLX_CUBLAS_CHECK(call)                                                                    \
   do {                                                                                            \
@@ -247,8 +248,14 @@ GemmEngine::GemmEngine(int device) : device_(device), timed_choice_(env_bool("RL
   RLX_CUBLAS_CHECK(cublasLtCreate(&handle_));
   RLX_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
   if (env_bool("RLX_CUDA_GEMM_CACHE")) {
-    choice_file_ =
-        std::make_unique<GemmChoiceFile>(gemm_choices_path(device_props(device).uuid), device_identity(device));
+    try {
+      choice_file_ =
+          std::make_unique<GemmChoiceFile>(gemm_choices_path(device_props(device).uuid), device_identity(device));
+    } catch (const Error& e) {  // no cache folder (no HOME): timings stay in this process
+      log_verbose("gemm choices: not kept on disk: ", e.what());
+    }
+  }
+  if (choice_file_) {
     tuned_ = choice_file_->choices().algos;
     for (const auto& [shape, name] : choice_file_->choices().sm90) {
       if (name == "cublaslt") sm90_choice_[shape] = std::nullopt;
