@@ -44,10 +44,11 @@ const std::vector<EnvKnob>& env_knobs() {
        "Text generation on a device with a run queue (CUDA): launch each decode step before the previous step's token "
        "is read back, the sampled token fed to it on the device, so the device never waits for the host; 0: one "
        "step at a time."},
-      {"RLX_EMBED_QUEUE_MIN_BATCHES", EnvType::Int, "4",
+      {"RLX_EMBED_QUEUE_MIN_BATCHES", EnvType::Int, "0",
        "Sentence embedding on a device with a run queue (CUDA): a stretch of at least this many batches of one shape "
        "runs queued, the host preparing the next batch and reading back the last while the device runs (each shape "
-       "that queues captures the queue's own CUDA graphs once); 0: every batch runs on its own."},
+       "that queues captures the queue's own CUDA graphs once); 0 (the default until an A/B shows a gain): every "
+       "batch runs on its own."},
       {"RLX_VERIFY", EnvType::Bool, "0",
        "Run the IR verifier between passes also in release builds (always on in debug builds)."},
       {"RLX_CUDA_GRAPHS", EnvType::Bool, "1",

@@ -2,7 +2,8 @@
 # Session 57, call 3 (~200 s): where `rlx embed`'s time goes over the 100k corpus (call 2: 391
 # batches in 21 shapes took 1.4-1.8 s, ~10x the device time of their tokens), and the GEMM
 # timings kept on disk (RLX_CUDA_GEMM_CACHE): each compile's time (RLX_VERBOSE), a cold cache
-# folder, then the same folder warm, warm without queued stretches, and no GEMM timing at all;
+# folder, then the same folder warm, warm with queued stretches (RLX_EMBED_QUEUE_MIN_BATCHES=4), and no GEMM
+# timing at all;
 # the two GemmEngine tests of the file and of the timing.
 # Archive (not in git): B=build/sm90; scripts/carry_binaries.sh build/carry-s57/s57.tar.xz \
 #   $B/cli/rlx $B/tests/rlx_gpu_tests; the skeleton as in call2.sh's header.
@@ -27,7 +28,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do  # ROUNDS=1 when device time is short
   rm -rf $d
   embed cold-$round $d
   embed warm-$round $d
-  embed warm-noqueue-$round $d RLX_EMBED_QUEUE_MIN_BATCHES=0
+  embed warm-queue-$round $d RLX_EMBED_QUEUE_MIN_BATCHES=4
   embed untimed-$round /tmp/cache-none-$round RLX_CUDA_GEMM_TUNE=0 RLX_CUDA_SM90_GEMM=1
   ls -la $d
 done
@@ -37,7 +38,7 @@ python3 -c "
 import numpy as np
 a = np.load('/tmp/emb-cold-1.npy')
 import os
-for n in ('warm-1', 'warm-noqueue-1', 'cold-2'):
+for n in ('warm-1', 'warm-queue-1', 'cold-2'):
     if not os.path.exists(f'/tmp/emb-{n}.npy'):
         continue
     b = np.load(f'/tmp/emb-{n}.npy')
