@@ -55,8 +55,8 @@ double time_queued(Executable& exe, const std::vector<Tensor>& in, int iters) {
       exe.launch(in);
     }
     while (exe.queued() > 0) exe.finish();
-    const double per_run = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-    if (round > 0) ms.push_back(per_run);  // round 0 captures the queue's graphs
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+    if (round > 0) ms.push_back(took.count() / iters);  // round 0 captures the queue's graphs
   }
   return bench::median(ms);
 }

@@ -178,7 +178,8 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
       } else {
         scatter(exe_->run(inputs)[0], batches[i]);
       }
-      if (first_of_shape(i)) first_batches_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+      if (first_of_shape(i))
+        first_batches_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
     }
   } catch (...) {
     exe_->discard_queued();
