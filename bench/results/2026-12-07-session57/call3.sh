@@ -5,8 +5,10 @@
 # folder, then the same folder warm, warm with queued stretches (RLX_EMBED_QUEUE_MIN_BATCHES=4), and no GEMM
 # timing at all;
 # the two GemmEngine tests of the file and of the timing.
+# Then (unless ROUNDS=1) the encoders and synthetic decode on the final tree.
 # Archive (not in git): B=build/sm90; scripts/carry_binaries.sh build/carry-s57/s57.tar.xz \
-#   $B/cli/rlx $B/tests/rlx_gpu_tests; the skeleton as in call2.sh's header.
+#   $B/cli/rlx $B/tests/rlx_gpu_tests $B/bench/rlx_bert_bench $B/bench/rlx_generate_bench;
+# the skeleton as in call2.sh's header.
 cd "$(dirname "$0")/../../.."
 source scripts/carried_call.sh build/carry-s57/s57.tar.xz "${1:?OUT}"
 timeout 100 $R/rlx_gpu_tests --gtest_filter='CalibrationGpu.GemmTiming*:CalibrationGpu.GemmTuning*' \
@@ -44,3 +46,9 @@ for n in ('warm-1', 'warm-queue-1', 'cold-2'):
     b = np.load(f'/tmp/emb-{n}.npy')
     print(n, 'bit-identical to cold-1:', bool((a.view(np.uint32) == b.view(np.uint32)).all()))"
 pack
+if [ "${ROUNDS:-2}" -ge 2 ]; then
+  encoders
+  timeout 40 $R/rlx_generate_bench $G > "$L/gen.log" 2>&1
+  echo "gen rc=$? $(val "$L/gen.log")"
+  pack
+fi
