@@ -2,9 +2,8 @@
 # Session 57, call 3 (~200 s): where `rlx embed`'s time goes over the 100k corpus (call 2: 391
 # batches in 21 shapes took 1.4-1.8 s, ~10x the device time of their tokens), and the GEMM
 # timings kept on disk (RLX_CUDA_GEMM_CACHE): each compile's time (RLX_VERBOSE), a cold cache
-# folder, then the same folder warm, warm with queued stretches (RLX_EMBED_QUEUE_MIN_BATCHES=4), and no GEMM
-# timing at all;
-# the two GemmEngine tests of the file and of the timing.
+# folder, then the same folder warm, warm with queued stretches (RLX_EMBED_QUEUE_MIN_BATCHES=4),
+# and no GEMM timing at all; the two GemmEngine tests of the file and of the timing.
 # Then (unless ROUNDS=1) the encoders and synthetic decode on the final tree.
 # Archive (not in git): B=build/sm90; scripts/carry_binaries.sh build/carry-s57/s57.tar.xz \
 #   $B/cli/rlx $B/tests/rlx_gpu_tests $B/bench/rlx_bert_bench $B/bench/rlx_generate_bench;
