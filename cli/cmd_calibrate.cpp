@@ -1,6 +1,7 @@
 // rlx calibrate: measure kernel variants on a GPU and store the table the
 // cost model reads ($XDG_CACHE_HOME/rlx/cuda-calib-<gpu-uuid>.json), then
 // print a summary (or the JSON with --json).
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "rlx/runtime/calibration.h"
 #ifdef RLX_HAVE_CUDA
 #include "rlx/backends/cuda/calibration.h"
+#include "rlx/backends/cuda/gemm_choices.h"
 #endif
 
 namespace rlx::cli {
@@ -68,7 +70,11 @@ void run_calibrate(const CalibrateOptions& o) {
   const std::string path = o.output.empty() ? calibration_path(id.gpu_uuid) : o.output;
   std::optional<Calibration> c;
   bool measured = false;
-  if (!o.force) {
+  if (o.force) {  // the per-shape GEMM timings kept by earlier processes are measured again too
+    const std::string gemm = cuda::gemm_choices_path(id.gpu_uuid);
+    std::error_code ec;
+    if (std::filesystem::remove(gemm, ec)) std::cerr << "calibrate: removed " << gemm << "\n";
+  } else {
     LoadResult r = load_calibration(path, id);
     if (r.status == CalibrationLoad::Loaded) c = std::move(r.calibration);
   }
@@ -96,7 +102,9 @@ void add_calibrate_command(CLI::App& app) {
       "Measure kernel variants and overheads on a GPU (at most 30 s) and cache them for the cost model; "
       "a valid cache is reused unless --force");
   cmd->add_option("--device", o->device, "CUDA device: N, cuda or cuda:N")->option_text("N")->capture_default_str();
-  cmd->add_flag("--force", o->force, "Measure even when a valid cache file exists");
+  cmd->add_flag("--force", o->force,
+                "Measure even when a valid cache file exists, and drop the GEMM timings kept by earlier runs "
+                "(cuda-gemm-<uuid>.json), so each shape is timed again when first planned");
   cmd->add_flag("--json", o->json, "Print the calibration as JSON instead of the summary table");
   cmd->add_option("--output", o->output, "Write the calibration to FILE instead of the cache folder")
       ->option_text("FILE");
