@@ -366,6 +366,7 @@ TEST(CalibrationGpu, GemmTimingsAreKeptForTheNextEngine) {
   fs::remove_all(dir);
   setenv("RLX_CALIB_DIR", dir.c_str(), 1);
   setenv("RLX_CUDA_GEMM_TUNE", "1", 1);
+  setenv("RLX_CUDA_GEMM_CACHE", "1", 1);
   GemmArgs g;
   g.dtype = DType::F16;
   g.trans_b = true;

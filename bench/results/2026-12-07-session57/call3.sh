@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 57, call 3 (~200 s): where `rlx embed`'s time goes over the 100k corpus (call 2: 391
 # batches in 21 shapes took 1.4-1.8 s, ~10x the device time of their tokens), and the GEMM
-# timings kept on disk (RLX_CUDA_GEMM_CACHE): each compile's time (RLX_VERBOSE), a cold cache
+# timings kept on disk (RLX_CUDA_GEMM_CACHE=1, off by default until this runs): each compile's time (RLX_VERBOSE), a cold cache
 # folder, then the same folder warm, warm with queued stretches (RLX_EMBED_QUEUE_MIN_BATCHES=4),
 # and no GEMM timing at all; the two GemmEngine tests of the file and of the timing.
 # Then (unless ROUNDS=1) the encoders and synthetic decode on the final tree.
@@ -18,7 +18,7 @@ random_model_corpus build/carry-s57/minilm-skeleton 100000
 embed() {  # NAME CACHE_DIR SETTINGS...
   local name=$1 dir=$2 f="$L/embed-$1.log"
   shift 2
-  env RLX_VERBOSE=1 RLX_CALIB_DIR=$dir "$@" timeout 120 $R/rlx embed --model $M --device cuda --input $CORPUS \
+  env RLX_VERBOSE=1 RLX_CALIB_DIR=$dir RLX_CUDA_GEMM_CACHE=1 "$@" timeout 120 $R/rlx embed --model $M --device cuda --input $CORPUS \
     --format npy -o /tmp/emb-$name.npy > /dev/null 2> "$f"
   echo "$name rc=$? $(grep -E 'rlx embed:|\] embed:' "$f" | sed 's/ on NVIDIA.*//' | tr '\n' ' ')"
   echo "  compiles: $(grep -c 'compiled a spec' "$f"), ms: $(grep -oE 'compiled a spec.* in [0-9.]+ ms' "$f" |
