@@ -138,6 +138,10 @@ const std::vector<EnvKnob>& env_knobs() {
        "Quantized matmul with more than 8 rows of f16/bf16 activations (prefill) on rlx's Hopper wgmma GEMM with Q4_0/Q5_0/Q8_0/Q4_K/Q6_K weights decoded straight into its register operand (sm_90): auto where it was measured faster than dequantize + cuBLASLt (Q4_0/Q5_0/Q8_0, and Q4_K above 128 rows; 32+ rows, K of 2048+ per CTA, CTAs filling the GPU: 1.0-1.21x on the H200, e.g. m = 512 of 4096 x 4096), 1 wherever it can run, 0 never."},
       {"RLX_CUDA_GEMM_TUNE", EnvType::Bool, "1",
        "The first time a GEMM of 2 GFLOP to 0.4 TFLOP is planned, time cuBLASLt's candidates on scratch operands of its shape and keep the fastest (0: the heuristic's first choice, which longer GEMMs always keep)."},
+      {"RLX_CUDA_GEMM_TUNE_NEAR", EnvType::Bool, "0",
+       "1: a GEMM timed by RLX_CUDA_GEMM_TUNE or RLX_CUDA_SM90_GEMM=auto lends its winner to later GEMMs of the same "
+       "process that differ only in M, with M in the same power of two (e.g. `rlx embed`'s batch lengths), instead "
+       "of timing each. Off by default until measured on a GPU."},
       {"RLX_CUDA_GEMM_CACHE", EnvType::Bool, "0",
        "1: keep the GEMM timings' winners (RLX_CUDA_GEMM_TUNE, RLX_CUDA_SM90_GEMM=auto) in a per-GPU file beside the "
        "calibration (cuda-gemm-<uuid>.json in RLX_CALIB_DIR's folder), so a later process plans those shapes without "

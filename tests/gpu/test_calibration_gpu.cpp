@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -398,6 +399,92 @@ TEST(CalibrationGpu, GemmTimingsAreKeptForTheNextEngine) {
   unsetenv("RLX_CUDA_GEMM_TUNE");
   unsetenv("RLX_CALIB_DIR");
   fs::remove_all(dir);
+}
+
+// RLX_CUDA_GEMM_TUNE_NEAR: a timed winner is lent to a later GEMM whose M is
+// in the same power of two (cuBLASLt's algorithm and prefer_sm90's kernel),
+// and not to one in another power of two; the lent choice computes the same
+// product (checked against a float64 row).
+TEST(CalibrationGpu, GemmWinnersAreLentToNearShapes) {
+  SKIP_WITHOUT_GPU();
+  setenv("RLX_CUDA_GEMM_TUNE", "1", 1);
+  setenv("RLX_CUDA_GEMM_CACHE", "0", 1);
+  setenv("RLX_CUDA_GEMM_TUNE_NEAR", "1", 1);
+  GemmEngine engine(0);
+  const int64_t N = 1536, K = 384, kMaxM = 256 * 120;  // MiniLM's FFN up at batch lengths 72-120
+  DeviceBuffer buf(0, size_t{160} << 20, "test scratch");
+  char* base = static_cast<char*>(buf.data());
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<uint16_t> host(static_cast<size_t>(8 * K + N * K));
+  for (auto& h : host) h = f32_to_f16(uni(rng));
+  auto gemm = [&](int64_t M) {
+    GemmArgs g;
+    g.dtype = DType::F16;
+    g.trans_b = true;
+    g.M = M, g.N = N, g.K = K;
+    g.A = base;
+    g.B = base + kMaxM * K * 2;
+    g.C = base + (size_t{64} << 20);
+    g.lda = g.ldb = K;
+    g.ldc = N;
+    return g;
+  };
+  const GemmArgs timed = gemm(256 * 72), lent = gemm(256 * 80), other = gemm(256 * 120);  // 18432, 20480, 30720
+  ASSERT_EQ(std::bit_floor(static_cast<uint64_t>(timed.M)), std::bit_floor(static_cast<uint64_t>(lent.M)));
+  const std::string first = engine.choice_note(timed);
+  EXPECT_NE(first.find("fastest of"), std::string::npos) << first;
+  const auto winner = engine.candidates(timed)[static_cast<size_t>(engine.chosen_rank(timed))].config;
+  for (const GemmArgs& g : {lent, other}) {  // 20480 and 30720 are in [16384, 32768) too
+    const std::string note = engine.choice_note(g);
+    bool offered = false;  // cuBLASLt's candidates may differ with M; only an offered winner is lent
+    for (const GemmAlgo& c : engine.candidates(g)) offered |= c.config == winner;
+    if (!offered) {
+      std::printf("M = %lld: the winner at 18432 is not among its candidates (%s)\n", static_cast<long long>(g.M),
+                  note.c_str());
+      continue;
+    }
+    EXPECT_NE(note.find("fastest at M = 18432"), std::string::npos) << note;
+    EXPECT_EQ(engine.candidates(g)[static_cast<size_t>(engine.chosen_rank(g))].config, winner);
+  }
+  const GemmArgs below = gemm(256 * 56);  // 14336: the power of two below, timed on its own
+  EXPECT_NE(engine.choice_note(below).find("fastest of"), std::string::npos) << engine.choice_note(below);
+
+  std::string sm90_first, sm90_lent;
+  const auto k_timed = engine.prefer_sm90(timed, Activation::GeluErf, &sm90_first);
+  const auto k_lent = engine.prefer_sm90(lent, Activation::GeluErf, &sm90_lent);
+  if (sm90_first.find("measured fastest") != std::string::npos) {  // timed (an sm_90a build on Hopper)
+    EXPECT_NE(sm90_lent.find("fastest at M = 18432"), std::string::npos) << sm90_lent;
+    EXPECT_EQ(k_timed.has_value(), k_lent.has_value());
+    if (k_timed && k_lent) {
+      EXPECT_EQ(*k_timed, *k_lent);
+    }
+  }
+
+  // The lent algorithm's product at M = 20480: a row against float64.
+  ASSERT_EQ(cudaMemcpy(base, host.data(), 8 * K * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(base + kMaxM * K * 2, host.data() + 8 * K, N * K * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  Stream stream;
+  engine.run(lent, stream.get());
+  stream.synchronize();
+  std::vector<uint16_t> row(static_cast<size_t>(N));
+  ASSERT_EQ(cudaMemcpy(row.data(), static_cast<char*>(lent.C) + 3 * N * 2, N * 2, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (int64_t n = 0; n < N; n += 29) {
+    double ref = 0.0;
+    for (int64_t k = 0; k < K; ++k)
+      ref += double{f16_to_f32(host[static_cast<size_t>(3 * K + k)])} *
+             f16_to_f32(host[static_cast<size_t>(8 * K + n * K + k)]);
+    EXPECT_NEAR(f16_to_f32(row[static_cast<size_t>(n)]), ref, 0.02 + 0.005 * std::abs(ref)) << "n=" << n;
+  }
+
+  setenv("RLX_CUDA_GEMM_TUNE_NEAR", "0", 1);
+  GemmEngine exact(0);
+  (void)exact.choice_note(timed);
+  EXPECT_NE(exact.choice_note(lent).find("fastest of"), std::string::npos) << exact.choice_note(lent);
+  unsetenv("RLX_CUDA_GEMM_TUNE_NEAR");
+  unsetenv("RLX_CUDA_GEMM_CACHE");
+  unsetenv("RLX_CUDA_GEMM_TUNE");
 }
 
 TEST(CalibrationGpu, DispatchReportShowsPredictedAndMeasured) {

@@ -1,6 +1,7 @@
 #include "rlx/backends/cuda/cublaslt.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -290,6 +291,20 @@ static std::string shape_fields(const GemmArgs& a) {
              a.residual != nullptr);
 }
 
+// The shape a timed choice is lent to: M rounded down to a power of two, so
+// the GEMMs of one layer at batch lengths within 2× of each other share one
+// timing (`rlx embed` plans ~20 batch lengths). Empty (nothing lent) for a
+// batched problem, whose strides follow M. RLX_CUDA_GEMM_TUNE_NEAR.
+static int64_t near_m(const GemmArgs& a) {
+  if (a.batch != 1 || a.M < 1 || !env_bool("RLX_CUDA_GEMM_TUNE_NEAR")) return 0;
+  return static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(a.M)));
+}
+static std::string near_fields(const GemmArgs& a) {
+  GemmArgs b = a;
+  b.M = near_m(a);
+  return b.M > 0 ? shape_fields(b) : std::string();
+}
+
 GemmEngine::Key GemmEngine::key(const GemmArgs& a) {
   const int64_t e = dtype_size(a.dtype), ea = dtype_size(a.a_type()), eb = dtype_size(a.b_type());
   return str(shape_fields(a), ",", alignment(a.A, a.stride_a, ea), ",", alignment(a.B, a.stride_b, eb), ",",
@@ -410,12 +425,22 @@ GemmEngine::Plan& GemmEngine::get(const GemmArgs& a) {
 // other pointer alignments reuses the winner when it is among its candidates,
 // so one process runs one algorithm per shape.
 bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
-  const std::string shape = shape_fields(a);
+  const std::string shape = shape_fields(a), near = near_fields(a);
   if (auto it = tuned_.find(shape); it != tuned_.end()) {
     for (const GemmAlgo& g : p.infos)
       if (g.config == it->second) {
         p.chosen = g.rank;
         p.note = str("measured: algo ", g.rank, " (fastest when this shape was first planned)");
+        return true;
+      }
+  }
+  if (auto it = tuned_near_.find(near); !near.empty() && it != tuned_near_.end()) {
+    for (const GemmAlgo& g : p.infos)
+      if (g.config == it->second.config) {
+        p.chosen = g.rank;
+        p.note = str("measured: algo ", g.rank, " (fastest at M = ", it->second.M, ", timed in this process)");
+        tuned_[shape] = g.config;
+        if (choice_file_) choice_file_->record_algo(shape, g.config);
         return true;
       }
   }
@@ -458,6 +483,7 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   p.chosen = static_cast<int>(win);
   p.note = str("measured: algo ", win, " fastest of ", n, " (", best[win] * 1e3, " us; algo 0 ", best[0] * 1e3, " us)");
   tuned_[shape] = p.infos[win].config;
+  if (!near.empty()) tuned_near_.try_emplace(near, NearChoice<std::vector<int64_t>>{p.infos[win].config, a.M});
   if (choice_file_) choice_file_->record_algo(shape, p.infos[win].config);
   return true;
 }
@@ -484,8 +510,12 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
   if (flops < kTuneFlops) return say("sm90 gemm: below 2 GFLOP, cuBLASLt kept"), std::nullopt;
   if (act == a.act && a.K > kSm90PlainMaxK)
     return say(str("sm90 gemm: cuBLASLt kept (no separate pass to save, K > ", kSm90PlainMaxK, ")")), std::nullopt;
-  const std::string shape = str(static_cast<int>(a.dtype), ",", a.M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",",
-                                a.ldc, ",", a.bias != nullptr, ",", static_cast<int>(a.act), ",", static_cast<int>(act));
+  const auto shape_of = [&](int64_t M) {
+    return str(static_cast<int>(a.dtype), ",", M, ",", a.N, ",", a.K, ",", a.lda, ",", a.ldb, ",", a.ldc, ",",
+               a.bias != nullptr, ",", static_cast<int>(a.act), ",", static_cast<int>(act));
+  };
+  const std::string shape = shape_of(a.M);
+  const std::string near = near_m(a) > 0 ? shape_of(near_m(a)) : std::string();
   auto name = [](const std::optional<Sm90GemmKernel>& k) {
     return k ? str("sm90 gemm (", sm90_gemm_kernel_name(*k), ")") : std::string("cuBLASLt");
   };
@@ -493,6 +523,13 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
     std::lock_guard lock(mu_);
     if (auto it = sm90_choice_.find(shape); it != sm90_choice_.end())
       return say(str(name(it->second), ": fastest when this shape was first planned")), it->second;
+    if (auto it = sm90_near_.find(near); !near.empty() && it != sm90_near_.end()) {
+      sm90_choice_[shape] = it->second.config;
+      if (choice_file_)
+        choice_file_->record_sm90(shape, it->second.config ? sm90_gemm_kernel_name(*it->second.config) : "cublaslt");
+      return say(str(name(it->second.config), ": fastest at M = ", it->second.M, ", timed in this process")),
+             it->second.config;
+    }
   }
   Plan& p = get(a);
   DeviceGuard guard(device_);
@@ -535,6 +572,7 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
   {
     std::lock_guard lock(mu_);
     sm90_choice_[shape] = choice;
+    if (!near.empty()) sm90_near_.try_emplace(near, NearChoice<std::optional<Sm90GemmKernel>>{choice, a.M});
     if (choice_file_) choice_file_->record_sm90(shape, choice ? sm90_gemm_kernel_name(*choice) : "cublaslt");
   }
   say(str(name(choice), " measured fastest: cuBLASLt", act != a.act ? " + unary " : " ", t[0] * 1e3, " us, sm90 (",

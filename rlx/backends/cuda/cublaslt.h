@@ -148,9 +148,17 @@ class GemmEngine {
   std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::map<std::string, std::vector<int64_t>> tuned_;  // shape (no alignments) -> the measured winner's config
+  // A winner lent to shapes whose M is within the same power of two (near_fields in cublaslt.cpp).
+  template <typename Choice>
+  struct NearChoice {
+    Choice config;
+    int64_t M;  // the shape that was timed
+  };
+  std::map<std::string, NearChoice<std::vector<int64_t>>> tuned_near_;
   GemmAlgoChooser chooser_;
   bool timed_choice_;
   std::map<std::string, std::optional<Sm90GemmKernel>> sm90_choice_;  // shape + activations -> prefer_sm90's answer
+  std::map<std::string, NearChoice<std::optional<Sm90GemmKernel>>> sm90_near_;
   std::unique_ptr<GemmChoiceFile> choice_file_;  // tuned_ and sm90_choice_ across processes (RLX_CUDA_GEMM_CACHE)
 };
 
