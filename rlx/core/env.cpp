@@ -44,6 +44,10 @@ const std::vector<EnvKnob>& env_knobs() {
        "Text generation on a device with a run queue (CUDA): launch each decode step before the previous step's token "
        "is read back, the sampled token fed to it on the device, so the device never waits for the host; 0: one "
        "step at a time."},
+      {"RLX_EMBED_BATCH_TOKENS", EnvType::Int, "0",
+       "Without --batch: a batch of texts padded to L tokens takes up to this many tokens' worth of texts "
+       "(RLX_EMBED_BATCH_TOKENS / L, at least the default batch), so short texts run in fewer, larger batches. 0: "
+       "the default batch (256 texts on a GPU, 32 on the CPU) at every length."},
       {"RLX_EMBED_QUEUE_MIN_BATCHES", EnvType::Int, "0",
        "Sentence embedding on a device with a run queue (CUDA): a stretch of at least this many batches of one shape "
        "runs queued, the host preparing the next batch and reading back the last while the device runs (each shape "

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include <unistd.h>
 
@@ -115,6 +116,46 @@ TEST_P(EmbedderBatches, QueuedStretchesMatchFloat64AndUnqueuedRuns) {
                                                 static_cast<int64_t>(ids.size()), H);
     EXPECT_GE(test::cosine(queued.data<float>() + static_cast<int64_t>(i) * H, ref), c.min_cos)
         << "text " << i << ": '" << texts[i] << "'";
+  }
+  fs::remove_all(dir);
+}
+
+// RLX_EMBED_BATCH_TOKENS without a given batch size: short texts run in
+// fewer, larger batches (counted by the progress calls, one a batch), each
+// text still its float64 reference, in input order.
+TEST_P(EmbedderBatches, TokenBudgetTakesMoreShortTextsPerBatch) {
+  const Case c = GetParam();
+  register_builtin_backends();
+  if (!backend_available(c.device)) GTEST_SKIP() << "no " << c.device << " device";
+  const Weights w = test::random_bert_weights(tiny(), 29);
+  const fs::path dir = write_model_dir(w, "budget_" + c.device + std::string(dtype_name(c.dtype)));
+  std::vector<std::string> texts;
+  for (int r = 0; r < 14; ++r)
+    for (const std::string& t : mixed_texts()) texts.push_back(t);  // 630 texts of 3-16 tokens
+  bert::EmbedOptions o;
+  o.device = c.device;
+  o.dtype = c.dtype;  // batch 0: the default (256 on a GPU, 32 on the CPU)
+  size_t batches = 0;
+  o.progress = [&](size_t, size_t) { ++batches; };
+  bert::SentenceEmbedder e(dir.string(), o);
+  const Tensor plain = e.embed(texts);
+  const size_t plain_batches = std::exchange(batches, 0);
+  Tensor budget;
+  {
+    test::ScopedEnv knob("RLX_EMBED_BATCH_TOKENS", "8192");
+    bert::SentenceEmbedder eb(dir.string(), o);
+    budget = eb.embed(texts);
+  }
+  EXPECT_LT(batches, plain_batches);
+  const int64_t H = tiny().hidden;
+  ASSERT_EQ(budget.shape(), plain.shape());
+  for (size_t i = 0; i < texts.size(); i += 7) {
+    const auto ids = e.tokenizer().encode(texts[i]).input_ids;
+    const auto ref = test::mean_pool_normalized(test::bert_encode(tiny(), w, ids, 0, 1e-12),
+                                                static_cast<int64_t>(ids.size()), H);
+    EXPECT_GE(test::cosine(budget.data<float>() + static_cast<int64_t>(i) * H, ref), c.min_cos)
+        << "text " << i << ": '" << texts[i] << "'";
+    EXPECT_GE(test::cosine(plain.data<float>() + static_cast<int64_t>(i) * H, ref), c.min_cos) << "text " << i;
   }
   fs::remove_all(dir);
 }

@@ -51,6 +51,9 @@ SentenceEmbedder::SentenceEmbedder(ModelFiles files, EmbedOptions options)
   if (options_.dtype == DType::Count_) options_.dtype = gpu ? DType::F16 : DType::F32;
   RLX_CHECK(options_.dtype == DType::F32 || options_.dtype == DType::F16 || options_.dtype == DType::BF16,
             "embed: dtype must be f32, f16 or bf16, got ", options_.dtype);
+  // Without --batch, RLX_EMBED_BATCH_TOKENS > 0 gives short batches more
+  // texts: up to that many padded tokens a batch (at least `batch` texts).
+  if (options_.batch <= 0) batch_tokens_ = std::max<int64_t>(0, env_int("RLX_EMBED_BATCH_TOKENS"));
   if (options_.batch <= 0) options_.batch = gpu ? 256 : 32;
   // On a GPU, lengths in steps of 8 keep the number of captured CUDA graphs
   // small; on the CPU a new length costs only a re-specialization, and exact
@@ -98,8 +101,9 @@ Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts) {
     // Models with a dense attention bias (MPNet, ModernBERT) take batch·bias
     // elements for it: long sequences run in smaller batches.
     const int64_t bias = attention_bias_elements(config_, L);
-    const size_t fit = bias > 0 ? static_cast<size_t>(std::max<int64_t>(1, kBiasElementBudget / bias)) : B;
-    count = std::min({B, fit, n - start});
+    const size_t by_tokens = std::max<size_t>(B, static_cast<size_t>(batch_tokens_ / L));
+    const size_t fit = bias > 0 ? static_cast<size_t>(std::max<int64_t>(1, kBiasElementBudget / bias)) : by_tokens;
+    count = std::min({by_tokens, fit, n - start});
     batches.push_back({start, count, L});
   }
   const auto same_shape = [&](size_t i, size_t j) {

@@ -88,6 +88,7 @@ class SentenceEmbedder final : public TextEmbedder {
   std::shared_ptr<const SentenceTokenizer> tokenizer_;
   int64_t max_length_ = 512;
   int64_t length_step_ = 8;  // batch lengths are multiples of this
+  int64_t batch_tokens_ = 0;  // > 0: a batch of length L takes up to batch_tokens_ / L texts (RLX_EMBED_BATCH_TOKENS)
   // extra_inputs() of the last batch length (MPNet's and ModernBERT's are L × L):
   // batches come longest first, so consecutive ones mostly share it.
   std::vector<Tensor> extra_;
