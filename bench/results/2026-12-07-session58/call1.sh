@@ -33,7 +33,7 @@ embed() {  # NAME CACHE_DIR SETTINGS...
   echo "  compiles: $(grep -c 'compiled a spec' "$f"), ms: $(grep -oE 'compiled a spec.* in [0-9.]+ ms' "$f" |
     grep -oE '[0-9.]+ ms' | tr -d ' ms' | awk '{s+=$1} END {print s}')"
 }
-for round in 1 2; do
+for round in $(seq 1 "${EMBED_ROUNDS:-2}"); do  # EMBED_ROUNDS=1 when device time is short
   d=/tmp/cache-$round
   rm -rf $d
   embed cold-$round $d
@@ -71,7 +71,7 @@ bert_clocks() {  # NAME: MiniLM 256 x 128, run() then queued, with the clocks sa
     "$L/clocks-$1.csv"
 }
 bert_clocks r1
-bert_clocks r2
+[ "${EMBED_ROUNDS:-2}" -ge 2 ] && bert_clocks r2
 pack
 if [ "${ROUNDS:-2}" -ge 2 ]; then
   encoders
