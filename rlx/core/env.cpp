@@ -31,9 +31,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "where it is not (the crossovers measured on two AMX Xeons at 2-16 threads; more rows take AMX or the "
        "staged f32 kernel); 1: every bf16 matmul (CPUs whose VDPBF16PS outruns f32 FMAs, e.g. AMD Zen 4/5, may gain); 0: never."},
       {"RLX_CPU_PACK_WEIGHTS", EnvType::Bool, "1",
-       "The CPU backend's f32 GEMM converts and packs an f16/bf16 param weight once and keeps it, K x N f32 beside "
-       "the weight, until the param is next set; 0: converted and packed on every call. (f32 weights are packed on "
-       "every call.)"},
+       "The CPU backend's f32 GEMM converts (f16/bf16) and packs a param weight once and keeps it, K x N f32 beside "
+       "the weight, until the param is next set; 0: converted and packed on every call, which saves that copy's "
+       "memory."},
       {"RLX_CPU_GEMV_Q8", EnvType::Bool, "1",
        "CPU quantized GEMV with 1-8 activation rows and weights of any GGUF quant type but Q8_0, Q8_1 and Q8_K: "
        "re-quantize the activations to two int8 levels per 32 elements (about 15 bits of the block's largest value; error <= "
