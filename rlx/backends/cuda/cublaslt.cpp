@@ -266,6 +266,16 @@ GemmEngine::GemmEngine(int device) : device_(device), timed_choice_(env_bool("RL
   }
 }
 
+// A shape's chosen algorithm (kernel), in memory and, with RLX_CUDA_GEMM_CACHE, in the file. Under mu_.
+void GemmEngine::keep_algo(const std::string& shape, const std::vector<int64_t>& config) {
+  tuned_[shape] = config;
+  if (choice_file_) choice_file_->record_algo(shape, config);
+}
+void GemmEngine::keep_sm90(const std::string& shape, std::optional<Sm90GemmKernel> choice) {
+  sm90_choice_[shape] = choice;
+  if (choice_file_) choice_file_->record_sm90(shape, choice ? sm90_gemm_kernel_name(*choice) : "cublaslt");
+}
+
 GemmEngine::~GemmEngine() {
   plans_.clear();
   if (workspace_) cudaFree(workspace_);
@@ -439,8 +449,7 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
       if (g.config == it->second.config) {
         p.chosen = g.rank;
         p.note = str("measured: algo ", g.rank, " (fastest at M = ", it->second.M, ", timed in this process)");
-        tuned_[shape] = g.config;
-        if (choice_file_) choice_file_->record_algo(shape, g.config);
+        keep_algo(shape, g.config);
         return true;
       }
   }
@@ -482,9 +491,8 @@ bool GemmEngine::choose_by_timing(const GemmArgs& a, Plan& p) {
   if (!std::isfinite(best[win])) return false;
   p.chosen = static_cast<int>(win);
   p.note = str("measured: algo ", win, " fastest of ", n, " (", best[win] * 1e3, " us; algo 0 ", best[0] * 1e3, " us)");
-  tuned_[shape] = p.infos[win].config;
+  keep_algo(shape, p.infos[win].config);
   if (!near.empty()) tuned_near_.try_emplace(near, NearChoice<std::vector<int64_t>>{p.infos[win].config, a.M});
-  if (choice_file_) choice_file_->record_algo(shape, p.infos[win].config);
   return true;
 }
 
@@ -524,9 +532,7 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
     if (auto it = sm90_choice_.find(shape); it != sm90_choice_.end())
       return say(str(name(it->second), ": fastest when this shape was first planned")), it->second;
     if (auto it = sm90_near_.find(near); !near.empty() && it != sm90_near_.end()) {
-      sm90_choice_[shape] = it->second.config;
-      if (choice_file_)
-        choice_file_->record_sm90(shape, it->second.config ? sm90_gemm_kernel_name(*it->second.config) : "cublaslt");
+      keep_sm90(shape, it->second.config);
       return say(str(name(it->second.config), ": fastest at M = ", it->second.M, ", timed in this process")),
              it->second.config;
     }
@@ -571,9 +577,8 @@ std::optional<Sm90GemmKernel> GemmEngine::prefer_sm90(const GemmArgs& a, Activat
       win == 0 || !std::isfinite(t[win]) ? std::nullopt : std::optional(kernels[win - 1]);
   {
     std::lock_guard lock(mu_);
-    sm90_choice_[shape] = choice;
+    keep_sm90(shape, choice);
     if (!near.empty()) sm90_near_.try_emplace(near, NearChoice<std::optional<Sm90GemmKernel>>{choice, a.M});
-    if (choice_file_) choice_file_->record_sm90(shape, choice ? sm90_gemm_kernel_name(*choice) : "cublaslt");
   }
   say(str(name(choice), " measured fastest: cuBLASLt", act != a.act ? " + unary " : " ", t[0] * 1e3, " us, sm90 (",
           activation_name(act), " fused) ping-pong ", t[1] * 1e3, " us, classic ", t[2] * 1e3, " us"));

@@ -140,6 +140,8 @@ class GemmEngine {
   static Key key(const GemmArgs& a);
   Plan& get(const GemmArgs& a);
   bool choose_by_timing(const GemmArgs& a, Plan& p);  // false: no scratch memory (choice unchanged)
+  void keep_algo(const std::string& shape, const std::vector<int64_t>& config);
+  void keep_sm90(const std::string& shape, std::optional<Sm90GemmKernel> choice);
 
   int device_;
   cublasLtHandle_t handle_ = nullptr;

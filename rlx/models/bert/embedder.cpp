@@ -51,10 +51,12 @@ SentenceEmbedder::SentenceEmbedder(ModelFiles files, EmbedOptions options)
   if (options_.dtype == DType::Count_) options_.dtype = gpu ? DType::F16 : DType::F32;
   RLX_CHECK(options_.dtype == DType::F32 || options_.dtype == DType::F16 || options_.dtype == DType::BF16,
             "embed: dtype must be f32, f16 or bf16, got ", options_.dtype);
-  // Without --batch, RLX_EMBED_BATCH_TOKENS > 0 gives short batches more
-  // texts: up to that many padded tokens a batch (at least `batch` texts).
-  if (options_.batch <= 0) batch_tokens_ = std::max<int64_t>(0, env_int("RLX_EMBED_BATCH_TOKENS"));
-  if (options_.batch <= 0) options_.batch = gpu ? 256 : 32;
+  if (options_.batch <= 0) {
+    options_.batch = gpu ? 256 : 32;
+    // Without --batch, RLX_EMBED_BATCH_TOKENS > 0 gives short batches more
+    // texts: up to that many padded tokens a batch (at least `batch` texts).
+    batch_tokens_ = std::max<int64_t>(0, env_int("RLX_EMBED_BATCH_TOKENS"));
+  }
   // On a GPU, lengths in steps of 8 keep the number of captured CUDA graphs
   // small; on the CPU a new length costs only a re-specialization, and exact
   // lengths pad 5.7% instead of 21.5% of the tokens on realistic text.
