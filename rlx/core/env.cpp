@@ -27,9 +27,10 @@ const std::vector<EnvKnob>& env_knobs() {
        "VDPBF16PS)."},
       {"RLX_CPU_AVX512_BF16", EnvType::String, "auto",
        "bf16 matmuls on the CPU backend (weights shared across the batch) by AVX512-BF16's VDPBF16PS where the CPU "
-       "has it (f32 accumulation, weights packed as for AMX). auto: for at most 4 rows where AMX is usable and 32 "
-       "where it is not (the crossovers measured on two AMX Xeons at 2-16 threads; more rows take AMX or the "
-       "staged f32 kernel); 1: every bf16 matmul (CPUs whose VDPBF16PS outruns f32 FMAs, e.g. AMD Zen 4/5, may gain); 0: never."},
+       "has it (f32 accumulation, weights packed as for AMX). auto: every bf16 matmul on AMD CPUs (Zen 4 on, where it "
+       "runs at the f32 FMA's rate: twice the staged f32 kernel's multiply-adds); elsewhere for at most 4 rows where "
+       "AMX is usable and 32 where it is not (the crossovers measured on two AMX Xeons at 2-16 threads; more rows "
+       "take AMX or the staged f32 kernel); 1: every bf16 matmul; 0: never."},
       {"RLX_CPU_PACK_WEIGHTS", EnvType::Bool, "1",
        "The CPU backend's f32 GEMM converts (f16/bf16) and packs a param weight once and keeps it, K x N f32 beside "
        "the weight, until the param is next set; 0: converted and packed on every call, which saves that copy's "

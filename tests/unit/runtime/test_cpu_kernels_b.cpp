@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -479,18 +480,30 @@ TEST(CpuKernelsB, Bf16WeightPackedOnceAndRepackedWhenSet) {
 }
 
 // The default rule between the bf16 kernels (bf16_gemm_for): VDPBF16PS takes
-// up to 4 rows beside AMX and up to 32 without it (then the staged f32
-// kernel); the knob's 1 and 0 force or refuse it.
+// every row count on AMD (full rate), elsewhere up to 4 rows beside AMX and up
+// to 32 without it (then the staged f32 kernel); the knob's 1 and 0 force or
+// refuse it.
 TEST(CpuKernelsB, Bf16KernelRuleFollowsRows) {
   using cpu::Bf16Gemm;
   using cpu::bf16_gemm_for;
   if (!cpu::avx512_bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  std::string vendor;
+  for (std::ifstream info("/proc/cpuinfo"); vendor.empty() && std::getline(info, vendor);)
+    if (vendor.rfind("vendor_id", 0) != 0) vendor.clear();
+  const bool amd = vendor.find("AuthenticAMD") != std::string::npos;
+  EXPECT_EQ(cpu::avx512_bf16_full_rate(), amd) << vendor;
   {
     ScopedEnv no_amx("RLX_CPU_AMX", "0");
     EXPECT_EQ(bf16_gemm_for(32), Bf16Gemm::Avx512);
-    EXPECT_EQ(bf16_gemm_for(33), Bf16Gemm::None);
+    EXPECT_EQ(bf16_gemm_for(33), amd ? Bf16Gemm::Avx512 : Bf16Gemm::None);
+    EXPECT_EQ(bf16_gemm_for(4096), amd ? Bf16Gemm::Avx512 : Bf16Gemm::None);
     ScopedEnv always("RLX_CPU_AVX512_BF16", "1");
     EXPECT_EQ(bf16_gemm_for(4096), Bf16Gemm::Avx512);
+  }
+  {
+    ScopedEnv never("RLX_CPU_AVX512_BF16", "0");
+    EXPECT_FALSE(cpu::avx512_bf16_full_rate());
+    EXPECT_NE(bf16_gemm_for(4096), Bf16Gemm::Avx512);
   }
   if (!cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX on this CPU; the rule without it was checked";
   EXPECT_EQ(bf16_gemm_for(1), Bf16Gemm::Avx512);

@@ -90,6 +90,9 @@ void gemm_bf16_amx(ThreadPool& pool, const GemmBf16Problem& p);
 // Whether gemm_bf16_avx512 can run: RLX_CPU_AVX512_BF16 is not 0 and the CPU
 // has AVX512F and AVX512_BF16.
 bool avx512_bf16_available();
+// Whether this CPU's VDPBF16PS runs at its f32 FMA's rate (AMD), so that it
+// outruns the staged f32 kernel at every row count.
+bool avx512_bf16_full_rate();
 // The bf16 kernel for a matmul of M rows under RLX_CPU_AMX and
 // RLX_CPU_AVX512_BF16 (None: stage to f32).
 enum class Bf16Gemm { None, Amx, Avx512 };
