@@ -24,7 +24,9 @@ void add_embedder_flags(CLI::App* cmd, EmbedderFlags& f) {
                   "there, with conversions, so it is slower than f32)")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--batch", f.batch, "Texts per forward pass; 0 = 256 on a GPU, 32 on the CPU")
+  cmd->add_option("--batch", f.batch,
+                  "Texts per forward pass; 0 = 32 on the CPU, and on a GPU 256 or, for short texts, as many as fit "
+                  "32768 padded tokens (RLX_EMBED_BATCH_TOKENS)")
       ->type_name("N")
       ->check(non_negative_validator())
       ->capture_default_str();

@@ -122,7 +122,8 @@ TEST_P(EmbedderBatches, QueuedStretchesMatchFloat64AndUnqueuedRuns) {
 
 // RLX_EMBED_BATCH_TOKENS without a given batch size: short texts run in
 // fewer, larger batches (counted by the progress calls, one a batch), each
-// text still its float64 reference, in input order.
+// text still its float64 reference, in input order. Its default (-1) is a
+// budget on a GPU and none on the CPU.
 TEST_P(EmbedderBatches, TokenBudgetTakesMoreShortTextsPerBatch) {
   const Case c = GetParam();
   register_builtin_backends();
@@ -137,16 +138,18 @@ TEST_P(EmbedderBatches, TokenBudgetTakesMoreShortTextsPerBatch) {
   o.dtype = c.dtype;  // batch 0: the default (256 on a GPU, 32 on the CPU)
   size_t batches = 0;
   o.progress = [&](size_t, size_t) { ++batches; };
-  bert::SentenceEmbedder e(dir.string(), o);
-  const Tensor plain = e.embed(texts);
+  auto embed_with = [&](const char* tokens) {
+    test::ScopedEnv knob("RLX_EMBED_BATCH_TOKENS", tokens);
+    return bert::SentenceEmbedder(dir.string(), o).embed(texts);
+  };
+  const Tensor plain = embed_with("0");
   const size_t plain_batches = std::exchange(batches, 0);
-  Tensor budget;
-  {
-    test::ScopedEnv knob("RLX_EMBED_BATCH_TOKENS", "8192");
-    bert::SentenceEmbedder eb(dir.string(), o);
-    budget = eb.embed(texts);
-  }
-  EXPECT_LT(batches, plain_batches);
+  const Tensor budget = embed_with("8192");
+  EXPECT_LT(std::exchange(batches, 0), plain_batches);
+  (void)embed_with(nullptr);
+  if (c.device == "cpu") EXPECT_EQ(batches, plain_batches) << "the CPU's default takes no token budget";
+  else EXPECT_LT(batches, plain_batches) << "a GPU's default takes a token budget";
+  bert::SentenceEmbedder e(dir.string(), o);  // its tokenizer, for the references
   const int64_t H = tiny().hidden;
   ASSERT_EQ(budget.shape(), plain.shape());
   for (size_t i = 0; i < texts.size(); i += 7) {

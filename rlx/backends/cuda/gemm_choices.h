@@ -7,8 +7,7 @@
 //
 // File: calibration_dir()/cuda-gemm-<gpu-uuid>.json, used only when its
 // identity (GPU, driver, CUDA runtime, cuBLASLt and rlx versions) equals the
-// running one; read and written with RLX_CUDA_GEMM_CACHE=1 (off by default
-// until it has run on a GPU). A corrupt
+// running one; read and written unless RLX_CUDA_GEMM_CACHE=0. A corrupt
 // or stale file is ignored (with a warning, resp. under RLX_VERBOSE) and
 // replaced by the next write. Host code only: tested on the CPU.
 #pragma once
