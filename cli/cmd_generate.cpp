@@ -27,7 +27,7 @@ struct GenerateOptions {
   int ctx = 0;
   std::string device = "auto";
   std::string dtype = "f32";
-  std::string kv_dtype = "f16";
+  std::string kv_dtype = "auto";
   bool tokens = false;
   bool chat = false;
   std::string system;
@@ -61,7 +61,7 @@ void run_generate(GenerateOptions o) {
   go.device = o.device;
   go.ctx = o.ctx;
   go.dtype = *dtype_from_name(o.dtype);  // the validators below admit only float names
-  go.kv_dtype = *dtype_from_name(o.kv_dtype);
+  if (o.kv_dtype != "auto") go.kv_dtype = *dtype_from_name(o.kv_dtype);
   llm::Generator gen(o.model, go);
   const auto tok = LlmTokenizer::from_gguf(gen.file());
   RLX_CHECK(tok->vocab_size() == gen.config().vocab, "generate: '", o.model, "' has ", tok->vocab_size(),
@@ -122,8 +122,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "Compute precision of activations (weights stay quantized)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache precision")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache precision; auto = f32 on the CPU, f16 on a GPU")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--tokens", o->tokens, "Print the generated token ids, one per line, instead of text");
   cmd->add_flag("--chat", o->chat,

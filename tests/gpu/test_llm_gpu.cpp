@@ -37,7 +37,7 @@ llm::Generator make(const std::string& path, const std::string& device, int64_t 
   o.device = device;
   o.ctx = ctx;
   o.logits = logits;
-  o.kv_dtype = DType::F16;  // the default, on both devices
+  o.kv_dtype = DType::F16;  // a GPU's default, here on both devices
   return llm::Generator(path, o);
 }
 

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -192,6 +194,29 @@ TEST_P(TinyLlm, Bf16ComputeAndCache) {
   int casts = 0;
   for (size_t p = lowered.find("Cast{"); p != std::string::npos; p = lowered.find("Cast{", p + 1)) ++casts;
   EXPECT_LE(casts, 2) << arch << ": casts in the lowered bf16 graph:\n" << lowered;
+  fs::remove(path);
+}
+
+// The default KV cache is f32 on the CPU: the same logits, bit for bit, as
+// an explicit f32 cache, and not those of an f16 one.
+TEST(LlmDefaults, CpuKvCacheIsF32) {
+  const std::string path = temp_path("kv_default.gguf");
+  test::write_tiny_gguf(test::tiny_spec("gemma3"), path, 5);
+  auto logits = [&](std::optional<DType> kv) {
+    llm::GeneratorOptions o;
+    o.device = "cpu";
+    o.ctx = 16;
+    o.logits = true;
+    if (kv) o.kv_dtype = *kv;
+    llm::Generator gen(path, o);
+    EXPECT_EQ(gen.kv_dtype(), kv.value_or(DType::F32));
+    gen.forward(kPrompt, 0);
+    return gen.forward({kDecode[0]}, static_cast<int64_t>(kPrompt.size())).logits.clone();
+  };
+  const Tensor by_default = logits(std::nullopt), f32 = logits(DType::F32), f16 = logits(DType::F16);
+  ASSERT_EQ(by_default.numel(), f32.numel());
+  EXPECT_EQ(std::memcmp(by_default.data<float>(), f32.data<float>(), f32.numel() * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(by_default.data<float>(), f16.data<float>(), f16.numel() * sizeof(float)), 0);
   fs::remove(path);
 }
 

@@ -22,6 +22,8 @@ Generator::Generator(const std::string& model_path, GeneratorOptions options)
   RLX_CHECK(is_compute_float(options_.dtype), "generate: dtype must be f32, f16 or bf16, got ", options_.dtype);
   ctx_ = cache_rows(config_, options_.ctx, 4096, "generate: context size");
   session_ = std::make_unique<Session>(options_.device);
+  if (options_.kv_dtype == DType::Count_)
+    options_.kv_dtype = session_->device().backend == "cpu" ? DType::F32 : DType::F16;
   compile();
   log_verbose("generator: ", config_.summary(), "; ctx ", ctx_, " on ", session_->device().name);
 }
