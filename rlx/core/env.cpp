@@ -49,7 +49,8 @@ const std::vector<EnvKnob>& env_knobs() {
        "Without --batch: a batch of texts padded to L tokens takes up to this many tokens' worth of texts "
        "(RLX_EMBED_BATCH_TOKENS / L, at least the default batch), so short texts run in fewer, larger batches. -1: "
        "32768 on a GPU (256 texts of 128 tokens; 1.6x the texts/s of 0 over a 100k corpus on an H100), 0 on the "
-       "CPU (where larger batches ran slower); 0: the default batch (256 texts on a GPU, 32 on the CPU) at every length."},
+       "CPU (where larger batches ran slower); 0: the default batch (256 texts on a GPU, 32 on the CPU) at every "
+       "length."},
       {"RLX_EMBED_QUEUE_MIN_BATCHES", EnvType::Int, "0",
        "Sentence embedding on a device with a run queue (CUDA): a stretch of at least this many batches of one shape "
        "runs queued, the host preparing the next batch and reading back the last while the device runs (each shape "
