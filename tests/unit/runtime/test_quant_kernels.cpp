@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "rlx/backends/cpu/kernels/gemm.h"
@@ -308,6 +310,50 @@ TEST(QuantDot, MatchesFloat64DotOfDequantizedRow) {
   }
 
   if (ran == 0) GTEST_SKIP() << "this CPU has no AVX2: quant_dot is not used";
+}
+
+// The int8 path's two ways of summing byte products (RLX_CPU_GEMV_VNNI: AVX512-
+// VNNI's VPDPBUSD, or AVX2's byte and word multiply-adds) form the same
+// integers, so they agree bit for bit: every int8 type, 1-8 rows of x. The
+// float64 bounds of both are checked above (whichever this CPU runs by default).
+TEST(QuantDot, VnniAndAvx2PathsAgreeBitForBit) {
+  std::string flags;
+  for (std::ifstream info("/proc/cpuinfo"); flags.empty() && std::getline(info, flags);)
+    if (flags.rfind("flags", 0) != 0) flags.clear();
+  if (flags.find(" avx512_vnni") == std::string::npos || flags.find(" avx512vl") == std::string::npos)
+    GTEST_SKIP() << "no AVX512-VNNI with AVX512VL on this CPU";
+  EXPECT_TRUE(cpu::quant_dot_vnni());
+  {
+    test::ScopedEnv off("RLX_CPU_GEMV_VNNI", "0");
+    EXPECT_FALSE(cpu::quant_dot_vnni());
+  }
+  std::mt19937 rng(91);
+  std::uniform_real_distribution<float> xs(-2.0f, 2.0f);
+  int compared = 0;
+  for (const auto& c : kQuantCases) {
+    if (!c.int8 || !cpu::quant_dot_supported(c.type)) continue;
+    const int64_t K = 512 / c.block_elems * c.block_elems, rows = 5, nb = K / c.block_elems;
+    const std::vector<uint8_t> w = random_blocks(c, rows * nb, rng, false);
+    for (int64_t M = 1; M <= cpu::QuantDotX::kMaxRows; ++M) {
+      std::vector<float> x(static_cast<size_t>(M * K));
+      for (auto& v : x) v = xs(rng);
+      const cpu::QuantDotX prepared(c.type, x.data(), M, K);
+      ASSERT_TRUE(prepared.int8) << dtype_name(c.type);
+      std::vector<float> vnni(static_cast<size_t>(M * rows)), avx2(vnni.size());
+      {
+        test::ScopedEnv on("RLX_CPU_GEMV_VNNI", "1");
+        cpu::quant_dot_rows(c.type, w.data(), nb * c.block_bytes, prepared, rows, vnni.data(), rows);
+      }
+      {
+        test::ScopedEnv off("RLX_CPU_GEMV_VNNI", "0");
+        cpu::quant_dot_rows(c.type, w.data(), nb * c.block_bytes, prepared, rows, avx2.data(), rows);
+      }
+      ASSERT_EQ(std::memcmp(vnni.data(), avx2.data(), vnni.size() * sizeof(float)), 0)
+          << dtype_name(c.type) << " with " << M << " rows of x: " << vnni[0] << " vs " << avx2[0];
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
 }
 
 // The CPU's row dequantizer for matmul tiles and gathers (quant_dot's layouts

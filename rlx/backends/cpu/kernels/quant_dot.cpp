@@ -18,7 +18,8 @@
 //   two int8 levels per 32, x̃ = dx·(256·a + b) with 256·dx = max|x| / 127
 //   (a = round(x / (256·dx)), b = round(remainder / dx), both clamped to
 //   ±127 so that a table format's sign can flip them), so that 32 weights
-//   cost two byte multiply-adds per level.
+//   cost two byte multiply-adds per level (AVX2's VPMADDUBSW + VPMADDWD, or
+//   one AVX512-VNNI VPDPBUSD where the CPU has it: quant_dot_int8.inc).
 //   |x − x̃| ≤ dx (≤ dx/2 unless b was clamped), i.e. about 15 bits of each
 //   block's largest |x|; the bound per row is Σ|w|·dx + f32 rounding.
 // Each row asks for its bytes 4 KB ahead: without that the hardware prefetcher
@@ -804,61 +805,31 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
   for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
 }
 
-// One weight row against the M rows of x, int8 activations: per sub-block,
-// per lane (four weights) the integer 256·Σu·a + Σu·b − offset·(256·Σa + Σb),
-// exact in f32 (< 2^24), times the weight scale and dx. The weights are
-// decoded once for all M rows.
-template <class L, int M>
-RLX_AVX2 void dot_row_int8(const uint8_t* w, const QuantDotX& q, int64_t nb, float* out) {
-  __m256 acc[M], mins[M];
-#pragma GCC unroll 8
-  for (int m = 0; m < M; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
-  Scales<L> sc;
-  const __m256i ones = _mm256_set1_epi16(1), c256 = _mm256_set1_epi16(256);
-  const int64_t nsub = q.K / 32;  // dx per 32
-  for (int64_t i = 0; i < nb; ++i, w += L::kBytes) {
-    sc.next_block(w, q, i, mins);
-#pragma GCC unroll 8
-    for (int s = 0; s < L::kSubs; ++s) {
-      const int64_t sub = i * L::kSubs + s;
-      const __m256i w8 = L::u(w, s);
-      const __m256i u = L::kSigned ? _mm256_abs_epi8(w8) : w8;  // the byte multiply-add's unsigned operand
-      const __m256 scale = sc.lanes(s);
-#pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) {
-        __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.a.data() + m * q.K + 32 * sub));
-        __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.b.data() + m * q.K + 32 * sub));
-        if constexpr (L::kSigned) {  // |a|, |b| ≤ 127, so the sign flips exactly
-          a = _mm256_sign_epi8(a, w8);
-          b = _mm256_sign_epi8(b, w8);
-        }
-        // u ≤ 127 and |a|, |b| ≤ 127: each int16 pair sum stays below 2^15.
-        __m256i t = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, a), c256),
-                                     _mm256_madd_epi16(_mm256_maddubs_epi16(u, b), ones));
-        if constexpr (L::kOffset != 0) {
-          const __m256i sums =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.sums4.data() + m * (q.K / 4) + 8 * sub));
-          constexpr int kShift = std::countr_zero(static_cast<unsigned>(L::kOffset));  // offset = 2^kShift
-          static_assert(L::kOffset == 1 << kShift);
-          t = _mm256_sub_epi32(t, _mm256_slli_epi32(sums, kShift));
-        }
-        const __m256 s_dx = _mm256_mul_ps(scale, _mm256_set1_ps(q.dx[static_cast<size_t>(m * nsub + sub)]));
-        acc[m] = _mm256_fmadd_ps(s_dx, _mm256_cvtepi32_ps(t), acc[m]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
-}
+#define RLX_INT8_NAME dot_row_int8
+#define RLX_INT8_TARGET RLX_AVX2
+#define RLX_INT8_VNNI 0
+#include "rlx/backends/cpu/kernels/quant_dot_int8.inc"
+#undef RLX_INT8_NAME
+#undef RLX_INT8_TARGET
+#undef RLX_INT8_VNNI
+#define RLX_INT8_NAME dot_row_int8_vnni
+#define RLX_INT8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define RLX_INT8_VNNI 1
+#include "rlx/backends/cpu/kernels/quant_dot_int8.inc"
+#undef RLX_INT8_NAME
+#undef RLX_INT8_TARGET
+#undef RLX_INT8_VNNI
 
 template <class L, int M>
 void dot_rows(const uint8_t* w, int64_t row_bytes, const QuantDotX& x, int64_t rows, float* y, int64_t ldy) {
   const int64_t nb = x.K / L::kElems;
   float out[M];
+  const bool vnni = L::kInt8 && x.int8 && quant_dot_vnni();
   for (int64_t r = 0; r < rows; ++r) {
     if constexpr (L::kInt8) {
       if (x.int8) {
-        dot_row_int8<L, M>(w + r * row_bytes, x, nb, out);
+        if (vnni) dot_row_int8_vnni<L, M>(w + r * row_bytes, x, nb, out);
+        else dot_row_int8<L, M>(w + r * row_bytes, x, nb, out);
         for (int m = 0; m < M; ++m) y[m * ldy + r] = out[m];
         continue;
       }
@@ -975,6 +946,17 @@ XNeeds x_needs(DType type) {
 }
 
 }  // namespace
+
+// VPDPBUSD on 256-bit registers (AVX512-VNNI with AVX512VL, the OS saving
+// AVX-512 state) unless RLX_CPU_GEMV_VNNI=0: 8-16% faster a row on Zen 4.
+bool quant_dot_vnni() {
+#if RLX_QUANT_DOT_AVX2
+  static const bool usable = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  return usable && env_bool("RLX_CPU_GEMV_VNNI");
+#else
+  return false;
+#endif
+}
 
 bool quant_dot_supported(DType type) {
 #if RLX_QUANT_DOT_AVX2

@@ -12,6 +12,9 @@ namespace rlx::cpu {
 // Whether quant_dot takes `type` on this CPU: every GGUF quant type, given
 // AVX2 + FMA.
 bool quant_dot_supported(DType type);
+// Whether its int8 path sums byte products with AVX512-VNNI (the CPU has it
+// with AVX512VL, and RLX_CPU_GEMV_VNNI is on).
+bool quant_dot_vnni();
 
 // The rows of x [M, K] (M ≤ kMaxRows) prepared for quant_dot_rows with
 // weights of `type`, once per GEMV: Σx per 32 (the mins of q4_1, q5_1, q4_k,
