@@ -805,6 +805,8 @@ RLX_AVX2 void dot_row_f32(const uint8_t* w, const QuantDotX& q, int64_t nb, floa
   for (int m = 0; m < M; ++m) out[m] = hsum(acc[m]) - hsum(mins[m]);
 }
 
+// The int8 row dot for AVX2 and, picked at run time (quant_dot_vnni), for
+// AVX512-VNNI: one body, compiled for each target.
 #define RLX_INT8_NAME dot_row_int8
 #define RLX_INT8_TARGET RLX_AVX2
 #define RLX_INT8_VNNI 0
