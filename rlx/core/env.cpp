@@ -94,6 +94,10 @@ const std::vector<EnvKnob>& env_knobs() {
        "Time every op of the persistent decode kernel (on its first CTA, barrier waits included) and print the totals per op kind to stderr when the program is destroyed."},
       {"RLX_CUDA_FUSE_ROPE_KV", EnvType::Bool, "1",
        "CUDA lowering: one launch for a decode layer's Q rope and its K (rope) and V cache writes."},
+      {"RLX_CUDA_FUSE_ATTN_CASTS", EnvType::Bool, "1",
+       "CUDA lowering, decode with f32 activations over a 16-bit KV cache: Q's cast to the cache dtype is written "
+       "by the rope + cache-write launch, and the attention output's cast back to f32 by the decode attention "
+       "(same bits, two launches fewer per layer)."},
       {"RLX_CUDA_ROPE_ANGLE_TABLE", EnvType::Bool, "1",
        "CUDA decode rope (RLX_CUDA_FUSE_ROPE_KV): the first layer of each rope base stores its positions' cos/sin "
        "in a table that the later layers read, instead of each evaluating them in f64."},

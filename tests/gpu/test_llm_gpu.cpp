@@ -136,6 +136,51 @@ TEST_P(TinyLlmGpu, RopeAngleTableChangesNoBit) {
   fs::remove(path);
 }
 
+// With f32 activations over an f16 cache (make()'s options), each decode
+// layer casts Q to f16 for the attention and the attention's output back to
+// f32. RLX_CUDA_FUSE_ATTN_CASTS folds both casts into the launches around
+// them (the rope + cache writes, the decode attention): two launches fewer a
+// layer, and the logits bit for bit those of the separate casts.
+TEST_P(TinyLlmGpu, AttentionCastsFoldChangeNoBit) {
+  register_builtin_backends();
+  if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
+  const std::string arch = GetParam();
+  const std::string path = temp_path(arch + "_casts.gguf");
+  test::write_tiny_gguf(test::tiny_spec(arch), path);
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
+  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
+  auto run = [&](const char* fold, std::string* report, std::vector<int32_t>* sampled) {
+    test::ScopedEnv knob("RLX_CUDA_FUSE_ATTN_CASTS", fold);
+    auto gpu = make(path, "cuda", 32, true);
+    std::vector<Tensor> logits;
+    auto r = gpu.forward(prompt, 0);
+    logits.push_back(r.logits);
+    int64_t at = static_cast<int64_t>(prompt.size());
+    for (int32_t t : decode) {
+      r = gpu.forward({t}, at++);
+      logits.push_back(r.logits);
+    }
+    *report = gpu.executable().dispatch_report();
+    *sampled = gpu.generate(prompt, 12, llm::SamplingParams{0.9f, 30, 0.95f, 7});
+    return logits;
+  };
+  std::string with_report, without_report;
+  std::vector<int32_t> with_tokens, without_tokens;
+  const std::vector<Tensor> with = run("1", &with_report, &with_tokens);
+  const std::vector<Tensor> without = run("0", &without_report, &without_tokens);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
+    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0)
+        << arch << ": logits " << i << " differ with the casts folded";
+  }
+  EXPECT_EQ(with_tokens, without_tokens) << arch;
+  EXPECT_NE(with_report.find("q as f16"), std::string::npos) << arch << "\n" << with_report;
+  EXPECT_NE(with_report.find("out as f32"), std::string::npos) << arch << "\n" << with_report;
+  EXPECT_EQ(without_report.find(" folded)"), std::string::npos) << arch << "\n" << without_report;
+  fs::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlmGpu, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
                                            "phi3_long", "phi3_short", "granite", "smollm3", "olmo2"),
                          [](const auto& info) { return info.param; });

@@ -115,6 +115,27 @@ bool is_program_input(LowerCtx& c, NodeId s) {
   return c.node(s).op == OpKind::Input;
 }
 
+bool blocks_overlap(LowerCtx& c, NodeId a, NodeId b) {
+  // [begin, end) of a node's block and of every block it views.
+  auto ranges = [&](NodeId id) {
+    std::vector<std::pair<uintptr_t, uintptr_t>> out;
+    for (;;) {
+      int64_t n = 1;
+      for (int64_t d : c.dims(id)) n *= d;
+      const auto p = reinterpret_cast<uintptr_t>(c.ptr(id));
+      out.emplace_back(p, p + static_cast<uintptr_t>(n) * dtype_size(c.type(id).dtype));
+      const Node& nd = c.node(id);
+      if (nd.inputs.empty() || !(is_view_op(nd) || nd.op == OpKind::Narrow || nd.op == OpKind::Reshape)) break;
+      id = nd.inputs[0];
+    }
+    return out;
+  };
+  for (const auto& [a0, a1] : ranges(a))
+    for (const auto& [b0, b1] : ranges(b))
+      if (a0 < b1 && b0 < a1) return true;
+  return false;
+}
+
 namespace {
 
 // One decode query (B = Lq = 1) over a KV cache as the persistent decode
@@ -175,6 +196,27 @@ size_t prepared_mask_bytes(int B, int Lk) {
   return mask_lengths_offset(B, Lk) + key_mask_scratch_ints(B) * sizeof(int32_t);
 }
 
+// The Cast to f32 that is the only reader of a 16-bit decode attention (f32
+// activations over a 16-bit KV cache), folded into the kernel's stores
+// (AttentionParams::out_f32, RLX_CUDA_FUSE_ATTN_CASTS): the node, or -1. The
+// kernel then writes the Cast's block at the attention's place, so nothing
+// may run between the two, and that block must not overlap what the kernel
+// reads (an input that dies at the attention may have left it free).
+NodeId folded_output_cast(LowerCtx& c, NodeId id, const AttentionParams& p) {
+  const bool enabled = env_bool("RLX_CUDA_FUSE_ATTN_CASTS");
+  const auto& us = c.users(id);
+  if (!enabled || persistent_enabled() || p.dtype == DType::F32 || c.is_output(id) || us.size() != 1 ||
+      attention_path(p) != AttentionPath::Decode)
+    return -1;
+  const NodeId cast = us[0];
+  if (c.node(cast).op != OpKind::Cast || c.type(cast).dtype != DType::F32) return -1;
+  for (NodeId k = id + 1; k < cast; ++k)
+    if (!c.node(k).is_leaf()) return -1;
+  for (NodeId in : c.node(id).inputs)
+    if (blocks_overlap(c, cast, in)) return -1;
+  return cast;
+}
+
 void lower_attention(LowerCtx& c, NodeId id) {
   const Node& n = c.node(id);
   const auto& a = n.attr<AttentionAttrs>();
@@ -204,6 +246,12 @@ void lower_attention(LowerCtx& c, NodeId id) {
   p.out = c.ptr(id);
 
   const size_t attn_ws = (attention_workspace_bytes(p) + 255) / 256 * 256;
+  const NodeId out_cast = folded_output_cast(c, id, p);
+  if (out_cast >= 0) {
+    p.out = c.ptr(out_cast);
+    p.out_f32 = true;
+    c.absorb(out_cast);
+  }
   DType mask_dt = DType::U8;
   const void* mask_src = nullptr;
   if (a.mask == MaskKind::Custom) {
@@ -251,6 +299,7 @@ void lower_attention(LowerCtx& c, NodeId id) {
   int32_t* const* cslot = n_counters ? c.counters(n_counters) : nullptr;
   std::string what = str("attention ", attention_path_name(attention_path(p)), " ", dtype_name(p.dtype), " D=", p.D);
   if (converted || lengths_ready) what += " (key mask prepared by an earlier layer)";
+  if (p.out_f32) what += str(", out as f32 (", c.graph.describe(out_cast), " folded)");
   c.add(id, std::move(what), [=](cudaStream_t s) mutable {
     char* m = mslot ? static_cast<char*>(*mslot) : nullptr;
     if (convert) {

@@ -155,6 +155,21 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
     for (NodeId u : c.users(fused))
       if (u <= at) return false;  // something reads a result before the fused launch
 
+  // Q's Cast to the cache dtype (f32 activations over a 16-bit cache) folds
+  // into the launch, which then writes the Cast's block at `at`: nothing but
+  // the absorbed nodes may run between `at` and the Cast, and that block must
+  // not overlap what the launch reads (RLX_CUDA_FUSE_ATTN_CASTS).
+  const bool fold_casts = env_bool("RLX_CUDA_FUSE_ATTN_CASTS");
+  NodeId q_cast = -1;
+  if (fold_casts && via != id && !persistent_enabled() && !c.is_output(id) && c.type(via).dtype == k.type.dtype &&
+      c.type(via).dtype != dt) {
+    q_cast = via;
+    for (NodeId m = at + 1; m < via && q_cast >= 0; ++m)
+      if (!c.node(m).is_leaf() && m != kn && m != vn && m != ks->narrow && m != vs->narrow) q_cast = -1;
+    for (NodeId r : {src, ks->node, vs->node, pos, k.inputs[2]})
+      if (q_cast >= 0 && blocks_overlap(c, via, r)) q_cast = -1;
+  }
+
   RopeQkvWrite w;
   w.dtype = dt;
   w.cache_dtype = k.type.dtype;
@@ -176,7 +191,8 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   w.positions_batched = c.type(pos).rank() == 2;
   w.cache_pos = static_cast<const int32_t*>(c.ptr(k.inputs[2]));
   w.inputs_ready = is_program_input(c, pos) && is_program_input(c, k.inputs[2]);
-  w.y = c.ptr(id);
+  w.y = c.ptr(q_cast >= 0 ? q_cast : id);
+  w.y_in_cache_dtype = q_cast >= 0;
   w.k_cache = c.ptr(kn);
   w.v_cache = c.ptr(vn);
   w.B = xd[0];
@@ -201,11 +217,14 @@ bool try_lower_rope_qkv(LowerCtx& c, NodeId id) {
   }
   c.absorb(kn);
   c.absorb(vn);
+  if (q_cast >= 0) c.absorb(q_cast);
   for (const auto& sref : {ks, vs})
     if (sref->narrow > id) c.absorb(sref->narrow);  // read in place: no copy needed
   c.add_at(at, id, str("rope q + rope k -> cache + v -> cache (", c.graph.describe(kn), ", ", c.graph.describe(vn), ") ",
                 dtype_name(dt), " -> ", dtype_name(w.cache_dtype),
-                table ? (read_table ? ", angles from the table" : ", angles to the table") : ""),
+                table ? (read_table ? ", angles from the table" : ", angles to the table") : "",
+                q_cast >= 0 ? str(", q as ", dtype_name(w.cache_dtype), " (", c.graph.describe(q_cast), " folded)")
+                            : std::string()),
         [=](cudaStream_t s) mutable {
           w.error_flag = *flag;
           if (table) {

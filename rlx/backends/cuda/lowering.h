@@ -218,6 +218,12 @@ inline int norm_axis(int a, size_t rank) { return a < 0 ? a + static_cast<int>(r
 // it before any kernel starts, so a kernel may read it before pdl_wait.
 bool is_program_input(LowerCtx& c, NodeId s);
 
+// Whether the bytes of nodes a and b may overlap: each taken as its own block
+// and, through Narrows, Reshapes and other views, as the block it reads (a
+// Narrow may be a copy or, for some readers, a view). A launch that writes a
+// later node's block while it still reads b (a folded Cast) asks this first.
+bool blocks_overlap(LowerCtx& c, NodeId a, NodeId b);
+
 // Narrows that attention reads in place (lower_attention.cpp); the program
 // passes this to the memory planner so they become views of their source.
 bool narrow_folds_into_attention(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);

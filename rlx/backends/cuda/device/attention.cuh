@@ -48,6 +48,7 @@ struct AttnArgs {
   int kv_len_b_stride;      // 1, or 0 when one length serves every batch
   bool kv_len_ready;        // kv_len may be read before pdl_wait (AttentionParams)
   const int32_t* kv_stable; // K/V rows below *kv_stable may be read before pdl_wait, or null
+  bool out_f32;             // decode: out is f32, each value rounded to T first (AttentionParams::out_f32)
   // Prefill (device int32 [B], or null): with it the mask-free kernel takes a
   // key mask, applied per score only in batch rows b with key_mask_rows[b] != 0
   // (kept keys not a prefix; kv_len then ends at the last kept key); the

@@ -222,6 +222,7 @@ dev::AttnArgs make_args(const AttentionParams& p) {
   a.kv_len_b_stride = p.kv_len_shared ? 0 : 1;
   a.kv_len_ready = p.kv_len_ready || p.kv_len == nullptr;
   a.kv_stable = a.kv_len_ready ? p.kv_stable : nullptr;
+  a.out_f32 = p.out_f32;
   a.splits = 1;
   return a;
 }
@@ -338,6 +339,9 @@ void launch_attention(const AttentionParams& p, void* workspace, cudaStream_t st
   if (p.B == 0 || p.Lq == 0) return;
   dev::AttnArgs a = make_args(p);
   const Plan plan = make_plan(p, a);
+  RLX_CHECK_AS(Unsupported, !p.out_f32 || (plan.path == AttentionPath::Decode && p.dtype != DType::F32),
+               "attention: an f32 output of ", dtype_name(p.dtype), " attention is only on the decode path (this is ",
+               attention_path_name(plan.path), ")");
   switch (plan.path) {
     case AttentionPath::Decode:
       a.splits = plan.splits;

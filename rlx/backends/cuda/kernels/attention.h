@@ -80,6 +80,11 @@ struct AttentionParams {
   // requested before pdl_wait too, overlapping the kernel before.
   bool kv_len_ready = false;
   const int32_t* kv_stable = nullptr;
+  // Decode path only: `out` is f32 and holds each output rounded to `dtype`
+  // first, the bits a Cast to f32 after the op would store (the CUDA lowering
+  // folds that Cast in: one launch fewer per layer with f32 activations over
+  // a 16-bit KV cache).
+  bool out_f32 = false;
 
   // Fill the row/batch strides for separate dense Q [B, Lq, H·D], K/V
   // [B, Lk, Hkv·D], and (when bias is set) a dense bias [B, H, Lq, Lk].

@@ -91,6 +91,15 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
   *reinterpret_cast<uint2*>(p) = make_uint2(pack2<T>(v.x, v.y), pack2<T>(v.z, v.w));
 }
 
+// Four outputs at element `at` of a.out: as T, or (a.out_f32) as f32 holding
+// the T-rounded values, the bits the folded Cast to f32 would store.
+template <typename T>
+__device__ __forceinline__ void store_out(const AttnArgs& a, int64_t at, float4 v) {
+  if (!a.out_f32) return store4(static_cast<T*>(a.out) + at, v);
+  auto r = [](float x) { return to_f32(from_f32<T>(x)); };
+  *reinterpret_cast<float4*>(static_cast<float*>(a.out) + at) = make_float4(r(v.x), r(v.y), r(v.z), r(v.w));
+}
+
 // cp_async_rows (device/attention.cuh) cut at row `cut` ≤ limit: `before`
 // copies the tile's rows below cut, otherwise the rest (zero-filling rows at
 // or past limit). The two calls write disjoint smem rows, so the first may
@@ -415,7 +424,7 @@ __global__ void __launch_bounds__(32 * W) attn_decode_kernel(const AttnArgs a) {
     const int rgl = r0 + r;
     const int64_t row_id = (static_cast<int64_t>(b) * a.Lq + rgl / G) * a.H + kvh * G + rgl % G;
     if (active == 1) {
-      store4(static_cast<T*>(a.out) + row_id * D + d, O);
+      store_out<T>(a, row_id * D + d, O);
     } else {
       const int64_t ps = row_id * a.splits + split;
       *reinterpret_cast<float4*>(a.ws_o + ps * D + d) = O;
@@ -482,7 +491,7 @@ __global__ void __launch_bounds__(32 * W) attn_decode_kernel(const AttnArgs a) {
         O.w = fmaf(x[j].w, f, O.w);
       }
     }
-    store4(static_cast<T*>(a.out) + row_id * D + d, O);
+    store_out<T>(a, row_id * D + d, O);
   }
 }
 

@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(256)
 template <typename T, typename C>
 __global__ void __launch_bounds__(256)
     rope_qkv_kernel(const T* q, const T* k, const T* v, int64_t v_stride, int64_t v_offset,
-                    const int32_t* positions, const int32_t* cache_pos, T* y, C* k_cache, C* v_cache,
-                    int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err, bool inputs_ready,
+                    const int32_t* positions, const int32_t* cache_pos, void* y, bool y_cache, C* k_cache,
+                    C* v_cache, int64_t capacity, RopeParams qp, RopeParams kp, int32_t* err, bool inputs_ready,
                     RopeAngles table) {
   __shared__ float cs[kMaxRopeDims / 2], sn[kMaxRopeDims / 2];
   // rstd [max heads], the norm weight [max head_dim], the staged row [max width]
@@ -288,8 +288,9 @@ __global__ void __launch_bounds__(256)
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / p.head_dim, d = e - h * p.head_dim;
     const float o = rope_f32(p, xs + h * p.head_dim, d, cs, sn, p.norm_w ? rstd[h] : 1.0f, nw);
-    if (part == 0) y[row * width + e] = from_f32<T>(o);
-    else k_cache[slot + e] = from_f32<C>(o);
+    if (part != 0) k_cache[slot + e] = from_f32<C>(o);
+    else if (y_cache) static_cast<C*>(y)[row * width + e] = from_f32<C>(to_f32(from_f32<T>(o)));  // the folded Cast
+    else static_cast<T*>(y)[row * width + e] = from_f32<T>(o);
   }
 }
 
@@ -426,8 +427,8 @@ void launch_rope_qkv_write(const RopeQkvWrite& w, cudaStream_t stream) {
                                             static_cast<int>(smem)));
       rope_qkv_kernel<T, C><<<grid, threads, smem, stream>>>(
           static_cast<const T*>(w.q), static_cast<const T*>(w.k), static_cast<const T*>(w.v), w.v_stride, w.v_offset,
-          w.positions, w.cache_pos, static_cast<T*>(w.y), static_cast<C*>(w.k_cache), static_cast<C*>(w.v_cache),
-          w.capacity, qp, kp, w.error_flag, w.inputs_ready, w.angles);
+          w.positions, w.cache_pos, w.y, w.y_in_cache_dtype, static_cast<C*>(w.k_cache),
+          static_cast<C*>(w.v_cache), w.capacity, qp, kp, w.error_flag, w.inputs_ready, w.angles);
       RLX_CUDA_CHECK_LAUNCH(op);
     });
   });

@@ -68,6 +68,7 @@ struct RopeAngles {
 // the attrs' src_offset (V: v_offset, k_attrs' head count and head_dim);
 // q, k, v and y share `dtype`, both caches `cache_dtype`. A bad *cache_pos
 // writes no cache row (y is still written) and sets kErrSliceOutOfRange.
+// y is of `dtype`, or of `cache_dtype` with y_in_cache_dtype.
 struct RopeQkvWrite {
   DType dtype = DType::F32, cache_dtype = DType::F32;
   const void* q = nullptr;
@@ -82,6 +83,9 @@ struct RopeQkvWrite {
   bool positions_batched = false;
   const int32_t* cache_pos = nullptr;
   void* y = nullptr;
+  // y holds Q in cache_dtype, rounded to dtype first: the bits of a Cast of
+  // the rope's output to the cache dtype, which the lowering folds in.
+  bool y_in_cache_dtype = false;
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   int64_t B = 0, L = 0, capacity = 0;
