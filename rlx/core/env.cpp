@@ -98,6 +98,9 @@ const std::vector<EnvKnob>& env_knobs() {
        "CUDA lowering, decode with f32 activations over a 16-bit KV cache: Q's cast to the cache dtype is written "
        "by the rope + cache-write launch, and the attention output's cast back to f32 by the decode attention "
        "(same bits, two launches fewer per layer)."},
+      {"RLX_CUDA_SAMPLE_SELECT", EnvType::Bool, "1",
+       "CUDA Sample with 0 < top_k <= 1024: each row's top K by a radix selection (per 4096 logits, then per row) "
+       "instead of a radix sort of every logit; the same token."},
       {"RLX_CUDA_ROPE_ANGLE_TABLE", EnvType::Bool, "1",
        "CUDA decode rope (RLX_CUDA_FUSE_ROPE_KV): the first layer of each rope base stores its positions' cos/sin "
        "in a table that the later layers read, instead of each evaluating them in f64."},

@@ -707,6 +707,44 @@ TEST(CudaKernels, Sample) {
       }
 }
 
+// top_k ≤ 1024 takes the selection path (RLX_CUDA_SAMPLE_SELECT): the same
+// token as the radix sort and as the CPU rule, here where the selection has
+// work to do: many slices of 4096 logits, ties within and across slices
+// (rounded logits, the top value repeated in the last slice), −inf entries,
+// a NaN row, K = 1 to the largest selected K, several rows, seeds and steps.
+TEST(CudaKernels, SampleTopKSelectionMatchesSort) {
+  SKIP_WITHOUT_GPU();
+  TRACE_SEED();
+  const int64_t B = 3;
+  for (int64_t V : {int64_t{700}, int64_t{4096 * 3 + 17}, int64_t{262144}})
+    for (int k : {1, 2, 40, 1000, 1024}) {
+      Vd v(static_cast<size_t>(B * V));
+      for (auto& e : v) e = rnd(-4.0, 8.0);
+      for (int64_t j = 0; j < V; ++j) v[j] = std::round(v[j] * 2.0) / 2.0;  // row 0: ties everywhere
+      v[V - 1] = v[V - 2] = 20.0;                                            // ... and at the top, last slice
+      for (int64_t j = 0; j < V; j += 7) v[V + j] = -INFINITY;                // row 1: some −inf
+      v[2 * V + V / 2] = NAN;                                                // row 2: NaN → greedy
+      const SampleAttrs cfg{0.9f, k, k > 2 ? 0.95f : 1.0f, rng()()};
+      FT x(DType::F32, v);
+      const int32_t step_h = static_cast<int32_t>(rng()() % 1000);
+      Buf step(4), y(B * 4), ws(sample_workspace_bytes(B, V, cfg));
+      step.up(&step_h);
+      auto draw = [&](const char* select) {
+        test::ScopedEnv knob("RLX_CUDA_SAMPLE_SELECT", select);
+        launch_sample(DType::F32, x.p(), y.as<int32_t>(), B, V, cfg, step.as<int32_t>(), ws.p(),
+                      sample_workspace_bytes(B, V, cfg), nullptr);
+        return read_as<int32_t>(y);
+      };
+      const auto selected = draw("1"), sorted = draw("0");
+      for (int64_t r = 0; r < B; ++r) {
+        const Vd row(x.v.begin() + r * V, x.v.begin() + (r + 1) * V);
+        const int32_t want = sample_ref(row, cfg, static_cast<uint32_t>(step_h), static_cast<uint32_t>(r));
+        EXPECT_EQ(selected[r], sorted[r]) << "V=" << V << " k=" << k << " row " << r;
+        EXPECT_EQ(selected[r], want) << "V=" << V << " k=" << k << " row " << r;
+      }
+    }
+}
+
 // ------------------------------------------------------------------ rope / glu
 
 TEST(CudaKernels, Rope) {

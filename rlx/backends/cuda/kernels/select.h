@@ -32,8 +32,10 @@ size_t sample_counter_ints(DType dtype, int64_t batch, int64_t vocab, const Samp
 // and f64 exp may differ from glibc's by 1 ulp, so a draw can differ from the
 // CPU only when u · cum_last lies within ~1e-15 (relative) of a cumulative
 // boundary, or top_p · Σp within ~1e-15 of one.
-// Cost: one stable radix sort of the batch (CUB, in the workspace) plus three
-// light kernels; temperature 0 is a single argmax kernel.
+// Cost: with 0 < top_k ≤ 1024, a selection of each row's top K (two kernels)
+// and the pick; otherwise one stable radix sort of the batch (CUB, in the
+// workspace) plus three light kernels. Both give the same token. Temperature
+// 0 is a single argmax kernel.
 void launch_sample(DType dtype, const void* logits, int32_t* out, int64_t batch, int64_t vocab,
                    const SampleAttrs& attrs, const int32_t* step, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream, int32_t* counters = nullptr);
