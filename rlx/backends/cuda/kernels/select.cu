@@ -23,8 +23,8 @@
 // smallest composite keys (descending-order bits << 32 | index, ascending =
 // the stable sort's order) by a radix select; one CTA per row selects the K
 // smallest of those, sorts them (bitonic, in shared memory) and writes them,
-// and their p_j, where the sort's first K entries would be. Step 4 is the
-// same kernel. So the token is the sort path's bit for bit, in three
+// and their p_j, where the sort's first K entries would be, then runs step 4
+// as the pick kernel does. So the token is the sort path's bit for bit, in two
 // launches instead of six to eight over every logit (RLX_CUDA_SAMPLE_SELECT).
 #include "rlx/backends/cuda/kernels/select.h"
 
@@ -86,6 +86,75 @@ __global__ void __launch_bounds__(256) probs_kernel(const uint64_t* keys, double
     if (!isfinite(top)) continue;  // greedy row
     p[r * V + j] = prob_of(keys[r * V + j], top, temperature);
   }
+}
+
+struct RunningTotal {
+  double total;
+  __device__ double operator()(double block_aggregate) {
+    const double old = total;
+    total += block_aggregate;
+    return old;
+  }
+};
+
+// Step 4 for row r, by a CTA of kScanThreads threads (keys, idx and cum as
+// the sort leaves them).
+__device__ __forceinline__ void pick_row(const uint64_t* keys, const int32_t* idx, double* cum, int32_t* out, int V,
+                                         int K, double top_p, unsigned long long seed, const int32_t* step,
+                                         int64_t r) {
+  using Scan = cub::BlockScan<double, kScanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  const int64_t base = r * V;
+  if (!isfinite(key_value(keys[base]))) {
+    if (threadIdx.x == 0) out[r] = idx[base];
+    return;
+  }
+  double* c = cum + base;
+  RunningTotal running{0.0};
+  for (int t0 = 0; t0 < K; t0 += kScanThreads * kScanItems) {
+    const int j0 = t0 + static_cast<int>(threadIdx.x) * kScanItems;
+    double v[kScanItems];
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      v[i] = j0 + i < K ? c[j0 + i] : 0.0;
+      if (i > 0) v[i] += v[i - 1];
+    }
+    double excl;
+    Scan(temp).ExclusiveSum(v[kScanItems - 1], excl, running);
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i)
+      if (j0 + i < K) c[j0 + i] = excl + v[i];
+    __syncthreads();  // temp reuse; cum visible to thread 0 below
+  }
+  if (threadIdx.x != 0) return;
+  // keep = 1 + #{j < K−1 : cum_j < need}; cum is nondecreasing, so binary search.
+  int keep = K;
+  if (top_p < 1.0) {
+    const double need = top_p * c[K - 1];
+    int lo = 0, hi = K - 1;  // first j in [0, K−1) with cum_j ≥ need, else K−1
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (c[mid] < need) lo = mid + 1;
+      else hi = mid;
+    }
+    keep = lo + 1;
+  }
+  const uint32_t s = step ? static_cast<uint32_t>(*step) : 0u;
+  const double target = static_cast<double>(sample_uniform(seed, s, static_cast<uint32_t>(r))) * c[keep - 1];
+  int lo = 0, hi = keep - 1;  // first j < keep with cum_j > target, else keep − 1
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (c[mid] > target) hi = mid;
+    else lo = mid + 1;
+  }
+  out[r] = idx[base + lo];
+}
+
+__global__ void __launch_bounds__(kScanThreads)
+    pick_kernel(const uint64_t* keys, const int32_t* idx, double* cum, int32_t* out, int V, int K, double top_p,
+                unsigned long long seed, const int32_t* step) {
+  dev::pdl_begin();
+  pick_row(keys, idx, cum, out, V, K, top_p, seed, step, blockIdx.x);
 }
 
 // ---- top-k by selection (0 < K ≤ kSelectMaxK) ----
@@ -179,10 +248,11 @@ __global__ void __launch_bounds__(kSliceThreads) topk_slice_kernel(const T* logi
 
 // One CTA per row: the K smallest of the row's slices' candidates, sorted,
 // as the sort path's first K entries (keys: row << 32 | descending-order
-// bits; idx) and their p_j (what probs_kernel writes).
+// bits; idx) and their p_j (what probs_kernel writes), then the pick.
 __global__ void __launch_bounds__(kScanThreads) topk_merge_kernel(const uint64_t* cand, int slices, int K, int V,
                                                                    uint64_t* keys, int32_t* idx, double* p,
-                                                                   double temperature) {
+                                                                   double temperature, int32_t* out, double top_p,
+                                                                   unsigned long long seed, const int32_t* step) {
   dev::pdl_begin();
   __shared__ uint64_t sorted[kSelectMaxK];
   __shared__ int count;
@@ -220,69 +290,10 @@ __global__ void __launch_bounds__(kScanThreads) topk_merge_kernel(const uint64_t
     idx[r * V + j] = static_cast<int32_t>(sorted[j] & 0xffffffffu);
     if (isfinite(top)) p[r * V + j] = prob_of(k, top, temperature);
   }
+  __syncthreads();  // the row's entries and p_j, for every thread of the pick
+  pick_row(keys, idx, p, out, V, K, top_p, seed, step, r);
 }
 
-struct RunningTotal {
-  double total;
-  __device__ double operator()(double block_aggregate) {
-    const double old = total;
-    total += block_aggregate;
-    return old;
-  }
-};
-
-__global__ void __launch_bounds__(kScanThreads)
-    pick_kernel(const uint64_t* keys, const int32_t* idx, double* cum, int32_t* out, int V, int K, double top_p,
-                unsigned long long seed, const int32_t* step) {
-  dev::pdl_begin();
-  using Scan = cub::BlockScan<double, kScanThreads>;
-  __shared__ typename Scan::TempStorage temp;
-  const int64_t r = blockIdx.x;
-  const int64_t base = r * V;
-  if (!isfinite(key_value(keys[base]))) {
-    if (threadIdx.x == 0) out[r] = idx[base];
-    return;
-  }
-  double* c = cum + base;
-  RunningTotal running{0.0};
-  for (int t0 = 0; t0 < K; t0 += kScanThreads * kScanItems) {
-    const int j0 = t0 + static_cast<int>(threadIdx.x) * kScanItems;
-    double v[kScanItems];
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i) {
-      v[i] = j0 + i < K ? c[j0 + i] : 0.0;
-      if (i > 0) v[i] += v[i - 1];
-    }
-    double excl;
-    Scan(temp).ExclusiveSum(v[kScanItems - 1], excl, running);
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i)
-      if (j0 + i < K) c[j0 + i] = excl + v[i];
-    __syncthreads();  // temp reuse; cum visible to thread 0 below
-  }
-  if (threadIdx.x != 0) return;
-  // keep = 1 + #{j < K−1 : cum_j < need}; cum is nondecreasing, so binary search.
-  int keep = K;
-  if (top_p < 1.0) {
-    const double need = top_p * c[K - 1];
-    int lo = 0, hi = K - 1;  // first j in [0, K−1) with cum_j ≥ need, else K−1
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (c[mid] < need) lo = mid + 1;
-      else hi = mid;
-    }
-    keep = lo + 1;
-  }
-  const uint32_t s = step ? static_cast<uint32_t>(*step) : 0u;
-  const double target = static_cast<double>(sample_uniform(seed, s, static_cast<uint32_t>(r))) * c[keep - 1];
-  int lo = 0, hi = keep - 1;  // first j < keep with cum_j > target, else keep − 1
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (c[mid] > target) hi = mid;
-    else lo = mid + 1;
-  }
-  out[r] = idx[base + lo];
-}
 
 int row_bits(int64_t B) {
   int b = 0;
@@ -371,10 +382,8 @@ void launch_sample(DType dtype, const void* logits, int32_t* out, int64_t batch,
     });
     RLX_CUDA_CHECK_LAUNCH("Sample");
     topk_merge_kernel<<<static_cast<unsigned>(batch), kScanThreads, 0, stream>>>(
-        cand, slices, K, V, keys_a, idx_a, probs, static_cast<double>(attrs.temperature));
-    RLX_CUDA_CHECK_LAUNCH("Sample");
-    pick_kernel<<<static_cast<unsigned>(batch), kScanThreads, 0, stream>>>(
-        keys_a, idx_a, probs, out, V, K, static_cast<double>(attrs.top_p), attrs.seed, step);
+        cand, slices, K, V, keys_a, idx_a, probs, static_cast<double>(attrs.temperature), out,
+        static_cast<double>(attrs.top_p), attrs.seed, step);
     RLX_CUDA_CHECK_LAUNCH("Sample");
     return;
   }
