@@ -49,7 +49,8 @@ struct DeviceContext {
 // the residual LayerNorms fused into the projection before them
 // (gemm_ln_fuses: their output is written into the projection's block) as
 // views, and the inputs of a fused pooling tail (pool_norm_reads), embedding
-// lookup (gather_scale_reads), projection + attention (qkv_attention_reads),
+// lookup (gather_scale_reads), projection + attention (qkv_attention_reads), a
+// cast folded into the attention or rope launch before it (attention_cast_reads),
 // FFN (ffn_ln_reads) or fp8 quantization (fp8_quant_reads) kept live until its last node. Where persistent
 // segments may form, a program whose intermediates add up to at most
 // kNoReuseBytes (a decode step: rows of one token) gives every tensor its
@@ -72,6 +73,7 @@ MemoryPlan plan_cuda_memory(const Graph& g, int device) {
     std::vector<NodeId> reads = pool_norm_reads(g, users, id);
     for (NodeId r : gather_scale_reads(g, users, id)) reads.push_back(r);
     for (NodeId r : qkv_attention_reads(g, users, id, device)) reads.push_back(r);
+    for (NodeId r : attention_cast_reads(g, users, id)) reads.push_back(r);
     for (NodeId r : ffn_ln_reads(g, users, id, device)) reads.push_back(r);
     for (NodeId r : fp8_quant_reads(g, users, id)) reads.push_back(r);
     return reads;

@@ -410,6 +410,25 @@ NodeId qkv_attention_of(const Graph& g, const std::vector<std::vector<NodeId>>& 
   return sm90_qkv_attention_ctas(a) >= (knob > 0 ? knob : device_props(device).sm_count) ? m.attn : -1;
 }
 
+std::vector<NodeId> attention_cast_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Cast || !env_bool("RLX_CUDA_FUSE_ATTN_CASTS")) return {};
+  const NodeId src = n.inputs[0];
+  const Node& s = g.node(src);
+  if (users[static_cast<size_t>(src)].size() != 1 || is_graph_output(g, src)) return {};
+  std::vector<NodeId> reads;
+  if (s.op == OpKind::Attention && n.type.dtype == DType::F32) {  // the output's cast
+    reads = s.inputs;
+  } else if (s.op == OpKind::Rope && users[static_cast<size_t>(id)].size() == 1) {  // Q's, read by an attention
+    const Node& a = g.node(users[static_cast<size_t>(id)][0]);
+    if (a.op != OpKind::Attention || a.inputs.size() < 3) return {};
+    reads = s.inputs;
+    for (NodeId w : {a.inputs[1], a.inputs[2]})
+      if (g.node(w).op == OpKind::WriteSlice) reads.insert(reads.end(), g.node(w).inputs.begin(), g.node(w).inputs.end());
+  }
+  return reads;
+}
+
 std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
                                         int device) {
   const Node& n = g.node(id);

@@ -267,6 +267,12 @@ const void* try_fold_gemm_residual(LowerCtx& c, NodeId p);
 // knob.
 NodeId qkv_attention_pattern(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p);
 NodeId qkv_attention_of(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId p, int device);
+// The casts RLX_CUDA_FUSE_ATTN_CASTS may fold into the launch before them (a
+// decode attention's output to f32; Q, rotated, to the cache dtype): for such
+// a Cast, what that earlier launch reads (the attention's inputs; the rope's
+// and both cache writes' inputs), which the memory plan keeps live until the
+// Cast so that its block, written early, is apart from all of them.
+std::vector<NodeId> attention_cast_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id);
 std::vector<NodeId> qkv_attention_reads(const Graph& g, const std::vector<std::vector<NodeId>>& users, NodeId id,
                                         int device);
 bool try_lower_qkv_attention(LowerCtx& c, NodeId p);
