@@ -11,7 +11,7 @@
 #include "rlx/models/llm/config.h"
 #include "rlx/models/llm/model.h"
 #include "rlx/runtime/session.h"
-#include "tests/models/tiny_llm.h"
+#include "tests/models/tiny_llm_graph.h"
 
 namespace rlx {
 namespace {
@@ -31,20 +31,7 @@ int rope_writes(const Graph& g, bool head_norm) {
   return n;
 }
 
-Graph lowered_decode_graph(const std::string& arch) {
-  const std::string path = (std::filesystem::temp_directory_path() / ("rlx_fusion_" + arch + ".gguf")).string();
-  test::write_tiny_gguf(test::tiny_spec(arch), path);
-  const GgufFile f = GgufFile::open(path);
-  const llm::LlmConfig cfg = llm::LlmConfig::from_gguf(f);
-  llm::BuildOptions o;
-  o.ctx = 64;
-  o.kv_dtype = DType::F16;  // compute f32: the cache writes convert
-  Graph g = llm::build_graph(cfg, f, o);
-  Session s("cpu");
-  Graph low = s.lower(g);
-  std::filesystem::remove(path);
-  return low;
-}
+using test::lowered_decode_graph;
 
 TEST(LlmFusion, Gemma3LayerIsFused) {
   const int layers = static_cast<int>(test::tiny_spec("gemma3").layers);

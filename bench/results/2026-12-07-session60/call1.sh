@@ -3,7 +3,7 @@
 # (RLX_CUDA_FUSE_ATTN_CASTS) and the top-k selection sampler (RLX_CUDA_SAMPLE_SELECT): their tests,
 # then synthetic Gemma 3 270M decode with f32 activations over an f16 cache (rlx generate's default)
 # greedy and sampled (the CLI's default sampling), each knob on and off, two rounds interleaved, and the
-# bf16 / bf16 figure of earlier sessions. Call 2 (call2.sh) runs the full GPU suite and conformance.
+# bf16 / bf16 figure of earlier sessions; then the full GPU suite and the CUDA op conformance (suites).
 # Archive (not in git): B=build/sm90; scripts/carry_binaries.sh build/carry-s60/s60.tar.xz \
 #   $B/tests/rlx_gpu_tests $B/tests/rlx_op_tests $B/bench/rlx_generate_bench
 cd "$(dirname "$0")/../../.."
@@ -32,3 +32,4 @@ gen bf16-greedy "$G" RLX_CUDA_FUSE_ATTN_CASTS=1
 gen bf16-sampled-select "$G --sample" RLX_CUDA_SAMPLE_SELECT=1
 gen bf16-sampled-sort "$G --sample" RLX_CUDA_SAMPLE_SELECT=0
 pack
+suites
