@@ -94,6 +94,44 @@ TEST_P(TinyLlmGpu, CudaLogitsMatchCpu) {
   fs::remove(path);
 }
 
+// What a knob that must change no bit is compared on: the tiny model's CUDA
+// logits over a prompt and six decode steps, the decode program's dispatch
+// report, and seeded sampled tokens, with the knob at `value`.
+struct KnobRun {
+  std::vector<Tensor> logits;
+  std::string report;
+  std::vector<int32_t> sampled;
+};
+KnobRun run_with(const std::string& path, const char* knob, const char* value) {
+  test::ScopedEnv env(knob, value);
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
+  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
+  auto gpu = make(path, "cuda", 32, true);
+  KnobRun out;
+  out.logits.push_back(gpu.forward(prompt, 0).logits);
+  int64_t at = static_cast<int64_t>(prompt.size());
+  for (int32_t t : decode) out.logits.push_back(gpu.forward({t}, at++).logits);
+  out.report = gpu.executable().dispatch_report();
+  out.sampled = gpu.generate(prompt, 12, llm::SamplingParams{0.9f, 30, 0.95f, 7});
+  return out;
+}
+
+// The runs with `knob` at 1 and at 0 give the same bits; returns both.
+std::pair<KnobRun, KnobRun> expect_knob_changes_no_bit(const std::string& arch, const char* knob) {
+  const std::string path = temp_path(arch + "_" + knob + ".gguf");
+  test::write_tiny_gguf(test::tiny_spec(arch), path);
+  KnobRun on = run_with(path, knob, "1"), off = run_with(path, knob, "0");
+  fs::remove(path);
+  EXPECT_EQ(on.logits.size(), off.logits.size());
+  for (size_t i = 0; i < on.logits.size() && i < off.logits.size(); ++i) {
+    const Tensor &x = on.logits[i], &y = off.logits[i];
+    EXPECT_TRUE(x.nbytes() == y.nbytes() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0)
+        << arch << ": logits " << i << " differ with " << knob << "=1";
+  }
+  EXPECT_EQ(on.sampled, off.sampled) << arch << ": sampled tokens differ with " << knob << "=1";
+  return {std::move(on), std::move(off)};
+}
+
 // The decode rope's angle table (RLX_CUDA_ROPE_ANGLE_TABLE): the first layer
 // of each rope base writes its cos/sin, the later ones read them. The logits
 // and tokens are bit for bit those of every layer evaluating its own angles.
@@ -101,39 +139,12 @@ TEST_P(TinyLlmGpu, RopeAngleTableChangesNoBit) {
   register_builtin_backends();
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
   const std::string arch = GetParam();
-  const std::string path = temp_path(arch + "_angles.gguf");
-  test::write_tiny_gguf(test::tiny_spec(arch), path);
-  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
-  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
-  auto run = [&](const char* table, std::string* report) {
-    test::ScopedEnv knob("RLX_CUDA_ROPE_ANGLE_TABLE", table);
-    auto gpu = make(path, "cuda", 32, true);
-    std::vector<Tensor> logits;
-    auto r = gpu.forward(prompt, 0);
-    logits.push_back(r.logits);
-    int64_t at = static_cast<int64_t>(prompt.size());
-    for (int32_t t : decode) {
-      r = gpu.forward({t}, at++);
-      logits.push_back(r.logits);
-    }
-    *report = gpu.executable().dispatch_report();
-    return logits;
-  };
-  std::string with_report, without_report;
-  const std::vector<Tensor> with = run("1", &with_report);
-  const std::vector<Tensor> without = run("0", &without_report);
-  ASSERT_EQ(with.size(), without.size());
-  for (size_t i = 0; i < with.size(); ++i) {
-    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
-    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0)
-        << arch << ": logits " << i << " differ with the angle table";
-  }
+  const auto [with, without] = expect_knob_changes_no_bit(arch, "RLX_CUDA_ROPE_ANGLE_TABLE");
   // Every tiny model has two or more layers, so some layer reads the table
   // (Gemma 3's six: five local ones share one base).
-  EXPECT_NE(with_report.find("angles to the table"), std::string::npos) << arch << "\n" << with_report;
-  EXPECT_NE(with_report.find("angles from the table"), std::string::npos) << arch << "\n" << with_report;
-  EXPECT_EQ(without_report.find("the table"), std::string::npos) << arch << "\n" << without_report;
-  fs::remove(path);
+  EXPECT_NE(with.report.find("angles to the table"), std::string::npos) << arch << "\n" << with.report;
+  EXPECT_NE(with.report.find("angles from the table"), std::string::npos) << arch << "\n" << with.report;
+  EXPECT_EQ(without.report.find("the table"), std::string::npos) << arch << "\n" << without.report;
 }
 
 // With f32 activations over an f16 cache (make()'s options), each decode
@@ -145,40 +156,10 @@ TEST_P(TinyLlmGpu, AttentionCastsFoldChangeNoBit) {
   register_builtin_backends();
   if (!backend_available("cuda")) GTEST_SKIP() << "no CUDA device";
   const std::string arch = GetParam();
-  const std::string path = temp_path(arch + "_casts.gguf");
-  test::write_tiny_gguf(test::tiny_spec(arch), path);
-  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 8, 120, 31};
-  const std::vector<int32_t> decode = {7, 300, 12, 61, 2, 19};
-  auto run = [&](const char* fold, std::string* report, std::vector<int32_t>* sampled) {
-    test::ScopedEnv knob("RLX_CUDA_FUSE_ATTN_CASTS", fold);
-    auto gpu = make(path, "cuda", 32, true);
-    std::vector<Tensor> logits;
-    auto r = gpu.forward(prompt, 0);
-    logits.push_back(r.logits);
-    int64_t at = static_cast<int64_t>(prompt.size());
-    for (int32_t t : decode) {
-      r = gpu.forward({t}, at++);
-      logits.push_back(r.logits);
-    }
-    *report = gpu.executable().dispatch_report();
-    *sampled = gpu.generate(prompt, 12, llm::SamplingParams{0.9f, 30, 0.95f, 7});
-    return logits;
-  };
-  std::string with_report, without_report;
-  std::vector<int32_t> with_tokens, without_tokens;
-  const std::vector<Tensor> with = run("1", &with_report, &with_tokens);
-  const std::vector<Tensor> without = run("0", &without_report, &without_tokens);
-  ASSERT_EQ(with.size(), without.size());
-  for (size_t i = 0; i < with.size(); ++i) {
-    ASSERT_EQ(with[i].nbytes(), without[i].nbytes());
-    EXPECT_EQ(std::memcmp(with[i].raw(), without[i].raw(), with[i].nbytes()), 0)
-        << arch << ": logits " << i << " differ with the casts folded";
-  }
-  EXPECT_EQ(with_tokens, without_tokens) << arch;
-  EXPECT_NE(with_report.find("q as f16"), std::string::npos) << arch << "\n" << with_report;
-  EXPECT_NE(with_report.find("out as f32"), std::string::npos) << arch << "\n" << with_report;
-  EXPECT_EQ(without_report.find(" folded)"), std::string::npos) << arch << "\n" << without_report;
-  fs::remove(path);
+  const auto [with, without] = expect_knob_changes_no_bit(arch, "RLX_CUDA_FUSE_ATTN_CASTS");
+  EXPECT_NE(with.report.find("q as f16"), std::string::npos) << arch << "\n" << with.report;
+  EXPECT_NE(with.report.find("out as f32"), std::string::npos) << arch << "\n" << with.report;
+  EXPECT_EQ(without.report.find(" folded)"), std::string::npos) << arch << "\n" << without.report;
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyLlmGpu, ::testing::Values("gemma3", "gemma2", "qwen3", "qwen2", "llama", "gemma3_scaled", "llama3", "phi3",
