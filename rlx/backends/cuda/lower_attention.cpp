@@ -123,7 +123,7 @@ bool blocks_overlap(LowerCtx& c, NodeId a, NodeId b) {
       int64_t n = 1;
       for (int64_t d : c.dims(id)) n *= d;
       const auto p = reinterpret_cast<uintptr_t>(c.ptr(id));
-      out.emplace_back(p, p + static_cast<uintptr_t>(n) * dtype_size(c.type(id).dtype));
+      out.emplace_back(p, p + static_cast<uintptr_t>(dtype_bytes(c.type(id).dtype, n)));
       const Node& nd = c.node(id);
       if (nd.inputs.empty() || !(is_view_op(nd) || nd.op == OpKind::Narrow || nd.op == OpKind::Reshape)) break;
       id = nd.inputs[0];

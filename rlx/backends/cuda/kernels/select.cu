@@ -294,7 +294,6 @@ __global__ void __launch_bounds__(kScanThreads) topk_merge_kernel(const uint64_t
   pick_row(keys, idx, p, out, V, K, top_p, seed, step, r);
 }
 
-
 int row_bits(int64_t B) {
   int b = 0;
   while ((int64_t{1} << b) < B) ++b;
